@@ -1,0 +1,1 @@
+"""Built-in sources and sinks; registered under ``querylog.sources`` / ``querylog.sinks``."""

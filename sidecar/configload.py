@@ -1,0 +1,237 @@
+"""YAML loading with line numbers, and validation of config dataclasses.
+
+Errors read ``FILE:LINE: KEY: problem (allowed: ...)`` so an operator can jump
+to the line. Values from the file are never echoed for keys that may hold
+secrets; for other keys the offending value is shown (it is configuration, not
+a query or a user id).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+from sidecar.api import ConfigValueError
+
+
+class ConfigError(Exception):
+    """A located configuration error; ``str()`` is the operator-facing message."""
+
+    def __init__(self, file: str, line: int | None, key: str, problem: str, allowed: Sequence[Any] | None = None):
+        self.file, self.line, self.key, self.problem, self.allowed = file, line, key, problem, allowed
+        where = f"{file}:{line}" if line else file
+        msg = f"{where}: {key}: {problem}" if key else f"{where}: {problem}"
+        if allowed:
+            msg += f" (allowed: {', '.join(str(a) for a in allowed)})"
+        super().__init__(msg)
+
+
+class Located:
+    """A loaded YAML document plus the line of every key path (``a.b[2].c``)."""
+
+    def __init__(self, file: str, data: Any, lines: dict[str, int]):
+        self.file, self.data, self.lines = file, data, lines
+
+    def line(self, path: str) -> int | None:
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            cut = max(path.rfind("."), path.rfind("["))
+            if cut <= 0:
+                break
+            path = path[:cut]
+        return self.lines.get(path)
+
+    def error(self, path: str, problem: str, allowed: Sequence[Any] | None = None) -> ConfigError:
+        return ConfigError(self.file, self.line(path), path, problem, allowed)
+
+
+def _construct(node: yaml.Node, path: str, lines: dict[str, int], loader: yaml.SafeLoader) -> Any:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = str(loader.construct_object(key_node))
+            sub = f"{path}.{key}" if path else key
+            lines[sub] = key_node.start_mark.line + 1
+            if key in out:
+                raise ConfigError("", key_node.start_mark.line + 1, sub, "duplicate key")
+            out[key] = _construct(value_node, sub, lines, loader)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_construct(item, f"{path}[{i}]", lines, loader) for i, item in enumerate(node.value)]
+    return loader.construct_object(node)
+
+
+def load_yaml(path: Path | str, text: str | None = None) -> Located:
+    """Parse a YAML file, keeping the line of every key."""
+    file = str(path)
+    if text is None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(file, None, "", f"cannot read config: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(file, None, "", "config is not valid UTF-8") from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        lines: dict[str, int] = {}
+        data = {} if node is None else _construct(node, "", lines, loader)
+    except ConfigError as exc:
+        raise ConfigError(file, exc.line, exc.key, exc.problem) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(file, line, "", f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    finally:
+        loader.dispose()
+    return Located(file, data, lines)
+
+
+# --- dataclass validation -------------------------------------------------------------
+
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(map(str, get_args(tp)))
+    if origin in (tuple, Sequence):
+        return f"list of {_type_name(get_args(tp)[0])}"
+    if origin in (dict, Mapping):
+        return "mapping"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in get_args(tp) if a is not type(None))
+    if dataclasses.is_dataclass(tp):
+        return "mapping"
+    return {str: "string", int: "integer", float: "number", bool: "boolean"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _convert(tp: Any, value: Any, key: str, doc: Located, path: str) -> Any:
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(arg, value, key, doc, path)
+            except ConfigError as exc:
+                errors.append(exc)
+        raise errors[0] if len(errors) == 1 else doc.error(path, f"must be {_type_name(tp)}")
+    if origin is Literal:
+        allowed = get_args(tp)
+        if value not in allowed:
+            raise doc.error(path, f"unknown value {value!r}", allowed)
+        return value
+    if origin in (tuple, Sequence):
+        if not isinstance(value, list):
+            raise doc.error(path, f"must be a list of {_type_name(get_args(tp)[0])}")
+        (item_tp, *_rest) = get_args(tp)
+        return tuple(_convert(item_tp, v, key, doc, f"{path}[{i}]") for i, v in enumerate(value))
+    if origin in (dict, Mapping):
+        if not isinstance(value, dict):
+            raise doc.error(path, "must be a mapping")
+        _, vt = get_args(tp)
+        return types.MappingProxyType({k: _convert(vt, v, key, doc, f"{path}.{k}") for k, v in value.items()})
+    if dataclasses.is_dataclass(tp):
+        return build_config(tp, value, doc, path)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise doc.error(path, f"must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise doc.error(path, f"must be an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise doc.error(path, f"must be a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise doc.error(path, f"must be a string, got {value!r}")
+        return value
+    raise doc.error(path, f"unsupported option type {tp!r}")
+
+
+def _check(meta: Mapping[str, Any], value: Any, doc: Located, path: str) -> None:
+    if value is None:
+        return
+    if "choices" in meta and value not in meta["choices"]:
+        raise doc.error(path, f"unknown value {value!r}", meta["choices"])
+    if "min" in meta and value < meta["min"]:
+        raise doc.error(path, f"must be >= {meta['min']}, got {value!r}")
+    if "max" in meta and value > meta["max"]:
+        raise doc.error(path, f"must be <= {meta['max']}, got {value!r}")
+    if "gt" in meta and value <= meta["gt"]:
+        raise doc.error(path, f"must be > {meta['gt']}, got {value!r}")
+
+
+def build_config(cls: type[Any], data: Any, doc: Located, path: str) -> Any:
+    """Build the frozen dataclass ``cls`` from ``data``, or raise a located ConfigError."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise doc.error(path, "must be a mapping")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        key = unknown[0]
+        raise doc.error(f"{path}.{key}" if path else key, "unknown key", sorted(fields))
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        sub = f"{path}.{name}" if path else name
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise doc.error(sub, "required key is missing")
+            continue
+        value = _convert(hints[name], data[name], name, doc, sub)
+        _check(f.metadata, value, doc, sub)
+        kwargs[name] = value
+    try:
+        return cls(**kwargs)
+    except ConfigValueError as exc:
+        sub = f"{path}.{exc.key}" if path else exc.key
+        raise doc.error(sub, exc.problem, exc.allowed) from None
+
+
+def describe_config(cls: type[Any]) -> list[dict[str, Any]]:
+    """The documentation of a config dataclass: one dict per option (for docs and `filters`)."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        default: Any
+        if f.default is not dataclasses.MISSING:
+            default = list(f.default) if isinstance(f.default, tuple) else f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = "(see nested options)"
+        else:
+            default = None
+        entry: dict[str, Any] = {
+            "key": f.name,
+            "type": _type_name(hints[f.name]),
+            "default": default,
+            "required": f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+            "doc": f.metadata.get("doc", ""),
+        }
+        if "choices" in f.metadata:
+            entry["allowed"] = list(f.metadata["choices"])
+        if dataclasses.is_dataclass(hints[f.name]):
+            entry["options"] = describe_config(hints[f.name])
+        out.append(entry)
+    return out

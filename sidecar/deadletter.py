@@ -1,0 +1,71 @@
+"""Dead letters: records that could not become events, counted by reason.
+
+The dead-letter file (JSON lines, mode 0600) keeps the offending record so an
+operator can inspect and replay it; logs and metrics only ever see the reason
+and the count.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import IO
+
+import structlog
+
+log = structlog.get_logger("querylog.dead_letter")
+
+
+class DeadLetters:
+    """Counts bad records by reason and appends them to a file when one is configured."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.counts: Counter[str] = Counter()
+        self._file: IO[str] | None = None
+        self._lock = threading.Lock()
+
+    def _open(self) -> IO[str]:
+        if self._file is None:
+            assert self.path is not None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
+            self._file = os.fdopen(fd, "a", encoding="utf-8")
+        return self._file
+
+    def add(self, reason: str, source: str, line: int | None, record: bytes | str | None) -> None:
+        """Record one bad input. ``record`` goes to the file only, never to logs."""
+        with self._lock:
+            first = self.counts[reason] == 0
+            self.counts[reason] += 1
+            if first:
+                log.warning("record_dead_lettered", reason=reason, first_of_reason=True)
+            if self.path is None:
+                return
+            entry: dict[str, object] = {"reason": reason, "source": source, "line": line}
+            if isinstance(record, bytes):
+                entry["record_b64"] = base64.b64encode(record).decode("ascii")
+            elif record is not None:
+                entry["record"] = record
+            self._open().write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            if self.counts:
+                log.info("dead_letters_summarized", **{f"count_{k}": v for k, v in sorted(self.counts.items())})

@@ -109,9 +109,9 @@ def register(command: click.Command) -> None:
 
 
 def _register_commands() -> None:
-    from sidecar import commands
+    from sidecar import bench, commands
 
-    for command in commands.all_commands():
+    for command in [*commands.all_commands(), *bench.COMMANDS]:
         main.add_command(command)
 
 

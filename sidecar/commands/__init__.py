@@ -11,6 +11,7 @@ import importlib
 import click
 
 MODULES: tuple[str, ...] = ()
+"""Command modules (their COMMANDS lists are added to `querylog`)."""
 
 
 def all_commands() -> list[click.Command]:

@@ -7,6 +7,7 @@ dead letters (counted by reason; the record goes to the dead-letter file only).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -153,14 +154,15 @@ def read_header(reader_batches: Iterator[LineBatch]) -> tuple[str | None, Iterat
             continue
         header, rest = batch.lines[0], batch.lines[1:]
         eol = "\n" if (rest or batch.last_eol) else ""
-
-        def chain() -> Iterator[LineBatch]:
-            if rest:
-                yield LineBatch(rest, batch.first_line + 1, batch.last_eol)
-            yield from reader_batches
-
-        return header + eol, chain()
+        first = LineBatch(rest, batch.first_line + 1, batch.last_eol) if rest else None
+        return header + eol, _prepend(first, reader_batches)
     return None, iter(())
+
+
+def _prepend(first: LineBatch | None, rest: Iterator[LineBatch]) -> Iterator[LineBatch]:
+    if first is not None:
+        yield first
+    yield from rest
 
 
 class TextWriter:
@@ -264,10 +266,8 @@ class FileSink(Sink):
             self.writer.flush()
             if self.cfg.fsync and self.path != "-":
                 self.writer.stream.flush()
-                try:
+                with contextlib.suppress(OSError, io.UnsupportedOperation):
                     os.fsync(self.writer.stream.buffer.fileno())
-                except (OSError, io.UnsupportedOperation):
-                    pass
 
     def close(self) -> None:
         if self.writer is not None:

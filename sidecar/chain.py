@@ -41,7 +41,7 @@ class Chain:
         """Ask each filter to release what it may; released events run through the rest."""
         with self.lock:
             released: list[Event] = []
-            for i, f in enumerate(self.filters):
+            for f in self.filters:
                 if released:
                     self.per_filter_in[f.NAME] += len(released)
                     released = f.process(released)

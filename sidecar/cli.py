@@ -81,7 +81,9 @@ def filters_cmd() -> None:
 @main.command("replay")
 @click.option("--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False), help="Config file.")
 @click.argument("input_path", metavar="INPUT")
-@click.option("--output", "-o", default=None, help="Output file (.gz compresses); default: the configured sinks, else stdout.")
+@click.option(
+    "--output", "-o", default=None, help="Output file (.gz compresses); default: the configured sinks, else stdout."
+)
 @click.option("--seed", type=int, default=None, help="Seed the random choices (tests and benchmarks only).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 def replay_cmd(config_file: str, input_path: str, output: str | None, seed: int | None, progress: bool | None) -> None:

@@ -16,7 +16,9 @@ from sidecar.registry import FILTERS, SINKS, PluginError, plugins
 class LimitsConfig:
     """Bounds on input and batching."""
 
-    max_record_bytes: int = option(65536, "Records longer than this (bytes, without newline) are dead-lettered.", min=16)
+    max_record_bytes: int = option(
+        65536, "Records longer than this (bytes, without newline) are dead-lettered.", min=16
+    )
     batch_size: int = option(1000, "Events per batch through the chain (file replay).", min=1, max=100000)
 
 

@@ -216,8 +216,12 @@ def describe_config(cls: type[Any]) -> list[dict[str, Any]]:
         if not f.init:
             continue
         default: Any
-        if f.default is not dataclasses.MISSING:
-            default = list(f.default) if isinstance(f.default, tuple) else f.default
+        if dataclasses.is_dataclass(f.default):
+            default = "(see nested options)"
+        elif f.default is not dataclasses.MISSING:
+            default = [dataclasses.asdict(d) if dataclasses.is_dataclass(d) else d for d in f.default] if isinstance(
+                f.default, tuple
+            ) else f.default
         elif f.default_factory is not dataclasses.MISSING:
             default = "(see nested options)"
         else:
@@ -231,7 +235,11 @@ def describe_config(cls: type[Any]) -> list[dict[str, Any]]:
         }
         if "choices" in f.metadata:
             entry["allowed"] = list(f.metadata["choices"])
-        if dataclasses.is_dataclass(hints[f.name]):
-            entry["options"] = describe_config(hints[f.name])
+        tp = hints[f.name]
+        if get_origin(tp) in (tuple, Sequence) and dataclasses.is_dataclass(get_args(tp)[0]):
+            tp = get_args(tp)[0]
+            entry["key"] = f"{f.name}[]"
+        if dataclasses.is_dataclass(tp):
+            entry["options"] = describe_config(tp)
         out.append(entry)
     return out

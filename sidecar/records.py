@@ -209,10 +209,8 @@ class JsonlCodec(Codec):
             raise DeadLetter("empty_query")
         if values.get("user") is None:
             raise DeadLetter("missing_user")
-        ev = Event(
-            values.get("user"), query, values.get("time"), values.get("rank"), values.get("url"), record, line, self, eol
-        )
-        return ev
+        get = values.get
+        return Event(get("user"), query, get("time"), get("rank"), get("url"), record, line, self, eol)
 
     def decode_many(self, lines: list[str], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
         out: list[Event] = []

@@ -8,6 +8,7 @@ inspection; hot paths use plain ``executemany`` on :attr:`StateStore.conn`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -67,8 +68,6 @@ class StateStore:
 
     def close(self) -> None:
         with self.lock:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error:
-                pass
             self.conn.close()

@@ -10,7 +10,7 @@ import importlib
 
 import click
 
-MODULES: tuple[str, ...] = ()
+MODULES: tuple[str, ...] = ("docs",)
 """Command modules (their COMMANDS lists are added to `querylog`)."""
 
 

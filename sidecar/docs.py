@@ -62,7 +62,10 @@ def cli_reference(root: click.Group) -> str:
     lines = [HEADER.format(what="cli").rstrip("\n"), "", "# CLI reference", ""]
 
     def walk(cmd: click.Command, path: list[str]) -> None:
-        ctx = click.Context(cmd, info_name=" ".join(path))
+        ctx = click.Context(
+            cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100,
+            help_option_names=["-h", "--help"],
+        )
         lines.extend([f"## `{' '.join(path)}`", "", "```", cmd.get_help(ctx).rstrip(), "```", ""])
         if isinstance(cmd, click.Group):
             for name in sorted(cmd.commands):

@@ -10,7 +10,7 @@ import importlib
 
 import click
 
-MODULES: tuple[str, ...] = ("docs",)
+MODULES: tuple[str, ...] = ("docs", "generate")
 """Command modules (their COMMANDS lists are added to `querylog`)."""
 
 

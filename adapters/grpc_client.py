@@ -1,0 +1,211 @@
+"""A client of the sidecar's gRPC service: stream a log file through ``Filter``.
+
+Each record is sent as a QueryEvent with its roles and a ``seq``; the client keeps
+the decoded record until its event comes back, writes the returned role values
+into it and encodes it in the input's schema, so a passthrough sidecar gives a
+byte-identical file. Events the sidecar drops or holds do not come back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from adapters.files import FileSink, FileSinkConfig, LineReader, read_header
+from adapters.grpc_codec import EventBatch, ProtoCodec
+from sidecar.api import BuildContext, ConfigValueError, Event
+from sidecar.configload import ConfigError
+from sidecar.deadletter import DeadLetters
+from sidecar.gen.querylog.v1.querylog_pb2 import ProfileRequest, ProfileResponse, StatsRequest, StatsResponse
+from sidecar.gen.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
+from sidecar.records import Codec, SchemaConfig, codec_for
+
+ROLE_FIELDS = ("user", "query", "time", "rank", "url")
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else value if type(value) is str else str(value)
+
+
+def channel(address: str, tls_ca: str | None = None, max_message_bytes: int = 64 * 1024 * 1024) -> grpc.Channel:
+    """A channel to the sidecar; TLS when a CA certificate file is given."""
+    options = [("grpc.max_receive_message_length", max_message_bytes),
+               ("grpc.max_send_message_length", max_message_bytes)]
+    if tls_ca:
+        creds = grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes())
+        return grpc.secure_channel(address, creds, options=options)
+    return grpc.insecure_channel(address, options=options)
+
+
+def wait_serving(chan: grpc.Channel, timeout: float) -> bool:
+    """Wait until the health service says SERVING (False on timeout)."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    stub = health_pb2_grpc.HealthStub(chan)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
+            if resp.status == health_pb2.HealthCheckResponse.SERVING:
+                return True
+        except grpc.RpcError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def to_batch(events: list[Event], first_seq: int, batch_id: str = "") -> EventBatch:
+    """An EventBatch of the events' roles, with seq numbers from ``first_seq``."""
+    batch = EventBatch(batch_id=batch_id)
+    add = batch.events.add
+    seq = first_seq
+    for ev in events:
+        t, r, u = ev.time, ev.rank, ev.url
+        add(
+            user=_text(ev.user),
+            query=_text(ev.query),
+            time="" if t is None else t if type(t) is str else str(t),
+            rank="" if r is None else r if type(r) is str else str(r),
+            url="" if u is None else u if type(u) is str else str(u),
+            seq=seq,
+        )
+        seq += 1
+    return batch
+
+
+class Reassembler:
+    """Matches returned QueryEvents with the records sent, by ``seq``."""
+
+    def __init__(self) -> None:
+        self.pending: dict[int, Event] = {}
+        self.codec = ProtoCodec()
+        self.unknown = 0
+
+    def add(self, events: list[Event], first_seq: int) -> None:
+        self.pending.update(zip(range(first_seq, first_seq + len(events)), events))
+
+    def take(self, batch: EventBatch) -> list[Event]:
+        """The sent events for a response batch, with the returned role values written in."""
+        pop = self.pending.pop
+        out: list[Event] = []
+        for m in batch.events:
+            ev = pop(m.seq, None)
+            if ev is None:  # not ours (or a fresh event made by a filter): roles + attributes
+                self.unknown += 1
+                out.append(self.codec.decode(m))
+                continue
+            u, q, t, r, lk = m.user, m.query, m.time, m.rank, m.url
+            old = ev.user
+            if u != old and u != _text(old):
+                ev.user = u
+            old = ev.query
+            if q != old and q != _text(old):
+                ev.query = q
+            old = ev.time
+            if t != old and t != _text(old):
+                ev.time = t
+            old = ev.rank
+            if r != old and r != _text(old):
+                ev.rank = r
+            old = ev.url
+            if lk != old and lk != _text(old):
+                ev.url = lk
+            out.append(ev)
+        return out
+
+
+@dataclass
+class SendSummary:
+    records_in: int = 0
+    sent: int = 0
+    received: int = 0
+    dead_lettered: int = 0
+    seconds: float = 0.0
+
+    @property
+    def events_per_second(self) -> float:
+        return self.sent / self.seconds if self.seconds > 0 else 0.0
+
+    def line(self) -> str:
+        return (
+            f"records in={self.records_in} sent={self.sent} received={self.received} "
+            f"not_returned={self.sent - self.received} dead_letter={self.dead_lettered} "
+            f"seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f}"
+        )
+
+
+def send_file(
+    chan: grpc.Channel,
+    input_path: str,
+    output_path: str,
+    schema: SchemaConfig | None = None,
+    batch_size: int = 1000,
+    max_record_bytes: int = 65536,
+    dead: DeadLetters | None = None,
+) -> SendSummary:
+    """Stream ``input_path`` through ``Filter`` and write what comes back to ``output_path``."""
+    started = time.perf_counter()
+    schema = schema or SchemaConfig()
+    dead = dead or DeadLetters(None)
+    summary = SendSummary()
+    codec: Codec = codec_for(schema, input_path)
+    reader = LineReader(input_path, dead, max_record_bytes)
+    batches = reader.batches(batch_size)
+    header = None
+    if codec.format == "tsv" and schema.header:
+        header, batches = read_header(batches)
+        if header is not None:
+            try:
+                codec.accept_header(header.rstrip("\n"))
+            except ConfigValueError as exc:
+                raise ConfigError(input_path, 1, "header", exc.problem) from None
+    sink = FileSink(FileSinkConfig(path=output_path), BuildContext(config_dir=Path.cwd()), schema)
+    sink.start(header, codec)
+    reassembler = Reassembler()
+    lock = threading.Lock()
+
+    def requests() -> Iterator[EventBatch]:
+        seq = 1
+        decode_many = codec.decode_many  # type: ignore[attr-defined]
+        for number, batch in enumerate(batches):
+            bad: list[tuple[int, str]] = []
+            events = decode_many(batch.lines, "\n", bad)
+            for idx, reason in bad:
+                dead.add(reason, input_path, batch.first_line + idx, batch.lines[idx])
+            if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.lines) - 1):
+                events[-1].eol = ""
+            if not events:
+                continue
+            with lock:
+                reassembler.add(events, seq)
+                summary.sent += len(events)
+            yield to_batch(events, seq, str(number))
+            seq += len(events)
+
+    stub = QueryLogFilterStub(chan)
+    try:
+        for response in stub.Filter(requests()):
+            with lock:
+                out = reassembler.take(response)
+            summary.received += len(out)
+            sink.write(out)
+    finally:
+        sink.close()
+    summary.records_in = reader.lines_seen - (1 if header is not None else 0)
+    summary.dead_lettered = dead.total
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def get_stats(chan: grpc.Channel, timeout: float = 10.0) -> StatsResponse:
+    return QueryLogFilterStub(chan).Stats(StatsRequest(), timeout=timeout)  # type: ignore[no-any-return]
+
+
+def get_profile(chan: grpc.Channel, user: str, timeout: float = 10.0) -> ProfileResponse:
+    return QueryLogFilterStub(chan).GetProfile(ProfileRequest(user=user), timeout=timeout)  # type: ignore[no-any-return]

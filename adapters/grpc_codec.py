@@ -1,0 +1,105 @@
+"""QueryEvent messages <-> events, in batches.
+
+An event decoded from a :class:`QueryEvent` keeps the message as its ``record``
+and :class:`ProtoCodec` as its ``codec``. Encoding an unchanged event returns the
+very same message; changed roles are written back into it (``seq`` and the
+``attributes`` ride along untouched). Events from other codecs (a TSV line, a JSON
+object) become fresh messages: roles as strings, the record's other fields in
+``attributes`` (see :func:`sidecar.records.carried_fields`).
+
+Empty ``time``/``rank``/``url`` strings decode to ``None`` (absent), as proto3
+strings cannot tell empty from unset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sidecar.api import Event
+from sidecar.gen.querylog.v1.querylog_pb2 import EventBatch, QueryEvent
+from sidecar.records import carried_fields
+
+__all__ = ["EventBatch", "ProtoCodec", "ProtoEvent", "QueryEvent"]
+
+
+class ProtoEvent(Event):
+    """An event decoded from a QueryEvent; ``orig`` holds the role values as decoded."""
+
+    __slots__ = ("orig",)
+
+    orig: tuple[Any, Any, Any, Any, Any]
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else value if type(value) is str else str(value)
+
+
+class ProtoCodec:
+    """Decode QueryEvent messages to events and encode events to QueryEvents."""
+
+    format = "proto"
+
+    def decode_batch(self, messages: Any) -> list[ProtoEvent]:
+        """Events for the messages of a repeated field, in order (no validation)."""
+        new = ProtoEvent.__new__
+        out: list[ProtoEvent] = []
+        append = out.append
+        for m in messages:
+            ev = new(ProtoEvent)
+            u = ev.user = m.user
+            q = ev.query = m.query
+            t = ev.time = m.time or None
+            r = ev.rank = m.rank or None
+            lk = ev.url = m.url or None
+            ev.orig = (u, q, t, r, lk)
+            ev.record = m
+            ev.raw = None
+            ev.codec = self
+            ev.eol = "\n"
+            ev.meta = None
+            append(ev)
+        return out
+
+    def decode(self, message: QueryEvent) -> ProtoEvent:
+        return self.decode_batch((message,))[0]
+
+    def encode(self, event: Event) -> QueryEvent:
+        """The event as a QueryEvent: its own message when it came from one, else a fresh one."""
+        if event.codec is self:
+            m: QueryEvent = event.record
+            u, q, t, r, lk = event.orig  # type: ignore[attr-defined]
+            if event.user is not u:
+                m.user = _text(event.user)
+            if event.query is not q:
+                m.query = _text(event.query)
+            if event.time is not t:
+                m.time = _text(event.time)
+            if event.rank is not r:
+                m.rank = _text(event.rank)
+            if event.url is not lk:
+                m.url = _text(event.url)
+            return m
+        return self.fresh(event)
+
+    def fresh(self, event: Event) -> QueryEvent:
+        """A new QueryEvent from an event of another codec; non-role fields go to attributes."""
+        return QueryEvent(
+            user=_text(event.user),
+            query=_text(event.query),
+            time=_text(event.time),
+            rank=_text(event.rank),
+            url=_text(event.url),
+            attributes={str(k): _text(v) for k, v in carried_fields(event).items()},
+        )
+
+    def encode_batch(self, events: list[Event]) -> list[QueryEvent]:
+        encode = self.encode
+        return [encode(e) for e in events]
+
+    def carried_fields(self, event: Event) -> Mapping[str, Any]:
+        """Non-role fields: the message's attributes (used when a TSV/JSONL sink writes it)."""
+        return dict(event.record.attributes)
+
+    def header(self) -> str | None:
+        return None

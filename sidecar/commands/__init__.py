@@ -10,7 +10,7 @@ import importlib
 
 import click
 
-MODULES: tuple[str, ...] = ("docs", "generate")
+MODULES: tuple[str, ...] = ("docs", "generate", "grpc")
 """Command modules (their COMMANDS lists are added to `querylog`)."""
 
 

@@ -10,7 +10,7 @@ import importlib
 
 import click
 
-MODULES: tuple[str, ...] = ("docs", "generate", "grpc")
+MODULES: tuple[str, ...] = ("docs", "generate", "grpc", "demo")
 """Command modules (their COMMANDS lists are added to `querylog`)."""
 
 

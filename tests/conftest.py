@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import structlog
 
 from sidecar.generate import GenerateStats, generate_log
 
@@ -41,6 +42,17 @@ def write_config(tmp_path: Path) -> Callable[[str], Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def debug_structlog() -> Iterator[None]:
+    """structlog at debug level for one test (capture_logs keeps the configured level filter)."""
+    import logging
+
+    old = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    yield
+    structlog.configure(**old)
 
 
 @dataclass(frozen=True)

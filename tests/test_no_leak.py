@@ -72,15 +72,6 @@ def _chain_config(tmp: Path, log_level: str = "debug") -> Path:
     return path
 
 
-@pytest.fixture
-def debug_structlog():  # type: ignore[no-untyped-def]
-    """structlog at debug level for the test (capture_logs keeps the configured level filter)."""
-    old = structlog.get_config()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
-    yield
-    structlog.configure(**old)
-
-
 def test_in_process_replay_logs_no_values(
     generated_log: GeneratedLog, tmp_path: Path, hmac_key: str, debug_structlog: None,
     caplog: pytest.LogCaptureFixture,

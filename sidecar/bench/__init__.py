@@ -10,7 +10,7 @@ import resource
 
 import click
 
-MODULES: tuple[str, ...] = ("passthrough",)
+MODULES: tuple[str, ...] = ("passthrough", "buffer", "profile")
 
 
 def peak_rss_mib(children: bool = False) -> float:

@@ -1,0 +1,552 @@
+"""``category_buffer``: paper 001's anonymizer (Algorithm 2), durable and pair-safe.
+
+Paper 001, Algorithm 2: each category has a set of users and a set of queries.
+An arriving event adds its user to the first and its query to the second; when
+the category holds k and holds a user other than the arriving one, a random user
+and a random query are popped and sent together; otherwise k <- k * delta.
+Users keep their interests (same categories, same counts) while a query can be
+tied to its sender with probability about 1/k.
+
+What this implementation does differently, and why:
+
+* **Pairs are never the original ones.** The paper draws user and query
+  independently, so a user can get their own query back (about 1/k of the
+  time; its "A(NR)" curve shows what that costs). Here a query is drawn
+  uniformly, then a user uniformly among the held *user slots* (a user with 3
+  held slots is 3 times as likely, as in the paper's multiset) that are
+  neither the query's sender nor a user known to have sent the same text
+  (same words, case-folded) — among buffered events and the last
+  ``avoid_repeat_pairs`` events. So the log matcher finds no protected
+  (user, query) identical to an original one, up to repeats older than that
+  window.
+* **The "one user only" rule is generalised.** The paper raises k when every
+  user in the set is the arriving one; here k becomes ceil(k * delta) when the
+  bucket is at k but no valid pair exists (one user only, or only users who all
+  sent that text). This is the paper's rule whenever texts differ.
+* **k comes back.** The paper never lowers k again. With ``decay`` (default)
+  every successful release steps an inflated k back toward its base
+  (k <- max(base, min(k - 1, ceil(k / delta)))); several events may then leave
+  at once, each still drawn from at least k held ones. ``decay: false`` keeps
+  the paper's only-grows behaviour.
+* **Durable**: every held event is a row in the SQLite state store; a batch's
+  arrivals, releases and k changes commit in one transaction, so a restart or
+  kill -9 resumes with exactly what was held after the last completed batch.
+* **Bounded**: memory is O(events held): at most about the sum of k over the
+  buckets in steady state, more only while one user alone fills a bucket, and
+  never more than ``max_held`` events (the oldest of the largest bucket is then
+  suppressed and counted). The number of users does not matter.
+* **Events without a category** go to their own ``unknown`` bucket (or are
+  dropped and counted with ``unknown: drop``, as the paper discarded them).
+
+The released event is the query's own event (its record, so output keeps the
+input schema and all query-side fields) with the user-side roles and fields of
+the drawn user; its annotations are the query's (so ``profile`` counts the
+query's category for the new user, exactly as the paper's profiler does).
+"""
+
+from __future__ import annotations
+
+import math
+import time as _time
+from collections import Counter
+from typing import Any
+
+import structlog
+
+from filters.category_buffer.config import CategoryBufferConfig
+from filters.category_buffer.rand import RandomPool
+from filters.category_buffer.store import HeldStore, pack_event, unpack_event
+from sidecar.api import BuildContext, ConfigValueError, Event, Filter
+
+log = structlog.get_logger("querylog.category_buffer")
+
+UNKNOWN = "unknown"
+ROOT = "*"
+
+
+def normalise_text(query: Any) -> str:
+    """The text identity used for pair checks: words case-folded, whitespace collapsed."""
+    return " ".join(str(query).casefold().split())
+
+
+class Held:
+    """One buffered event: its user half and its query half, and where each is still held.
+
+    ``event`` is never modified (the output is a copy), so it can be written to
+    the state store at any time. ``uidx``/``qidx`` are the positions in the
+    bucket lists (O(1) random removal by swapping with the last element).
+    """
+
+    __slots__ = ("arrived", "event", "fmt", "new", "pair", "qbucket", "qidx", "row", "sender", "text",
+                 "ubucket", "uidx", "uvalues")
+
+    def __init__(self, row: int, event: Event, sender: str, text: str, pair: int, arrived: float,
+                 fmt: str | None, uvalues: tuple[Any, ...], bucket: str | None, new: bool) -> None:
+        self.row = row
+        self.event = event
+        self.sender = sender
+        self.text = text
+        self.pair = pair
+        self.arrived = arrived
+        self.fmt = fmt
+        self.uvalues = uvalues  # user role's value, the other user-side roles, then the user fields
+        self.ubucket = bucket
+        self.qbucket = bucket
+        self.uidx = -1
+        self.qidx = -1
+        self.new = new
+
+
+def _inc(d: dict[Any, int], key: Any) -> None:
+    d[key] = d.get(key, 0) + 1
+
+
+def _dec(d: dict[Any, int], key: Any) -> None:
+    n = d[key] - 1
+    if n:
+        d[key] = n
+    else:
+        del d[key]
+
+
+class Bucket:
+    """One category's user set and query set, and its current k.
+
+    Both sets always have the same size: an arrival adds to both, a release
+    takes one from each.
+    """
+
+    __slots__ = ("base", "k", "name", "names", "queries", "senders", "users")
+
+    def __init__(self, name: str, base: int) -> None:
+        self.name = name
+        self.base = base
+        self.k = base
+        self.users: list[Held] = []
+        self.queries: list[Held] = []
+        self.names: dict[str, int] = {}  # held user halves per user
+        self.senders: dict[str, int] = {}  # held query halves per sender
+
+    def add_user(self, h: Held) -> None:
+        h.uidx = len(self.users)
+        h.ubucket = self.name
+        self.users.append(h)
+        _inc(self.names, h.sender)
+
+    def add_query(self, h: Held) -> None:
+        h.qidx = len(self.queries)
+        h.qbucket = self.name
+        self.queries.append(h)
+        _inc(self.senders, h.sender)
+
+    def pop_user(self, i: int) -> Held:
+        users = self.users
+        h = users[i]
+        last = users.pop()
+        if last is not h:
+            users[i] = last
+            last.uidx = i
+        _dec(self.names, h.sender)
+        h.ubucket = None
+        return h
+
+    def pop_query(self, i: int) -> Held:
+        queries = self.queries
+        h = queries[i]
+        last = queries.pop()
+        if last is not h:
+            queries[i] = last
+            last.qidx = i
+        _dec(self.senders, h.sender)
+        h.qbucket = None
+        return h
+
+
+class CategoryBufferFilter(Filter):
+    """Re-pair users and queries inside category buffers of k (paper 001 Algorithm 2), durably."""
+
+    NAME = "category_buffer"
+    Config = CategoryBufferConfig
+    SUMMARY = "k-anonymous re-pairing of users and queries within category buffers (paper 001 Alg. 2), in SQLite"
+    BUFFERING = True
+
+    def __init__(self, config: CategoryBufferConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        self.cfg = config
+        if ctx.state is None:
+            raise ConfigValueError("k", "category_buffer needs the state store (state_dir)")
+        self.pool = RandomPool(ctx.token_bytes)
+        self.store = HeldStore(ctx.state)
+        self.buckets: dict[str, Bucket] = {}
+        self.held_pairs: dict[int, int] = {}  # pair hashes of every event with a half still held
+        self._recent: set[int] = set()  # two generations of recently seen pairs
+        self._older: set[int] = set()
+        self.codecs: dict[str | None, Any] = {}
+        self.user_roles = tuple(r for r in config.user_roles if r != "user")
+        self._held = 0
+        self._new: list[Held] = []
+        self._touched: set[Held] = set()
+        self._gone: list[int] = []
+        self._dirty_k: set[str] = set()
+        self._stream_time: Any = None
+        self._next_id = 1
+        self._load()
+
+    # --- buckets -------------------------------------------------------------------
+
+    def _bucket(self, name: str) -> Bucket:
+        b = self.buckets.get(name)
+        if b is None:
+            base = self.cfg.k
+            if self.cfg.k_per_category and name in self.cfg.k_per_category:
+                base = self.cfg.k_per_category[name]
+            b = self.buckets[name] = Bucket(name, base)
+        return b
+
+    def _bucket_name(self, ev: Event) -> str | None:
+        meta = ev.meta
+        cat = meta.get("category") if meta else None
+        if (not cat or cat == UNKNOWN) and self.cfg.category_field:
+            cat = self._record_field(ev, self.cfg.category_field)
+        if not cat or cat == UNKNOWN:
+            return None if self.cfg.unknown == "drop" else UNKNOWN
+        if self.cfg.level > 1 and meta:
+            path = meta.get("category_path")
+            if path:
+                return "/".join(str(p) for p in tuple(path)[: self.cfg.level])
+        return str(cat)
+
+    @staticmethod
+    def _record_field(ev: Event, name: str) -> Any:
+        record = ev.record
+        if isinstance(record, dict):
+            return record.get(name)
+        columns = getattr(ev.codec, "columns", None)
+        if isinstance(record, list) and columns and name in columns:
+            i = columns.index(name)
+            return record[i] if i < len(record) else None
+        return None
+
+    def _uvalues(self, ev: Event) -> tuple[Any, ...]:
+        values = (ev.user, *(getattr(ev, r) for r in self.user_roles))
+        if self.cfg.user_fields:
+            values += tuple(self._record_field(ev, f) for f in self.cfg.user_fields)
+        if self.cfg.time == "user":
+            values += (ev.time,)
+        return values
+
+    # --- pair memory ---------------------------------------------------------------
+
+    def _remember(self, pair: int) -> None:
+        """Two generations of ``avoid_repeat_pairs / 2`` pairs each: O(1), bounded, at least the last half."""
+        recent = self._recent
+        recent.add(pair)
+        if len(recent) * 2 >= self.cfg.avoid_repeat_pairs:
+            self._older = recent
+            self._recent = set()
+
+    def _avoided(self, user: str, text: str) -> bool:
+        pair = hash((user, text))
+        return pair in self.held_pairs or pair in self._recent or pair in self._older
+
+    # --- drawing and releasing -----------------------------------------------------
+
+    def _draw(self, bucket: Bucket) -> tuple[int, int] | None:
+        """A valid (query index, user index): query uniform, user uniform among the valid held user slots.
+
+        Valid: not the query's sender and not a user known to have sent the same
+        text. Rejection sampling first (a few tries), then an exact enumeration,
+        so the choice stays uniform; a bucket whose users and senders are all one
+        person is recognised in O(1).
+        """
+        names, senders = bucket.names, bucket.senders
+        if len(names) == 1 and len(senders) == 1 and next(iter(names)) == next(iter(senders)):
+            return None
+        queries, users = bucket.queries, bucket.users
+        below = self.pool.below
+        avoided = self._avoided
+        nq = len(queries)
+        qi = below(nq)
+        q = queries[qi]
+        for _ in range(4):
+            ui = below(nq)
+            u = users[ui].sender
+            if u != q.sender and not avoided(u, q.text):
+                return qi, ui
+        rest = [i for i in range(nq) if i != qi]
+        for j in range(len(rest) - 1, 0, -1):  # Fisher-Yates: the other queries in random order
+            m = below(j + 1)
+            rest[j], rest[m] = rest[m], rest[j]
+        for cand in (qi, *rest):
+            q = queries[cand]
+            ok: dict[str, bool] = {}
+            valid = []
+            for ui, h in enumerate(users):
+                v = ok.get(h.sender)
+                if v is None:
+                    v = ok[h.sender] = h.sender != q.sender and not avoided(h.sender, q.text)
+                if v:
+                    valid.append(ui)
+            if valid:
+                return cand, valid[below(len(valid))]
+        return None
+
+    def _gone_half(self, h: Held) -> None:
+        """Bookkeeping after one half of ``h`` left its bucket."""
+        if h.ubucket is None and h.qbucket is None:
+            _dec(self.held_pairs, h.pair)
+            if not h.new:
+                self._touched.discard(h)
+                self._gone.append(h.row)
+        elif not h.new:
+            self._touched.add(h)
+
+    def _emit(self, q: Held, u: Held) -> Event:
+        """The output: a copy of the query's event carrying the drawn user's side."""
+        src = q.event
+        codec = src.codec if src.codec is not None else self.codecs.get(q.fmt)
+        uv = u.uvalues
+        ev = Event(uv[0], src.query, src.time, src.rank, src.url, src.record, src.raw, codec, src.eol)
+        ev.meta = src.meta
+        cfg = self.cfg
+        n = len(self.user_roles) + 1
+        for role, value in zip(self.user_roles, uv[1:n]):
+            setattr(ev, role, value)
+        if cfg.user_fields:
+            self._set_fields(ev, cfg.user_fields, uv[n:n + len(cfg.user_fields)])
+        if cfg.time == "release":
+            if self._stream_time is not None:
+                ev.time = self._stream_time
+        elif cfg.time == "user":
+            ev.time = uv[-1]
+        return ev
+
+    @staticmethod
+    def _set_fields(ev: Event, names: tuple[str, ...], values: tuple[Any, ...]) -> None:
+        record = ev.record
+        if isinstance(record, dict):
+            record = dict(record)
+            for name, value in zip(names, values):
+                if value is None:
+                    record.pop(name, None)
+                else:
+                    record[name] = value
+        elif isinstance(record, list):
+            columns = getattr(ev.codec, "columns", ())
+            record = list(record)
+            for name, value in zip(names, values):
+                if name in columns:
+                    record[columns.index(name)] = "" if value is None else value
+        else:
+            return
+        ev.record = record
+
+    def _release(self, bucket: Bucket, out: list[Event]) -> None:
+        """Release while the bucket is at its k and a valid pair exists; raise k when none does."""
+        cfg = self.cfg
+        while len(bucket.queries) >= bucket.k:
+            drawn = self._draw(bucket)
+            if drawn is None:
+                bucket.k = math.ceil(bucket.k * cfg.delta)
+                self._dirty_k.add(bucket.name)
+                self.counts["k_raised"] += 1
+                return
+            qi, ui = drawn
+            u = bucket.pop_user(ui)
+            q = bucket.pop_query(qi)
+            self._gone_half(u)
+            if q is not u:
+                self._gone_half(q)
+            out.append(self._emit(q, u))
+            self._held -= 1
+            if cfg.decay and bucket.k > bucket.base:
+                bucket.k = max(bucket.base, min(bucket.k - 1, math.ceil(bucket.k / cfg.delta)))
+                self._dirty_k.add(bucket.name)
+
+    # --- removal policies ------------------------------------------------------------
+
+    def _drop_oldest(self, bucket: Bucket, count: int, reason: str) -> None:
+        """Suppress the ``count`` oldest held queries of a bucket with as many of its oldest user slots."""
+        count = min(count, len(bucket.queries))
+        if count <= 0:
+            return
+        for h in sorted(bucket.queries, key=lambda x: x.arrived)[:count]:
+            bucket.pop_query(h.qidx)
+            self._gone_half(h)
+        for h in sorted(bucket.users, key=lambda x: x.arrived)[:count]:
+            bucket.pop_user(h.uidx)
+            self._gone_half(h)
+        self._held -= count
+        self.counts[reason] += count
+
+    def _overflow(self) -> None:
+        excess = self._held - self.cfg.max_held
+        if excess <= 0:
+            return
+        largest = max(self.buckets.values(), key=lambda b: len(b.queries))
+        self._drop_oldest(largest, max(excess, len(largest.queries) // 100), "suppressed_overflow")
+        log.warning("events_suppressed", filter=self.NAME, reason="max_held", held=self._held)
+
+    def _apply_max_hold(self, out: list[Event]) -> None:
+        policy = self.cfg.max_hold
+        if policy == "hold":
+            return
+        cutoff = _time.time() - self.cfg.max_hold_seconds
+        for bucket in list(self.buckets.values()):
+            if not bucket.queries:
+                continue
+            if policy == "suppress":
+                overdue = sum(1 for h in bucket.queries if h.arrived < cutoff)
+                if overdue:
+                    self._drop_oldest(bucket, overdue, "suppressed_max_hold")
+                    log.info("events_suppressed", filter=self.NAME, reason="max_hold", count=overdue)
+            elif bucket.name != ROOT and min(h.arrived for h in bucket.queries) < cutoff:
+                self._merge(bucket, out)
+
+    @staticmethod
+    def _parent(name: str) -> str:
+        if name in (UNKNOWN, ROOT) or "/" not in name:
+            return ROOT
+        return name.rsplit("/", 1)[0]
+
+    def _merge(self, bucket: Bucket, out: list[Event]) -> None:
+        """Move every held half of an overdue bucket into its parent bucket, then release from the parent."""
+        parent = self._bucket(self._parent(bucket.name))
+        moved = len(bucket.queries)
+        for h in bucket.queries:
+            parent.add_query(h)
+            if not h.new:
+                self._touched.add(h)
+        for h in bucket.users:
+            parent.add_user(h)
+            if not h.new:
+                self._touched.add(h)
+        bucket.queries, bucket.users = [], []
+        bucket.names.clear()
+        bucket.senders.clear()
+        self.counts["merged"] += moved
+        log.info("bucket_merged", filter=self.NAME, count=moved)
+        self._release(parent, out)
+
+    # --- durability ---------------------------------------------------------------
+
+    def _load(self) -> None:
+        rows, ks = self.store.load()
+        self._next_id = (rows[-1][0] + 1) if rows else 1
+        for row_id, ubucket, qbucket, arrived, blob in rows:
+            ev, fmt = unpack_event(blob)
+            sender = str(ev.user)
+            text = normalise_text(ev.query)
+            pair = hash((sender, text))
+            h = Held(row_id, ev, sender, text, pair, arrived, fmt, self._uvalues(ev), None, new=False)
+            _inc(self.held_pairs, pair)
+            if ubucket is not None:
+                self._bucket(ubucket).add_user(h)
+            if qbucket is not None:
+                self._bucket(qbucket).add_query(h)
+        for name, k in ks.items():
+            b = self._bucket(name)
+            b.k = max(k, b.base)
+        self._held = sum(len(b.queries) for b in self.buckets.values())
+        if rows:
+            log.info("buffer_restored", filter=self.NAME, held=self._held, buckets=len(self.buckets))
+
+    def _commit(self) -> None:
+        inserts = []
+        for h in self._new:
+            if h.ubucket is None and h.qbucket is None:
+                continue  # arrived and left within the batch: nothing to store
+            blob, kept = pack_event(h.event)
+            if not kept:
+                self.counts["record_not_kept"] += 1
+            inserts.append((h.row, h.ubucket, h.qbucket, h.arrived, blob))
+            h.new = False
+        updates = [(h.ubucket, h.qbucket, h.row) for h in self._touched]
+        deletes = [(row,) for row in self._gone]
+        ks = [(name, self.buckets[name].k) for name in self._dirty_k]
+        if inserts or updates or deletes or ks:
+            self.store.write(inserts, updates, deletes, ks)
+        self._new = []
+        self._touched = set()
+        self._gone = []
+        self._dirty_k = set()
+
+    # --- the Filter contract ------------------------------------------------------
+
+    def process(self, batch: list[Event]) -> list[Event]:
+        out: list[Event] = []
+        now = _time.time()
+        next_id = self._next_id
+        dropped = 0
+        buckets = self.buckets
+        codecs = self.codecs
+        held_pairs = self.held_pairs
+        new = self._new
+        remember = self._remember if self.cfg.avoid_repeat_pairs else None
+        bucket_name = self._bucket_name
+        uvalues = self._uvalues
+        release = self._release
+        for ev in batch:
+            name = bucket_name(ev)
+            if name is None:
+                dropped += 1
+                continue
+            self._stream_time = ev.time
+            sender = str(ev.user)
+            text = " ".join(str(ev.query).casefold().split())
+            pair = hash((sender, text))
+            codec = ev.codec
+            fmt = None
+            if codec is not None:
+                fmt = getattr(codec, "format", None)
+                if fmt not in codecs:
+                    codecs[fmt] = codec
+            h = Held(next_id, ev, sender, text, pair, now, fmt, uvalues(ev), name, True)
+            next_id += 1
+            bucket = buckets.get(name) or self._bucket(name)
+            bucket.add_user(h)
+            bucket.add_query(h)
+            new.append(h)
+            held_pairs[pair] = held_pairs.get(pair, 0) + 1
+            if remember is not None:
+                remember(pair)
+            self._held += 1
+            if len(bucket.queries) >= bucket.k:
+                release(bucket, out)
+        self._next_id = next_id
+        if dropped:
+            self.counts["dropped_unknown"] += dropped
+        self.counts["arrived"] += len(batch) - dropped
+        if self._held > self.cfg.max_held:
+            self._overflow()
+        self._apply_max_hold(out)
+        self._commit()  # one transaction: this batch's arrivals, releases and k changes
+        self.counts["released"] += len(out)
+        return out
+
+    def flush(self, final: bool) -> list[Event]:
+        """Apply the max_hold policy (not on final: shutdown leaves held events held)."""
+        if final:
+            return []
+        out: list[Event] = []
+        self._apply_max_hold(out)
+        self._commit()
+        self.counts["released"] += len(out)
+        return out
+
+    def held(self) -> int:
+        return self._held
+
+    def held_users(self) -> Counter[tuple[str, str]]:
+        """Held user halves by (user, bucket): what each user is still owed (for the profile invariant)."""
+        out: Counter[tuple[str, str]] = Counter()
+        for b in self.buckets.values():
+            for name, n in b.names.items():
+                out[(name, b.name)] += n
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "held_per_category": {b.name: len(b.queries) for b in self.buckets.values() if b.queries},
+            "k_per_category": {b.name: b.k for b in self.buckets.values()},
+        }

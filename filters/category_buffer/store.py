@@ -1,0 +1,128 @@
+"""The durable side of ``category_buffer``: held events in the SQLite state store.
+
+One row per buffered event. Paper 001's buffers split an event in two halves —
+its user (in the category's user set) and its query (in the query set) — that
+leave at different times, so a row records in which bucket each half is still
+held (``user_bucket``, ``query_bucket``; NULL once released) and is deleted when
+both halves are gone. The row's ``event`` blob is enough to rebuild the Event:
+role values, the original record (TSV fields / JSON object), the raw line, the
+line end, the codec's format name and the annotations (category...).
+
+Writes happen once per batch inside ``SAVEPOINT`` so they nest in a runtime
+transaction when there is one (the runtime can then commit delivery and state
+together) and commit on their own otherwise. A row created and fully released
+within one batch is never written: the state on disk is the state after the
+batch, which is all a restart needs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import msgpack
+import sqlite_utils
+
+from sidecar.api import Event
+from sidecar.state import StateStore
+
+COMPONENT = "category_buffer"
+HELD = "category_buffer_held"
+KS = "category_buffer_k"
+
+
+def _create(db: sqlite_utils.Database) -> None:
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {HELD} ("
+        " id INTEGER PRIMARY KEY,"
+        " user_bucket TEXT,"
+        " query_bucket TEXT,"
+        " arrived REAL NOT NULL,"
+        " event BLOB NOT NULL)"
+    )
+    db.execute(f"CREATE TABLE IF NOT EXISTS {KS} (bucket TEXT PRIMARY KEY, k INTEGER NOT NULL) WITHOUT ROWID")
+
+
+MIGRATIONS = [_create]
+
+
+def _fallback(obj: Any) -> Any:
+    """msgpack ``default``: tuples/sets become lists; anything else is not kept."""
+    if isinstance(obj, tuple | set | frozenset):
+        return list(obj)
+    return None
+
+
+def pack_event(ev: Event) -> tuple[bytes, bool]:
+    """Serialise an event; the flag is False when its record could not be kept (then rebuilt from roles)."""
+    fmt = getattr(ev.codec, "format", None) if ev.codec is not None else None
+    head = [ev.user, ev.query, ev.time, ev.rank, ev.url]
+    meta = ev.meta
+    try:
+        blob = msgpack.packb([*head, ev.record, ev.raw, ev.eol, fmt, meta], default=_fallback, use_bin_type=True)
+        return blob, True
+    except (TypeError, ValueError, OverflowError):
+        blob = msgpack.packb([*head, None, None, ev.eol, fmt, meta], default=_fallback, use_bin_type=True)
+        return blob, False
+
+
+def unpack_event(blob: bytes) -> tuple[Event, str | None]:
+    """Rebuild an event (codec left None: the filter attaches the runtime's codec) and its format name."""
+    user, query, time, rank, url, record, raw, eol, fmt, meta = msgpack.unpackb(blob, raw=False)
+    ev = Event(user, query, time, rank, url, record, raw, None, eol)
+    if meta:
+        path = meta.get("category_path")
+        if isinstance(path, list):
+            meta["category_path"] = tuple(path)
+        ev.meta = meta
+    return ev, fmt
+
+
+class HeldStore:
+    """Rows of held events and the current k of each bucket."""
+
+    def __init__(self, state: StateStore) -> None:
+        self.state = state
+        state.migrate(COMPONENT, MIGRATIONS)
+
+    def load(self) -> tuple[list[tuple[int, str | None, str | None, float, bytes]], dict[str, int]]:
+        with self.state.lock:
+            rows = self.state.conn.execute(
+                f"SELECT id, user_bucket, query_bucket, arrived, event FROM {HELD} ORDER BY id"
+            ).fetchall()
+            ks = dict(self.state.conn.execute(f"SELECT bucket, k FROM {KS}").fetchall())
+        return rows, ks
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A savepoint: nests in an open transaction, commits on its own otherwise."""
+        conn = self.state.conn
+        with self.state.lock:
+            conn.execute("SAVEPOINT category_buffer")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK TO category_buffer")
+                conn.execute("RELEASE category_buffer")
+                raise
+            conn.execute("RELEASE category_buffer")
+
+    def write(
+        self,
+        inserts: Iterable[tuple[int, str | None, str | None, float, bytes]],
+        updates: Iterable[tuple[str | None, str | None, int]],
+        deletes: Iterable[tuple[int]],
+        ks: Iterable[tuple[str, int]],
+    ) -> None:
+        """Apply one batch's changes atomically."""
+        with self.transaction() as conn:
+            conn.executemany(
+                f"INSERT INTO {HELD}(id, user_bucket, query_bucket, arrived, event) VALUES (?, ?, ?, ?, ?)", inserts
+            )
+            conn.executemany(f"UPDATE {HELD} SET user_bucket = ?, query_bucket = ? WHERE id = ?", updates)
+            conn.executemany(f"DELETE FROM {HELD} WHERE id = ?", deletes)
+            conn.executemany(
+                f"INSERT INTO {KS}(bucket, k) VALUES (?, ?) ON CONFLICT(bucket) DO UPDATE SET k = excluded.k", ks
+            )

@@ -66,7 +66,11 @@ class PseudonymizeFilter(Filter):
     def process(self, batch: list[Event]) -> list[Event]:
         role = self.cfg.role
         pseudonym = self.pseudonym
+        keep_int = self.cfg.output == "decimal"
         for ev in batch:
-            setattr(ev, role, pseudonym(getattr(ev, role)))
+            value = getattr(ev, role)
+            out = pseudonym(value)
+            # decimal keeps an integer an integer (a JSON AnonID stays a number)
+            setattr(ev, role, int(out) if keep_int and type(value) is int else out)
         self.counts["pseudonymized"] += len(batch)
         return batch

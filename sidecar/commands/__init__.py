@@ -10,7 +10,7 @@ import importlib
 
 import click
 
-MODULES: tuple[str, ...] = ("docs", "generate", "grpc", "demo")
+MODULES: tuple[str, ...] = ("docs", "generate", "grpc", "demo", "profiles")
 """Command modules (their COMMANDS lists are added to `querylog`)."""
 
 

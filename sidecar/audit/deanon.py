@@ -1,0 +1,146 @@
+"""Paper 001's de-anonymizers 1-4 (§4.2.2, Algorithm 3).
+
+The attacker holds the protected log and, in the worst case the paper assumes,
+the same knowledge base (so the same categories). Algorithm 3 replays the
+anonymizer on the protected stream: per category, a set of users and a set of
+queries; when a set reaches k (and holds a user other than the arriving one),
+one user and one query are popped and sent as a guessed original pair; when
+it holds one user only, k <- ceil(k * delta). The four attackers differ in which
+user they pop (the query is drawn at random in all four):
+
+1. a random user of the set;
+2. the user appearing most often in the set;
+3. the user of the set with the most queries in that category so far (history);
+4. history count times appearances in the set.
+
+Each runs on the protected stream as it is and sorted by its time field
+("+T"). What the paper leaves open, decided here in the attacker's favour:
+users still in the sets at the end are also paired (flushed) with the same
+rule, and ties are broken at random. Success is the share of original
+(user, query) pairs recovered: the multiset intersection of the guesses with
+the original pairs, over the number of original records.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Pair = tuple[str, str]
+
+
+@dataclass
+class _Set:
+    k: int
+    users: list[str] = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+
+
+Selector = Callable[[_Set, str, dict[tuple[str, str], int], random.Random], int]
+
+
+def _pick_max(users: list[str], score: Callable[[str], float], rng: random.Random) -> int:
+    best = max(score(u) for u in set(users))
+    candidates = [i for i, u in enumerate(users) if score(u) == best]
+    return candidates[rng.randrange(len(candidates))]
+
+
+def _random(s: _Set, cat: str, history: dict[tuple[str, str], int], rng: random.Random) -> int:
+    return rng.randrange(len(s.users))
+
+
+def _most_in_set(s: _Set, cat: str, history: dict[tuple[str, str], int], rng: random.Random) -> int:
+    return _pick_max(s.users, lambda u: s.counts[u], rng)
+
+
+def _most_history(s: _Set, cat: str, history: dict[tuple[str, str], int], rng: random.Random) -> int:
+    return _pick_max(s.users, lambda u: history.get((u, cat), 0), rng)
+
+
+def _history_times_set(s: _Set, cat: str, history: dict[tuple[str, str], int], rng: random.Random) -> int:
+    return _pick_max(s.users, lambda u: history.get((u, cat), 0) * s.counts[u], rng)
+
+
+ATTACKS: dict[str, Selector] = {
+    "deanonymizer_1": _random,
+    "deanonymizer_2": _most_in_set,
+    "deanonymizer_3": _most_history,
+    "deanonymizer_4": _history_times_set,
+}
+
+
+def _pop(s: _Set, ui: int, qi: int) -> Pair:
+    u = s.users[ui]
+    s.users[ui] = s.users[-1]
+    s.users.pop()
+    q = s.queries[qi]
+    s.queries[qi] = s.queries[-1]
+    s.queries.pop()
+    s.counts[u] -= 1
+    if not s.counts[u]:
+        del s.counts[u]
+    return u, q
+
+
+def attack(
+    stream: Sequence[tuple[str, str, str]], select: Selector, k: int, delta: float, seed: int, flush: bool = True
+) -> list[Pair]:
+    """Algorithm 3 over (user, query, category) records; returns the guessed (user, query) pairs."""
+    rng = random.Random(seed)
+    sets: dict[str, _Set] = {}
+    history: dict[tuple[str, str], int] = {}
+    guesses: list[Pair] = []
+    for user, query, cat in stream:
+        s = sets.get(cat)
+        if s is None:
+            s = sets[cat] = _Set(k)
+        s.users.append(user)
+        s.queries.append(query)
+        s.counts[user] += 1
+        history[(user, cat)] = history.get((user, cat), 0) + 1
+        if len(s.users) >= s.k:
+            if len(s.counts) > 1 or user not in s.counts:
+                guesses.append(_pop(s, select(s, cat, history, rng), rng.randrange(len(s.queries))))
+            else:
+                s.k = math.ceil(s.k * delta)
+    if flush:
+        for cat, s in sets.items():
+            while s.users:
+                guesses.append(_pop(s, select(s, cat, history, rng), rng.randrange(len(s.queries))))
+    return guesses
+
+
+def _time_key(t: str) -> tuple[int, Any]:
+    try:
+        return (0, float(t))
+    except ValueError:
+        return (1, t)
+
+
+def run_all(
+    protected: Sequence[tuple[str, str, str, str]],
+    original_pairs: Counter[Pair],
+    n_original: int,
+    k: int,
+    delta: float,
+    seed: int,
+) -> dict[str, dict[str, Any]]:
+    """Every attacker, in stream order and in time order (+T), over (user, query, category, time) records."""
+    in_order = [(u, q, c) for u, q, c, _ in protected]
+    by_time = [(u, q, c) for u, q, c, _ in sorted(protected, key=lambda r: _time_key(r[3]))]
+    out: dict[str, dict[str, Any]] = {}
+    for name, select in ATTACKS.items():
+        for suffix, stream in (("", in_order), ("+T", by_time)):
+            guesses = attack(stream, select, k, delta, seed)
+            recovered = sum((Counter(guesses) & original_pairs).values())
+            out[name + suffix] = {
+                "guesses": len(guesses),
+                "recovered": recovered,
+                "recovered_share": recovered / n_original if n_original else 0.0,
+            }
+    return out

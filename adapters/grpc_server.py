@@ -18,6 +18,7 @@ buffering filters to release every ``server.flush_interval_seconds``.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import operator
@@ -48,6 +49,7 @@ from sidecar.pipeline import Pipeline
 log = structlog.get_logger("querylog.grpc")
 
 SERVICE = "querylog.v1.QueryLogFilter"
+GC_GEN0_THRESHOLD = 20_000
 _is = operator.is_
 
 
@@ -94,7 +96,8 @@ class QueryLogService:
         messages = batch.events
         events = self.codec.decode_batch(messages)
         bad = 0
-        if incoming.size > self.limit:
+        # No event can be larger than the batch minus 2 bytes (tag + length) for each other event.
+        if incoming.size - 2 * (len(events) - 1) > self.limit:
             limit = self.limit
             sizes = [m.ByteSize() for m in messages]
             if max(sizes, default=0) > limit:
@@ -357,6 +360,12 @@ class SidecarServer:
                 log.error("timer_flush_failed", error=type(exc).__name__)
 
     def start(self) -> None:
+        # Batches allocate thousands of short-lived, acyclic objects: keep the cyclic GC from
+        # re-scanning the long-lived heap (modules, chain, knowledge bases) again and again.
+        gc.collect()
+        gc.freeze()
+        gen0, gen1, gen2 = gc.get_threshold()
+        gc.set_threshold(max(gen0, GC_GEN0_THRESHOLD), gen1, gen2)
         self.server.start()
         for name in ("", SERVICE):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -207,16 +207,19 @@ def test_timer_released_events_come_back_on_the_next_filter_response(tmp_path: P
     second = EventBatch(batch_id="2")
     second.events.add(user="2", query="maps", seq=2)
 
-    def released() -> None:
+    def released(seq: int) -> None:
+        """Wait until the timer has released the event ``seq`` into the queue for Filter streams."""
         deadline = time.monotonic() + 5
-        while (hold.held() or not sc.server.service._released) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            if any(e.record.seq == seq for e in list(sc.server.service._released)):
+                return
             time.sleep(0.01)
 
     def requests():  # type: ignore[no-untyped-def]
         yield first
-        released()
+        released(1)
         yield second
-        released()
+        released(2)
         yield EventBatch(batch_id="3")
 
     with sidecar(config, extra_filters=(hold,)) as sc:

@@ -102,6 +102,9 @@ def replay_cmd(config_file: str, input_path: str, output: str | None, seed: int 
         summary = replay(cfg, input_path, output, seed=seed, progress=show, stop=stop)
     except ConfigError as exc:
         fail_config(exc)
+    except OSError as exc:  # unwritable output or state folder: the path and the reason, no traceback
+        click.echo(f"{exc.filename or input_path}: {exc.strerror or type(exc).__name__}", err=True)
+        sys.exit(2)
     click.echo(summary.line(), err=True)
 
 

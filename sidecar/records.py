@@ -235,8 +235,10 @@ class JsonlCodec(Codec):
             for role, key in self.pairs:
                 if key in record or getattr(event, role) is not None:
                     record[key] = getattr(event, role)
-            compact = '": ' not in (event.raw or "")
-            return json.dumps(record, ensure_ascii=False, separators=(",", ":") if compact else None)
+            raw = event.raw or ""
+            compact = '": ' not in raw
+            line = json.dumps(record, ensure_ascii=False, separators=(",", ":") if compact else None)
+            return line + "\r" if raw.endswith("\r") else line  # keep a CRLF line a CRLF line
         record = dict(carried_fields(event))
         for role, key in self.pairs:
             value = getattr(event, role)

@@ -95,7 +95,8 @@ def replay(
     sinks: list[Sink] = pipeline.sinks
     own_sinks: list[Sink] = []
     if output is not None or not sinks:
-        own_sinks = [FileSink(FileSinkConfig(path=output or "-"), pipeline.ctx, config.sidecar.schema)]
+        path = os.path.abspath(output) if output and output != "-" else "-"  # -o is relative to the cwd
+        own_sinks = [FileSink(FileSinkConfig(path=path), pipeline.ctx, config.sidecar.schema)]
         sinks = own_sinks
     try:
         codec = codec_for(config.sidecar.schema, input_path)

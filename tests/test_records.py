@@ -180,10 +180,13 @@ def test_jsonl_changed_roles_keep_other_keys_order_and_types(log: tuple[list[dic
     records, text = log
     out, _ = run_replay(text.encode("utf-8"), ".jsonl", PSEUDO_TRUNC)
     out_lines = out.decode("utf-8").split("\n")
+    in_lines = text.split("\n")
+    assert len(out_lines) == len(in_lines), "same lines, same final-newline state"
     if out_lines[-1] == "":
         out_lines.pop()
     assert len(out_lines) == len(records)
-    for rec, line in zip(records, out_lines):
+    for rec, line, before in zip(records, out_lines, in_lines):
+        assert line.endswith("\r") == before.endswith("\r"), "a CRLF line stays a CRLF line"
         got = json.loads(line.removesuffix("\r"))
         assert list(got) == list(rec)
         for key, value in rec.items():

@@ -18,7 +18,6 @@ buffering filters to release every ``server.flush_interval_seconds``.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 import operator
@@ -34,7 +33,7 @@ import structlog
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from adapters.grpc_codec import EventBatch, ProtoCodec, ProtoEvent, QueryEvent
+from adapters.grpc_codec import EventBatch, ProtoCodec, ProtoEvent, QueryEvent, tune_gc
 from sidecar.api import Event
 from sidecar.config import LoadedConfig
 from sidecar.gen.querylog.v1.querylog_pb2 import (
@@ -49,7 +48,6 @@ from sidecar.pipeline import Pipeline
 log = structlog.get_logger("querylog.grpc")
 
 SERVICE = "querylog.v1.QueryLogFilter"
-GC_GEN0_THRESHOLD = 20_000
 _is = operator.is_
 
 
@@ -360,12 +358,7 @@ class SidecarServer:
                 log.error("timer_flush_failed", error=type(exc).__name__)
 
     def start(self) -> None:
-        # Batches allocate thousands of short-lived, acyclic objects: keep the cyclic GC from
-        # re-scanning the long-lived heap (modules, chain, knowledge bases) again and again.
-        gc.collect()
-        gc.freeze()
-        gen0, gen1, gen2 = gc.get_threshold()
-        gc.set_threshold(max(gen0, GC_GEN0_THRESHOLD), gen1, gen2)
+        tune_gc()
         self.server.start()
         for name in ("", SERVICE):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -8,7 +8,6 @@ bare gRPC echo of the same messages (the ceiling) under the same conditions.
 
 from __future__ import annotations
 
-import gc
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from adapters.grpc_codec import EventBatch
+from adapters.grpc_codec import EventBatch, tune_gc
 from sidecar.api import Event
 from sidecar.bench import peak_rss_mib
 
@@ -189,8 +188,7 @@ def bench_grpc(events: int, seed: int, repeat: int, echo: bool) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         decoded = _decoded_events(min(events, 100_000), seed, tmp)
-        gc.collect()
-        gc.freeze()  # the decoded events live through the run: keep the cyclic GC off them
+        tune_gc()  # as `serve` and `send` do; the decoded events live through the run
         rounds = max(1, events // len(decoded))
         for label, is_echo in [("sidecar", False)] + ([("echo", True)] if echo else []):
             proc, address = _start_server(tmp, is_echo)

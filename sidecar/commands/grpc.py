@@ -67,6 +67,7 @@ def send_cmd(address: str, batch_size: int, tls_ca: str | None, config_file: str
     import grpc
 
     from adapters.grpc_client import channel, send_file
+    from adapters.grpc_codec import tune_gc
     from sidecar.records import SchemaConfig
 
     _check_address(address, "--address")
@@ -78,6 +79,7 @@ def send_cmd(address: str, batch_size: int, tls_ca: str | None, config_file: str
     if input_path != "-" and not Path(input_path).is_file():
         click.echo(f"{input_path}: no such file", err=True)
         sys.exit(2)
+    tune_gc()
     chan = channel(address, tls_ca)
     try:
         if timeout is not None:

@@ -125,6 +125,8 @@ class BuildContext:
     state: StateStore | None = None
     rng: random.Random = field(default_factory=random.SystemRandom)
     seed: int | None = None
+    #: The pipeline's dead letters (``add(reason, source, line, record)``); None outside a pipeline.
+    dead_letters: Any = None
 
     def secret(self, env: str | None, file: str | None, what: str) -> bytes:
         """Read a secret from an environment variable or a file (never from YAML)."""

@@ -119,6 +119,7 @@ class Classifier:
             and len(token) >= 4
             and token not in self.words
             and token not in STOPWORDS
+            and token not in self.kb.foreign
             and self.zipf.get(token, 0) < CORRECT_BELOW
         ):
             best = self._correct(token)
@@ -159,7 +160,11 @@ class Classifier:
                     continue
                 piece = token[i:j]
                 z = self.zipf.get(piece, 0)
-                if len(piece) < 2 or z < MIN_SEGMENT_ZIPF or (piece not in self.words and piece not in STOPWORDS):
+                if len(piece) < 2:
+                    continue
+                if piece in STOPWORDS:
+                    pass
+                elif len(piece) < 3 or z < MIN_SEGMENT_ZIPF or piece not in self.words:
                     continue
                 cand = (prev[0] + 1, prev[1] - z, i)
                 if best[j] is None or cand[:2] < best[j][:2]:  # type: ignore[index]

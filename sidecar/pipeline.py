@@ -37,6 +37,7 @@ class Pipeline:
         rng = random.Random(seed) if seed is not None else random.SystemRandom()
         self.ctx = BuildContext(config_dir=config.config_dir, state=self.state, rng=rng, seed=seed)
         self.dead = DeadLetters(config.dead_letter_path)
+        self.ctx.dead_letters = self.dead
         doc = load_yaml(config.file)
         filters: list[Filter] = []
         try:

@@ -10,7 +10,7 @@ import resource
 
 import click
 
-MODULES: tuple[str, ...] = ("passthrough", "buffer", "profile")
+MODULES: tuple[str, ...] = ("passthrough", "buffer", "profile", "classify")
 
 
 def peak_rss_mib(children: bool = False) -> float:

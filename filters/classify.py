@@ -1,0 +1,110 @@
+"""``classify``: annotate each event with its query's category (paper 001, Algorithm 1).
+
+Annotations for the filters after it (never written to the output record):
+``category`` (one of the categories of ``config/categories.yaml``, or None),
+``category_path`` (levels L1..L5), ``main_unit`` (the most specific semantic
+unit) and ``category_confidence`` (0..1). Queries that cannot be categorised
+follow ``unknown``: ``annotate`` keeps them with ``category`` None (what
+``category_buffer`` puts in its own unknown bucket), ``drop`` drops them,
+``dead_letter`` moves them to the dead-letter file. All three are counted.
+
+The knowledge base is loaded once when the filter is built (``kb_path``, default
+:func:`sidecar.kb.default_kb_path`); when it is missing, corrupt or stale it is
+rebuilt then (``rebuild: true``) or the config is rejected with the reason —
+never mid-stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sidecar.api import BuildContext, ConfigValueError, Event, Filter, FilterConfig, option
+
+
+@dataclass(frozen=True)
+class ClassifyConfig(FilterConfig):
+    """Options of ``classify``."""
+
+    kb_path: str | None = option(
+        None, "Compiled KB file (relative to the config file); default $QUERYLOG_KB or ~/.cache/querylog/kb.qlkb."
+    )
+    rebuild: bool = option(True, "Build the KB at startup when it is missing, corrupt or stale (takes ~30 s).")
+    unknown: Literal["annotate", "drop", "dead_letter"] = option(
+        "annotate", "Uncategorisable queries: keep with category None, drop, or send to the dead-letter file."
+    )
+    cache_size: int = option(200_000, "Distinct queries whose classification is kept in memory.", min=0)
+
+
+class ClassifyFilter(Filter):
+    """Annotate events with category, path, main unit and confidence of the query."""
+
+    NAME = "classify"
+    Config = ClassifyConfig
+    SUMMARY = "query category (16 ODP categories over WordNet), path, main unit, confidence"
+
+    def __init__(self, config: ClassifyConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        from sidecar.classifier import Classifier
+        from sidecar.kb import KBUnavailable
+
+        self.cfg = config
+        path = None
+        if config.kb_path:
+            path = Path(config.kb_path)
+            if not path.is_absolute():
+                path = ctx.config_dir / path
+        try:
+            self.classifier = Classifier.load(path, build_if_needed=config.rebuild)
+        except KBUnavailable as exc:
+            raise ConfigValueError("kb_path", str(exc)) from None
+        self.classifier.cache_size = config.cache_size
+
+    def _unknown(self, ev: Event) -> bool:
+        """Handle an uncategorised event; True when it stays in the stream."""
+        policy = self.cfg.unknown
+        if policy == "annotate":
+            self.counts["unclassified"] += 1
+            return True
+        if policy == "drop":
+            self.counts["dropped_unclassified"] += 1
+            return False
+        self.counts["dead_lettered_unclassified"] += 1
+        dead = self.ctx.dead_letters
+        if dead is not None:
+            dead.add("unclassified", "classify", None, ev.raw if ev.raw is not None else _record_text(ev))
+        return False
+
+    def process(self, batch: list[Event]) -> list[Event]:
+        classify = self.classifier.classify
+        keep: list[Event] = []
+        for ev in batch:
+            q = ev.query
+            result = classify(q) if isinstance(q, str) else None
+            if result is None:
+                ev.annotate("category", None)
+                ev.annotate("category_path", ())
+                ev.annotate("main_unit", None)
+                ev.annotate("category_confidence", 0.0)
+                if self._unknown(ev):
+                    keep.append(ev)
+                continue
+            ev.annotate("category", result.category)
+            ev.annotate("category_path", result.path)
+            ev.annotate("main_unit", result.main_unit)
+            ev.annotate("category_confidence", result.confidence)
+            self.counts["classified"] += 1
+            keep.append(ev)
+        return keep
+
+    def stats(self) -> dict[str, Any]:
+        return {"kb_sha256": self.classifier.kb.sha256[:16]}
+
+
+def _record_text(ev: Event) -> str | None:
+    codec = ev.codec
+    try:
+        return codec.encode(ev) if codec is not None else None
+    except Exception:  # a record the codec cannot write still gets dead-lettered, without its text
+        return None

@@ -33,7 +33,7 @@ import structlog
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from adapters.grpc_codec import EventBatch, ProtoCodec, ProtoEvent, QueryEvent, tune_gc
+from adapters.grpc_codec import EventBatch, ProtoCodec, ProtoEvent, QueryEvent
 from sidecar.api import Event
 from sidecar.config import LoadedConfig
 from sidecar.gen.querylog.v1.querylog_pb2 import (
@@ -358,7 +358,6 @@ class SidecarServer:
                 log.error("timer_flush_failed", error=type(exc).__name__)
 
     def start(self) -> None:
-        tune_gc()
         self.server.start()
         for name in ("", SERVICE):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -46,11 +46,9 @@ def _say(text: str) -> None:
 def demo_cmd(users: int, seed: int, config_file: str, out_dir: str, batch_size: int) -> None:
     """Generate a log, run it through the sidecar over gRPC, write the protected output, print a summary."""
     from adapters.grpc_client import channel, get_stats, send_file, wait_serving
-    from adapters.grpc_codec import tune_gc
     from sidecar.generate import generate_log
 
     cfg = load(config_file)
-    tune_gc()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     src, dst, server_log = out / "input.tsv", out / "protected.tsv", out / "server.log"

@@ -25,6 +25,7 @@ def _check_address(value: str | None, what: str) -> None:
 @click.option("--listen", default=None, metavar="HOST:PORT", help="Listen address (overrides server.listen).")
 def serve_cmd(config_file: str, listen: str | None) -> None:
     """Run the gRPC sidecar until SIGTERM/SIGINT (then drain, flush filters, close, exit 0)."""
+    from adapters.grpc_codec import tune_gc
     from adapters.grpc_server import SidecarServer
     from sidecar.pipeline import Pipeline
     from sidecar.replay import StopFlag
@@ -44,6 +45,7 @@ def serve_cmd(config_file: str, listen: str | None) -> None:
         pipeline.close()
         click.echo(f"serve: {exc}", err=True)
         sys.exit(1)
+    tune_gc()
     server.start()
     while not stop.event.wait(0.5):
         pass

@@ -214,8 +214,7 @@ class QueryLogService:
             if released:
                 yield EventBatch(events=[self.codec.encode(e) for e in released])
         except Exception as exc:  # values may sit in the message: log the type only
-            log.error("rpc_failed", method="Filter", error=type(exc).__name__)
-            context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__})")
+            self._failed("Filter", exc, context)
 
     def Ingest(self, requests: Iterator[Incoming], context: grpc.ServicerContext) -> IngestResponse:
         self.rpcs = next(self._rpcs)
@@ -238,9 +237,17 @@ class QueryLogService:
                 for sink in self.pipeline.sinks:
                     sink.flush()
         except Exception as exc:
-            log.error("rpc_failed", method="Ingest", error=type(exc).__name__)
-            context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__})")
+            self._failed("Ingest", exc, context)
         return resp
+
+    @staticmethod
+    def _failed(method: str, exc: Exception, context: grpc.ServicerContext) -> None:
+        """A stream ended by an error: the client went away (cancelled), or a bug (INTERNAL, type only)."""
+        if not context.is_active():
+            log.info("rpc_cancelled", method=method)
+            return
+        log.error("rpc_failed", method=method, error=type(exc).__name__)
+        context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__})")
 
     def GetProfile(self, request: ProfileRequest, context: grpc.ServicerContext) -> ProfileResponse:
         provider = next((f for f in self.pipeline.chain.filters if callable(getattr(f, "get_profile", None))), None)

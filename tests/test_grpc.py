@@ -283,3 +283,28 @@ def test_fresh_message_from_a_tsv_event_carries_non_role_fields() -> None:
     assert isinstance(m, QueryEvent)
     assert (m.user, m.query, m.time, m.rank, m.url) == ("9", "maps", "2006", "", "")
     assert dict(m.attributes) == {"Ip": "10.0.0.1"}
+
+
+def test_cancelled_stream_leaves_the_server_serving(tmp_path: Path) -> None:
+    """A client that goes away mid-stream is not an error; the next stream works."""
+    import threading
+
+    gate = threading.Event()
+
+    def slow():  # type: ignore[no-untyped-def]
+        batch = EventBatch()
+        batch.events.add(user="1", query="weather", seq=1)
+        yield batch
+        gate.wait(5)
+        yield batch
+
+    with sidecar(write_config(tmp_path)) as sc:
+        call = QueryLogFilterStub(sc.chan).Filter(slow())
+        assert [m.seq for m in next(call).events] == [1]
+        call.cancel()
+        gate.set()
+        batch = EventBatch()
+        batch.events.add(user="2", query="maps", seq=2)
+        (resp,) = list(QueryLogFilterStub(sc.chan).Filter(iter([batch])))
+        assert [m.seq for m in resp.events] == [2]
+        assert get_stats(sc.chan).events_in == 2

@@ -94,3 +94,33 @@ def test_labelled_set_quality() -> None:
     covered = [(r, c) for r, c in got if r is not None]
     assert len(covered) / len(rows) >= 0.85
     assert sum(r.category == c for r, c in covered) / len(covered) >= 0.70
+
+
+def test_classify_command_json_lines() -> None:
+    """`querylog classify`: one JSON object per input line, category null when unknown."""
+    import json
+
+    from click.testing import CliRunner
+    from kb_fixture import kb_file
+
+    from sidecar.cli import main
+
+    res = CliRunner().invoke(main, ["classify", "--kb", str(kb_file())], input="flu symptoms\n\nebay\r\n")
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.output.splitlines()]
+    assert [r["category"] for r in rows] == ["Health", None, "Shopping"]
+    assert rows[0]["path"][0] == "Health" and rows[1]["path"] == []
+
+
+def test_kb_info_command() -> None:
+    import json
+
+    from click.testing import CliRunner
+    from kb_fixture import kb_file
+
+    from sidecar.cli import main
+
+    res = CliRunner().invoke(main, ["kb", "info", "--kb", str(kb_file())])
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.output)
+    assert info["builder"] and info["sources"]["wordfreq"] and len(info["categories"]) == 16

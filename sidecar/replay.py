@@ -89,7 +89,7 @@ def replay(
 ) -> ReplaySummary:
     """Replay ``input_path`` through the configured chain. Output: ``output``, else the sinks, else stdout."""
     started = time.perf_counter()
-    stop = stop or StopFlag()
+    stop = stop if stop is not None else StopFlag()  # `or` would drop an unset flag (it is falsy)
     pipeline = Pipeline(config, seed=seed, with_sinks=output is None)
     summary = ReplaySummary()
     sinks: list[Sink] = pipeline.sinks
@@ -100,7 +100,7 @@ def replay(
         sinks = own_sinks
     try:
         codec = codec_for(config.sidecar.schema, input_path)
-        reader = LineReader(input_path, pipeline.dead, config.sidecar.limits.max_record_bytes)
+        reader = LineReader(input_path, pipeline.dead, config.sidecar.limits.max_record_bytes, stop=stop.__bool__)
         batches: Iterator[LineBatch] = reader.batches(config.sidecar.limits.batch_size)
         header = None
         if codec.format == "tsv" and config.sidecar.schema.header:
@@ -118,7 +118,7 @@ def replay(
             bad: list[tuple[int, str]] = []
             events = decode_many(batch.lines, "\n", bad)
             for idx, reason in bad:
-                dead.add(reason, input_path, batch.first_line + idx, batch.lines[idx])
+                dead.add(reason, input_path, batch.line_number(idx), batch.lines[idx])
             if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.lines) - 1):
                 events[-1].eol = ""
             summary.events_in += len(events)
@@ -126,8 +126,8 @@ def replay(
             for sink in sinks:
                 sink.write(out)
             if stop:
-                summary.interrupted = True
                 break
+        summary.interrupted = bool(stop)
         out = pipeline.flush(final=True)
         for sink in sinks:
             sink.write(out)

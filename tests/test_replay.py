@@ -243,8 +243,8 @@ def test_signal_during_stdin_replay_exits_0_with_complete_output(
             for _ in range(2000):  # bounded: at most ~2000 copies of the generated log
                 if stop.is_set():
                     break
+                fed.append(chunk)  # before the write: a write cut short may still have been read
                 proc.stdin.write(chunk)
-                fed.append(chunk)
         except (OSError, ValueError):  # the replay stopped reading and exited
             pass
 

@@ -43,6 +43,18 @@ class CategoryBufferConfig(FilterConfig):
     k_per_category: Mapping[str, int] | None = option(
         None, "Base k per bucket name (e.g. {Health: 10}); other buckets use k."
     )
+    min_users: int | None = option(
+        None,
+        "Distinct users a bucket must hold before it releases (l-diversity); null: the bucket's base k. "
+        "2 is paper 001's rule (one user other than the arriving one), which lets a query's anonymity set "
+        "shrink to two users when users arrive one after another.",
+        min=2,
+    )
+    user_draw: Literal["user", "slot"] = option(
+        "user",
+        "How the user is drawn: uniformly among the distinct users held (default), or among the held user "
+        "slots (paper 001's multiset: heavy users drawn more often, which attackers 2-4 exploit).",
+    )
     decay: bool = option(
         True,
         "After each release, an inflated k steps back toward its base (k = max(base, min(k-1, ceil(k/delta)))). "

@@ -1,0 +1,135 @@
+"""``querylog bench anonymity``: the privacy/utility table of paper 001's anonymizer, for several k.
+
+For each log and each k: replay the log through scrub -> classify ->
+category_buffer(k) -> profile (a fresh state store each time), then audit the
+output against the input with the same knowledge base (the attacker's k is the
+same k). Printed per row: matching (user, query) records, the best of the eight
+de-anonymizers (1-4, with and without time order), the mean per-user profile
+JSD, and the events still held at the end. Logs: the AOL sample when
+``../shared/data`` is present, and a generated log (``querylog generate``).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+REPO = Path(__file__).resolve().parents[2]
+AOL_SAMPLE = REPO / ".." / "shared" / "data" / "aol-sample.tsv"
+
+CHAIN = """\
+state_dir: {state}
+dead_letter_file: null
+schema: {{format: tsv, header: true}}
+logging: {{level: warning, format: json}}
+filters:
+{scrub}  - classify: {{}}
+  - category_buffer: {{k: {k}, time: {time}}}
+  - profile: {{}}
+"""
+
+
+def protect(src: Path, out: Path, work: Path, k: int, scrub: bool, time_mode: str, seed: int | None) -> dict:
+    """Replay ``src`` through the k-anonymity chain into ``out``; returns the replay summary figures."""
+    from sidecar.config import load_config
+    from sidecar.replay import replay
+
+    work.mkdir(parents=True, exist_ok=True)
+    cfg_path = work / f"k{k}.yaml"
+    cfg_path.write_text(CHAIN.format(state=work / f"state-k{k}", k=k, time=time_mode,
+                                     scrub="  - hipaa_scrub: {}\n" if scrub else ""))
+    t0 = time.perf_counter()
+    summary = replay(load_config(cfg_path), str(src), str(out), seed=seed)
+    return {"seconds": time.perf_counter() - t0, "held": summary.events_held, "in": summary.events_in,
+            "out": summary.events_out, "dropped": summary.events_dropped}
+
+
+def time_sorted(src: Path, dst: Path) -> Path:
+    """A copy of an AOL-format TSV log with its records in time order (stable): what a live stream sees."""
+    lines = src.read_text(encoding="utf-8").splitlines()
+    header, body = lines[0], lines[1:]
+    time_col = header.split("\t").index("QueryTime")
+    body.sort(key=lambda line: line.split("\t")[time_col] if line.count("\t") >= time_col else "")
+    dst.write_text(header + "\n" + "\n".join(body) + "\n", encoding="utf-8")
+    return dst
+
+
+def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: str, seed: int | None,
+          audit_seed: int) -> list[dict[str, Any]]:
+    from sidecar.audit.report import classifier_categorise, run_audit
+
+    categorise = classifier_categorise()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for name, src in logs:
+            for k in ks:
+                out = work / f"{name}-k{k}.tsv"
+                rep = protect(src, out, work / f"{name}-k{k}", k, scrub, time_mode, seed)
+                audit = run_audit(str(src), str(out), categorise=categorise, k=k, seed=audit_seed)
+                rows.append({
+                    "log": name, "k": k, "events": rep["in"], "released": rep["out"], "held": rep["held"],
+                    "dropped": rep["dropped"], "replay_seconds": round(rep["seconds"], 2),
+                    "matching_records": audit["matching_records"],
+                    "matching_full_records": audit["matching_full_records"],
+                    "best_deanonymizer": audit["best_deanonymizer"]["name"],
+                    "best_recovered_share": audit["best_deanonymizer"]["recovered_share"],
+                    "profile_jsd": audit["profile_jsd"],
+                    "profile_unchanged_share": audit["profile_unchanged_share"],
+                    "deanonymizers": {n: v["recovered_share"] for n, v in audit["deanonymizers"].items()},
+                })
+    return rows
+
+
+@click.command("anonymity")
+@click.option("--ks", default="2,5,10,20", show_default=True, help="Comma-separated k values.")
+@click.option("--users", default=10_000, show_default=True, help="Users of the generated log (0: skip it).")
+@click.option("--aol/--no-aol", default=True, show_default=True, help="Include ../shared/data/aol-sample.tsv.")
+@click.option("--log", "extra", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Another AOL-format TSV log to include.")
+@click.option("--scrub/--no-scrub", default=True, show_default=True, help="Run hipaa_scrub first.")
+@click.option("--time", "time_mode", type=click.Choice(["release", "query", "user"]), default="release",
+              show_default=True, help="category_buffer's time option.")
+@click.option("--order", type=click.Choice(["file", "time", "both"]), default="both", show_default=True,
+              help="Stream the logs as stored (AOL files: user after user) and/or sorted by time (a live stream).")
+@click.option("--seed", default=None, type=int, help="Seed the buffer's draws (default: CSPRNG).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def COMMAND(ks: str, users: int, aol: bool, extra: tuple[str, ...], scrub: bool, time_mode: str,
+            order: str, seed: int | None, as_json: bool) -> None:
+    """Matching records, best de-anonymizer, profile JSD and events held, per log and k."""
+    from sidecar.logs import configure_logging
+
+    configure_logging("warning", "json")
+    k_values = [int(x) for x in ks.split(",") if x.strip()]
+    logs: list[tuple[str, Path]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        if aol and AOL_SAMPLE.exists():
+            logs.append(("aol-sample", AOL_SAMPLE.resolve()))
+        if users:
+            from sidecar.generate import generate_log
+
+            gen = Path(tmp) / f"generated-{users}.tsv"
+            with gen.open("w", encoding="utf-8") as fh:
+                generate_log(users, 1, fh)
+            logs.append((f"generated-{users}u", gen))
+        logs += [(Path(p).stem, Path(p)) for p in extra]
+        if order != "file":
+            by_time = [(f"{name}/time", time_sorted(src, Path(tmp) / f"{i}-by-time.tsv"))
+                       for i, (name, src) in enumerate(logs)]
+            logs = by_time if order == "time" else logs + by_time
+        rows = table(logs, k_values, scrub, time_mode, seed, audit_seed=0)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{'log':<26} {'k':>3} {'events':>9} {'held':>6} {'matching':>9} {'best attack':<18} "
+               f"{'recovered':>9} {'1/k':>6} {'JSD':>7} {'unchanged':>9}")
+    for r in rows:
+        click.echo(f"{r['log']:<26} {r['k']:>3} {r['events']:>9,} {r['held']:>6,} {r['matching_records']:>9,} "
+                   f"{r['best_deanonymizer']:<18} {100 * r['best_recovered_share']:>8.3f}% {100 / r['k']:>5.1f}% "
+                   f"{r['profile_jsd']:>7.4f} {100 * r['profile_unchanged_share']:>8.1f}%")
+    click.echo("paper 001 (full AOL log, lowest k): best de-anonymizer 1.89%; matching records 0")

@@ -29,17 +29,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from sidecar.kb import KnowledgeBase, load_kb
 from sidecar.kb.store import FLAG_CURATED, FLAG_IDENT
 from sidecar.kb.text import NOUN_SUFFIXES, STOPWORDS, tokenize
 
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 CACHE_SIZE = 200_000
 MAX_MODIFIERS = 2
 CORRECT_BELOW = 300  # tokens rarer than Zipf 3.0 that no lemma uses get a recommendation
 CORRECT_GAIN = 80  # ...if a known word one edit away is at least Zipf 0.8 more frequent
 MIN_SEGMENT_ZIPF = 250
+RECOMMEND_MIN = 300  # only words at least this common (Zipf 3.0) are recommended
+#: Recommendation indexes by KB hash, shared by the classifiers of one process.
+_DELETE_INDEXES: dict[str, dict[str, tuple[str, ...]]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +55,7 @@ class Classification:
     confidence: float
 
 
-@dataclass(frozen=True, slots=True)
-class Unit:
+class Unit(NamedTuple):
     """A semantic unit: its text, the KB key it matched, frequencies and KB entry."""
 
     text: str
@@ -76,6 +78,25 @@ class Unit:
         return [(e[i], e[i + 1] / 1000.0, e[i + 2]) for i in range(1, len(e), 3)]
 
 
+def _one_edit(a: str, b: str) -> bool:
+    """Damerau-Levenshtein distance of ``a`` and ``b`` is exactly 1."""
+    if a == b:
+        return False
+    la, lb = len(a), len(b)
+    if la == lb:
+        diff = [i for i in range(la) if a[i] != b[i]]
+        if len(diff) == 1:
+            return True
+        return len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+    if abs(la - lb) != 1:
+        return False
+    short, long_ = (a, b) if la < lb else (b, a)
+    i = 0
+    while i < len(short) and short[i] == long_[i]:
+        i += 1
+    return short[i:] == long_[i + 1:]
+
+
 def _combined_zipf(zipfs: list[float]) -> float:
     """wordfreq's frequency of a phrase: 1/f = sum(1/f_i), in Zipf units."""
     if len(zipfs) == 1:
@@ -94,6 +115,10 @@ class Classifier:
         self.noun_exc = kb.noun_exc
         self.max_ngram = kb.max_ngram
         self.words = frozenset(w for k in kb.lemmas for w in k.split()) | kb.modifiers
+        #: First words of multiword keys: a longer span can only match when it starts with one.
+        self.multi_first = frozenset(k.split(" ", 1)[0] for k in kb.lemmas if " " in k)
+        self._deletes: dict[str, tuple[str, ...]] | None = None
+        self._lookups: dict[str, tuple[str, tuple[int, ...]] | None] = {}
         self.cache_size = cache_size
         self._cache: dict[str, Classification | None] = {}
         self._fixes: dict[str, tuple[str, ...]] = {}
@@ -132,21 +157,43 @@ class Classifier:
         self._fixes[token] = out
         return out
 
+    def prepare(self) -> None:
+        """Build the lazy spelling-recommendation index now (it is otherwise built on first need)."""
+        self._delete_index()
+
+    def _delete_index(self) -> dict[str, tuple[str, ...]]:
+        """Symmetric-delete index (SymSpell, distance 1) over the recommendable words, built on first use."""
+        if self._deletes is None:
+            shared = _DELETE_INDEXES.get(self.kb.sha256)
+            if shared is not None:
+                self._deletes = shared
+                return shared
+            index: dict[str, list[str]] = {}
+            zipf = self.zipf
+            for w in sorted(self.words):
+                if len(w) < 3 or not w.isalpha() or zipf.get(w, 0) < RECOMMEND_MIN:
+                    continue
+                for d in {w} | {w[:i] + w[i + 1:] for i in range(len(w))}:
+                    index.setdefault(d, []).append(w)
+            self._deletes = {k: tuple(v) for k, v in index.items()}
+            _DELETE_INDEXES[self.kb.sha256] = self._deletes
+        return self._deletes
+
     def _correct(self, token: str) -> str | None:
-        words, zipf = self.words, self.zipf
+        """The most frequent recommendable word one edit (insert, delete, substitute, swap) away."""
+        index = self._delete_index()
+        zipf = self.zipf
         floor = zipf.get(token, 0) + CORRECT_GAIN
-        splits = [(token[:i], token[i:]) for i in range(len(token) + 1)]
-        cands = {a + b[1:] for a, b in splits if b}
-        cands.update(a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1)
-        cands.update(a + c + b[1:] for a, b in splits if b for c in _LETTERS)
-        cands.update(a + c + b for a, b in splits for c in _LETTERS)
-        best, best_z = None, floor - 1
-        for c in cands:
-            if c in words:
+        keys = {token} | {token[:i] + token[i + 1:] for i in range(len(token))}
+        best, best_z = None, -1
+        for k in keys:
+            for c in index.get(k, ()):
                 z = zipf.get(c, 0)
+                if z < floor or not _one_edit(token, c):
+                    continue
                 if z > best_z or (z == best_z and best is not None and c < best):
                     best, best_z = c, z
-        return best if best is not None and best_z >= floor else None
+        return best
 
     def _segment(self, token: str) -> tuple[str, ...] | None:
         """Split a glued token into known words (fewest pieces, then most frequent)."""
@@ -184,18 +231,36 @@ class Classifier:
         toks: list[str] = []
         surf: list[float] = []
         changed: list[bool] = []
+        fixes, zipf = self._fixes, self.zipf
         for t in tokenize(query):
-            fixed = self.recommend(t)
-            z = self._z(t)
+            fixed = fixes.get(t) or self.recommend(t)
+            if len(fixed) == 1 and fixed[0] is t:
+                toks.append(t)
+                surf.append(zipf.get(t, 0) / 100.0)
+                changed.append(False)
+                continue
+            z = zipf.get(t, 0) / 100.0
             for f in fixed:
                 toks.append(f)
-                surf.append(z if len(fixed) == 1 else self._z(f))
+                surf.append(z if len(fixed) == 1 else zipf.get(f, 0) / 100.0)
                 changed.append(f != t)
         return toks, surf, changed
 
     # --- units --------------------------------------------------------------------------
 
     def _lookup(self, key: str) -> tuple[str, tuple[int, ...]] | None:
+        """The KB key and entry for a span, trying noun inflections of its last word (cached)."""
+        cache = self._lookups
+        if key in cache:
+            return cache[key]
+        hit = self._lookup_uncached(key)
+        if len(cache) >= self.cache_size:
+            cache.clear()
+        if self.cache_size:
+            cache[key] = hit
+        return hit
+
+    def _lookup_uncached(self, key: str) -> tuple[str, tuple[int, ...]] | None:
         e = self.lemmas.get(key)
         if e is not None:
             return key, e
@@ -219,38 +284,40 @@ class Classifier:
         toks, surf, changed = self.tokens(query)
         out: list[Unit] = []
         end = len(toks)
-        mods = self.modifiers
+        mods, multi, zipf, lookup = self.modifiers, self.multi_first, self.zipf, self._lookup
+        max_n = self.max_ngram
         while end > 0:
             last = toks[end - 1]
             if last in STOPWORDS:
                 end -= 1
                 continue
             found = None
-            for start in range(max(0, end - self.max_ngram), end):
-                if toks[start] in STOPWORDS:
+            for start in range(max(0, end - max_n), end - 1):  # longest span first: left-trimming
+                first = toks[start]
+                if first not in multi or first in STOPWORDS:
                     continue
-                if not phrases_over_corrections and end - start > 1 and any(changed[start:end]):
+                if not phrases_over_corrections and any(changed[start:end]):
                     continue
-                hit = self._lookup(" ".join(toks[start:end]))
+                hit = lookup(" ".join(toks[start:end]))
                 if hit is not None:
                     found = (start, hit)
                     break
             if found is None:
-                end -= 1
-                continue
+                hit = lookup(last)
+                if hit is None:
+                    end -= 1
+                    continue
+                found = (end - 1, hit)
             start, (key, entry) = found
             m = start
             while m > 0 and start - m < MAX_MODIFIERS and toks[m - 1] in mods and toks[m - 1] not in STOPWORDS:
                 m -= 1
-            out.append(
-                Unit(
-                    text=" ".join(toks[m:end]),
-                    key=key,
-                    zipf=_combined_zipf([self._z(t) for t in toks[m:end]]),
-                    surface_zipf=_combined_zipf(surf[m:end]),
-                    entry=entry,
-                )
-            )
+            if end - m == 1:
+                out.append(Unit(last, key, zipf.get(last, 0) / 100.0, surf[m], entry))
+            else:
+                span = toks[m:end]
+                z = _combined_zipf([zipf.get(t, 0) / 100.0 for t in span])
+                out.append(Unit(" ".join(span), key, z, _combined_zipf(surf[m:end]), entry))
             end = m
         return out
 
@@ -297,20 +364,23 @@ class Classifier:
         has_plain = any(not u.ident for u in units)
         scores: dict[int, float] = {}
         for u in units:
+            e = u.entry
             w = max(0.5, 7.5 - u.zipf)
             if u is main:
                 w *= 1.5
-            if u.curated:
+            if e[0] & FLAG_CURATED:
                 w *= 2.0
-            if u.ident and has_plain:
+            if has_plain and e[0] & FLAG_IDENT:
                 w *= 0.25
-            for cat, share, _ in u.categories():
-                scores[cat] = scores.get(cat, 0.0) + w * share
+            w /= 1000.0
+            for i in range(1, len(e), 3):
+                scores[e[i]] = scores.get(e[i], 0.0) + w * e[i + 1]
         total = sum(scores.values())
         win = max(sorted(scores), key=scores.__getitem__)
-        backers = [u for u in units if any(c == win for c, _, _ in u.categories())]
+        backers = [u for u in units if win in u.entry[1::3]]
         best = self._main(backers, surface=False)
-        path = next(p for c, _, p in best.categories() if c == win)
+        e = best.entry
+        path = next(e[i + 2] for i in range(1, len(e), 3) if e[i] == win)
         return self._result(best, win, scores[win] / total, path)
 
     def classify(self, query: str) -> Classification | None:

@@ -308,3 +308,23 @@ def test_cancelled_stream_leaves_the_server_serving(tmp_path: Path) -> None:
         (resp,) = list(QueryLogFilterStub(sc.chan).Filter(iter([batch])))
         assert [m.seq for m in resp.events] == [2]
         assert get_stats(sc.chan).events_in == 2
+
+
+def test_get_profile_served_by_the_profile_filter(tmp_path: Path) -> None:
+    """The registered `profile` filter answers GetProfile over gRPC; Stats carries its extras."""
+    config = write_config(tmp_path, "filters:\n  - profile: {}\n")
+    batch = EventBatch()
+    for i in range(3):
+        batch.events.add(user="u1", query=f"weather {i}", seq=i + 1)
+    batch.events.add(user="u2", query="maps", seq=9)
+    with sidecar(config) as sc:
+        list(QueryLogFilterStub(sc.chan).Filter(iter([batch])))
+        resp = get_profile(sc.chan, "u1")
+        stats = get_stats(sc.chan)
+        with pytest.raises(grpc.RpcError) as err:
+            get_profile(sc.chan, "nobody")
+    assert resp.total == 3 and sum(resp.counts.values()) == 3
+    assert sum(resp.weights.values()) == pytest.approx(1.0)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    (f,) = stats.filters
+    assert f.name == "profile" and f.extra["profiles"] == 2

@@ -10,7 +10,7 @@ import resource
 
 import click
 
-MODULES: tuple[str, ...] = ("passthrough", "buffer", "profile", "classify")
+MODULES: tuple[str, ...] = ("passthrough", "buffer", "profile", "classify", "scrub")
 
 
 def peak_rss_mib(children: bool = False) -> float:

@@ -10,7 +10,7 @@ import importlib
 
 import click
 
-MODULES: tuple[str, ...] = ("docs", "generate", "grpc", "demo", "profiles", "audit", "kb")
+MODULES: tuple[str, ...] = ("docs", "generate", "grpc", "demo", "profiles", "audit", "kb", "scrub")
 """Command modules (their COMMANDS lists are added to `querylog`)."""
 
 

@@ -1,0 +1,110 @@
+"""Detectors: one class per identifier family, Presidio style.
+
+A detector declares its patterns, context words and validity checks as
+class-level data; :meth:`Detector.build` compiles them once. ``detect`` appends
+:class:`Span` objects for one text. ``NEEDS`` names the cheap pre-check that must
+pass before the detector runs at all (most queries have no digit, no ``@``...).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import ClassVar
+
+KINDS: tuple[str, ...] = (
+    "name",
+    "address",
+    "city",
+    "county",
+    "zip",
+    "date",
+    "age",
+    "phone",
+    "fax",
+    "email",
+    "ssn",
+    "mrn",
+    "health_plan",
+    "account",
+    "card",
+    "license",
+    "vehicle",
+    "vin",
+    "device",
+    "mac",
+    "url",
+    "ip",
+    "id",
+)
+"""Identifier types (the keys of ``policies``), after the Safe Harbor list (A)-(R)."""
+
+GENERALIZABLE: frozenset[str] = frozenset({"zip", "date", "age", "city", "county", "url"})
+"""Types that have a ``generalize`` policy (ZIP -> 3 digits, date -> year, age -> 90+, ...)."""
+
+
+@dataclass(slots=True)
+class Span:
+    """A detected identifier: ``text[start:end]`` of type ``kind``.
+
+    ``general`` is the generalized form (``generalize`` policy); ``residue`` is text
+    that stays when the span is removed (a state after a city name).
+    """
+
+    start: int
+    end: int
+    kind: str
+    priority: int = 50
+    general: str | None = None
+    residue: str = ""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A named regular expression (compiled by the detector at build)."""
+
+    name: str
+    regex: str
+
+
+class Detector:
+    """Base class: ``PATTERNS`` compiled at build, ``detect`` fills spans."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ()
+    NEEDS: ClassVar[str] = "digit"  # digit | at | colon | dot | alpha
+    PATTERNS: ClassVar[tuple[Pattern, ...]] = ()
+    PRIORITY: ClassVar[int] = 50
+    FLAGS: ClassVar[int] = re.IGNORECASE
+    #: Digit-based detectors are skipped on texts with fewer digits than this.
+    MIN_DIGITS: ClassVar[int] = 1
+    #: Optional cheap regex on the lowercased text; no match skips ``detect``.
+    GATE: ClassVar[str | None] = None
+
+    def __init__(self) -> None:
+        self.compiled = tuple((p.name, re.compile(p.regex, self.FLAGS)) for p in self.PATTERNS)
+        self.gate = re.compile(self.GATE) if self.GATE else None
+
+    def wants(self, words: list[str]) -> bool:
+        """Word-based pre-check (``NEEDS = "alpha"`` detectors): False skips ``detect``."""
+        return True
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        raise NotImplementedError  # abstract: every detector defines it
+
+
+def luhn_ok(digits: str) -> bool:
+    """Luhn checksum (cards, IMEI)."""
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+def context_before(lower: str, start: int, words: re.Pattern[str], window: int = 24) -> bool:
+    """True when a context word occurs in the ``window`` characters before ``start``."""
+    return words.search(lower, max(0, start - window), start) is not None

@@ -1,0 +1,92 @@
+"""Numbers that are identifiers because of the words before them: medical record, health plan,
+account, certificate/license, device serial and vehicle plate numbers; and VINs (check digit).
+"""
+
+from __future__ import annotations
+
+import re
+
+from filters.hipaa_scrub.detectors import Detector, Pattern, Span
+
+_NUM = r"(?:\s*(?:number|numbers|num|no\.?|nbr|#|id|code))?\s*(?:is|=|:|#)?\s*"
+VALUE = r"(?P<v>(?=[a-z0-9-]*\d[a-z0-9-]*\d)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){3,24})(?![\w-])"
+
+
+def _cue(words: str) -> str:
+    return rf"(?<![\w])(?:{words}){_NUM}{VALUE}"
+
+
+class ContextNumberDetector(Detector):
+    """An alphanumeric value with 2+ digits right after an identifier cue (``mrn 00123456``)."""
+
+    KINDS = ("mrn", "health_plan", "account", "license", "device", "vehicle")
+    MIN_DIGITS = 2
+    PRIORITY = 35
+    PATTERNS = (
+        Pattern("vehicle", _cue(r"license\s+plate|licence\s+plate|plate|tag")),
+        Pattern("mrn", _cue(r"mrn|medical\s+record|med\s*rec|patient|chart|hospital\s+(?:number|id)")),
+        Pattern(
+            "health_plan",
+            _cue(
+                r"member|subscriber|policy|policyholder|health\s+plan|insurance|insurance\s+card|group|medicaid|"
+                r"medicare|beneficiary|hicn|mbi|claim"
+            ),
+        ),
+        Pattern("account", _cue(r"account|acct|acc|a/c|bank\s+account|routing|aba|iban|customer|loan|card")),
+        Pattern(
+            "license",
+            _cue(
+                r"driver'?s?\s+licen[cs]e|drivers?\s+lic|licen[cs]e|lic|dl|certificate|cert|npi|dea|permit|"
+                r"passport|registration|badge"
+            ),
+        ),
+        Pattern("device", _cue(r"serial|s/n|sn|imei|meid|esn|device|udid|model\s+serial")),
+    )
+    GATE = (
+        r"\b(?:plate|tag|mrn|med|patient|chart|hospital|member|subscriber|polic|plan|insur|group|medica|benefic|hicn|"
+        r"mbi|claim|acc|a/c|routing|aba|iban|customer|loan|card|lic|dl|cert|npi|dea|permit|passport|regist|badge|"
+        r"serial|s/n|sn|imei|meid|esn|device|udid)"
+    )
+    SKIP = re.compile(r"^(?:19|20)\d\d$|^\d{1,3}$")
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        for kind, rx in self.compiled:
+            for m in rx.finditer(lower):
+                v = m.group("v")
+                if self.SKIP.match(v):
+                    continue
+                out.append(Span(m.start("v"), m.end("v"), kind, self.PRIORITY))
+
+
+_TRANSLIT = {
+    **{str(d): d for d in range(10)},
+    **dict(zip("ABCDEFGH", range(1, 9))),
+    **dict(zip("JKLMN", range(1, 6))),
+    "P": 7,
+    "R": 9,
+    **dict(zip("STUVWXYZ", range(2, 10))),
+}
+_WEIGHTS = (8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2)
+
+
+def vin_check_ok(vin: str) -> bool:
+    """The North American VIN check digit (position 9)."""
+    vin = vin.upper()
+    total = sum(_TRANSLIT[c] * w for c, w in zip(vin, _WEIGHTS))
+    check = total % 11
+    return vin[8] == ("X" if check == 10 else str(check))
+
+
+class VinDetector(Detector):
+    """17-character vehicle identification numbers: valid check digit, or a ``vin`` cue."""
+
+    KINDS = ("vin",)
+    MIN_DIGITS = 1
+    PRIORITY = 14
+    PATTERNS = (Pattern("vin", r"(?<![a-z0-9])(?=[a-z0-9]*\d)(?=[0-9]*[a-z])[a-hj-npr-z0-9]{17}(?![a-z0-9])"),)
+    CUE = re.compile(r"\bvin\b")
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        for m in self.compiled[0][1].finditer(lower):
+            if vin_check_ok(m.group()) or self.CUE.search(lower, max(0, m.start() - 16), m.start()):
+                out.append(Span(m.start(), m.end(), "vin", self.PRIORITY))

@@ -1,0 +1,94 @@
+"""Dates tied to a person (all elements but the year) and ages over 89.
+
+A full date (day, month and year) is taken as a personal date (birth, death,
+admission): queries rarely spell out other full dates. A year alone
+(``1999 honda civic``) or a month and year (``march 2006 calendar``) is not a
+date of a person. Day and month without a year count only after a cue such as
+``born`` or ``dob``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from filters.hipaa_scrub.detectors import Detector, Pattern, Span
+
+MONTHS = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+    r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
+YEAR = r"(?:1[89]\d\d|20\d\d)"
+CUE = (
+    r"(?:born|birth\s*day|birthday|birth\s*date|birthdate|dob|d\.o\.b\.?|died|death|deceased|passed\s+away|"
+    r"admitted|discharged|admission|discharge)(?:\s+(?:on|date|of))?\s*:?\s*"
+)
+
+
+class DateDetector(Detector):
+    """Numeric (US m/d/y, ISO y-m-d) and written dates; generalized to the year."""
+
+    KINDS = ("date",)
+    GATE = r"\d[/.-]\d|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+    MIN_DIGITS = 1
+    PRIORITY = 25
+    NEEDS = "digit"
+    PATTERNS = (
+        Pattern("numeric", r"(?<![\w/.-])(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})(?![\w/-]|\.\d)"),
+        Pattern("iso", r"(?<![\w/.-])(\d{4})([/.-])(\d{1,2})\2(\d{1,2})(?![\w/-]|\.\d)"),
+        Pattern("month_day_year", rf"(?<![\w])({MONTHS})\s+({DAY}),?\s+({YEAR})(?!\w)"),
+        Pattern("day_month_year", rf"(?<![\w])({DAY})\s+(?:of\s+)?({MONTHS}),?\s+({YEAR})(?!\w)"),
+        Pattern(
+            "cue_no_year",
+            rf"(?<![\w]){CUE}(({MONTHS})\s+({DAY})|({DAY})\s+(?:of\s+)?({MONTHS})|(\d{{1,2}})/(\d{{1,2}}))(?![\w/]|,?\s+{YEAR})",
+        ),
+    )
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        numeric, iso, mdy, dmy, cue = (rx for _, rx in self.compiled)
+        for m in numeric.finditer(lower):
+            a, sep, b, y = int(m.group(1)), m.group(2), int(m.group(3)), m.group(4)
+            if not ((1 <= a <= 12 and 1 <= b <= 31) or (1 <= b <= 12 and 1 <= a <= 31)):
+                continue
+            if len(y) == 2 and sep == ".":
+                continue  # 1.2.80 reads as a version
+            year = y if len(y) == 4 else None
+            if year is not None and not 1800 <= int(year) <= 2099:
+                continue
+            out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=year or ""))
+        for m in iso.finditer(lower):
+            y, mo, d = int(m.group(1)), int(m.group(3)), int(m.group(4))
+            if 1800 <= y <= 2099 and 1 <= mo <= 12 and 1 <= d <= 31:
+                out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(1)))
+        for rx in (mdy, dmy):
+            for m in rx.finditer(lower):
+                out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
+        for m in cue.finditer(lower):
+            out.append(Span(m.start(1), m.end(1), "date", self.PRIORITY, general=""))
+
+
+class AgeDetector(Detector):
+    """Ages of 90 and over (``age 93``, ``93 years old``, ``93 yo``); generalized to ``90+``."""
+
+    KINDS = ("age",)
+    GATE = r"\bage|\d\s*-?\s*(?:yr|year|yo|y/o|y\.o)"
+    MIN_DIGITS = 2
+    PRIORITY = 26
+    PATTERNS = (
+        Pattern("age_before", r"(?<![\w])(?:age|aged|ages)\s*:?\s*(\d{2,3})(?![\d+]|\s*(?:%|percent|dollars?|mph))"),
+        Pattern(
+            "age_after",
+            r"(?<![\w.])(\d{2,3})(?![\d+])\s*-?\s*(?:years?|yrs?|y/o|yo|y\.o\.)(?:\s*-?\s*old|\s+of\s+age)?(?!\w)",
+        ),
+    )
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        for name, rx in self.compiled:
+            for m in rx.finditer(lower):
+                age = int(m.group(1))
+                if not 90 <= age <= 125:
+                    continue
+                if name == "age_after" and not re.search(r"old|of age|y/?o|y\.o", m.group()):
+                    # "95 years" alone is a duration unless an age word follows
+                    continue
+                out.append(Span(m.start(1), m.end(1), "age", self.PRIORITY, general="90+"))

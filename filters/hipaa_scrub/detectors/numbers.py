@@ -1,0 +1,145 @@
+"""Numeric identifiers: SSN, phone and fax numbers, payment cards, IMEI, ZIP codes, other long numbers."""
+
+from __future__ import annotations
+
+import re
+
+from filters.hipaa_scrub.detectors import Detector, Pattern, Span, context_before, luhn_ok
+from filters.hipaa_scrub.geo import zip3
+
+
+class SsnDetector(Detector):
+    """US social security numbers with the SSA validity rules (no 000/666/9xx area, 00 group, 0000 serial)."""
+
+    KINDS = ("ssn",)
+    MIN_DIGITS = 9
+    PRIORITY = 10
+    PATTERNS = (
+        Pattern("ssn_separated", r"(?<![\w.-])(\d{3})([- ])(\d{2})\2(\d{4})(?![\w-]|\.\d)"),
+        Pattern("ssn_bare", r"(?<![\w.-])(\d{3})()(\d{2})(\d{4})(?![\w-]|\.\d)"),
+    )
+    CONTEXT = re.compile(r"\b(?:ssn|ss#|ss no|soc(?:ial)?\s*sec(?:urity)?(?:\s*(?:number|no|num|#))?)\b|ss#")
+    INVALID = frozenset({"078051120", "219099999", "123456789"})  # famous published/sample numbers
+
+    @classmethod
+    def valid(cls, area: str, group: str, serial: str) -> bool:
+        return not (
+            area in ("000", "666")
+            or area[0] == "9"
+            or group == "00"
+            or serial == "0000"
+            or area + group + serial in cls.INVALID
+        )
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        (_, sep), (_, bare) = self.compiled
+        for m in sep.finditer(text):
+            if self.valid(m.group(1), m.group(3), m.group(4)):
+                out.append(Span(m.start(), m.end(), "ssn", self.PRIORITY))
+        for m in bare.finditer(text):
+            if context_before(lower, m.start(), self.CONTEXT, 30) and self.valid(m.group(1), m.group(3), m.group(4)):
+                out.append(Span(m.start(), m.end(), "ssn", self.PRIORITY))
+
+
+class PhoneDetector(Detector):
+    """North American and international phone numbers; ``fax`` when a fax cue precedes."""
+
+    KINDS = ("phone", "fax")
+    MIN_DIGITS = 7
+    PRIORITY = 20
+    PATTERNS = (
+        Pattern(
+            "nanp",
+            r"(?<![\w.+-])(?:\+?1[\s.-]?)?(?:\(\s*[2-9]\d\d\s*\)|[2-9]\d\d)[\s.-]?\d{3}[\s.-]?\d{4}"
+            r"(?:\s*(?:x|ext\.?|extension)\s*\d{1,5})?(?![\w-]|\.\d)",
+        ),
+        Pattern("local", r"(?<![\w.+-])[2-9]\d\d[-.]\d{4}(?![\w-]|\.\d)"),
+        Pattern("international", r"(?<![\w.+-])\+[2-9]\d{0,2}(?:[\s.-]?\(?\d{1,4}\)?){2,5}(?![\w-]|\.\d)"),
+    )
+    FAX = re.compile(r"\bfax(?:\s*(?:number|no|num|#))?\b")
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        for name, rx in self.compiled:
+            for m in rx.finditer(text):
+                if name == "international":
+                    digits = sum(c.isdigit() for c in m.group())
+                    if not 8 <= digits <= 15:
+                        continue
+                kind = "fax" if context_before(lower, m.start(), self.FAX, 20) else "phone"
+                out.append(Span(m.start(), m.end(), kind, self.PRIORITY))
+
+
+class CardDetector(Detector):
+    """Payment card numbers: 13-19 digits in groups, issuer prefix and Luhn checksum."""
+
+    KINDS = ("card", "device")
+    MIN_DIGITS = 13
+    PRIORITY = 15
+    PATTERNS = (Pattern("digits", r"(?<![\w.-])\d(?:[ -]?\d){12,18}(?![\w-]|\.\d)"),)
+    PREFIX = re.compile(r"4|5[1-5]|2(?:2[2-9]|[3-6]\d|7[01]|720)|3[47]|6(?:011|5|4[4-9])|3(?:0[0-5]|[68])|35")
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        for m in self.compiled[0][1].finditer(text):
+            digits = re.sub(r"\D", "", m.group())
+            if not luhn_ok(digits):
+                continue
+            if len(digits) == 15 and not digits.startswith(("34", "37")) and " " not in m.group():
+                out.append(Span(m.start(), m.end(), "device", self.PRIORITY))  # IMEI: 15 digits, Luhn
+            elif self.PREFIX.match(digits):
+                out.append(Span(m.start(), m.end(), "card", self.PRIORITY))
+
+
+class ZipDetector(Detector):
+    """5-digit ZIP and ZIP+4, unless the number reads as money, a quantity or a model number."""
+
+    KINDS = ("zip",)
+    MIN_DIGITS = 5
+    PRIORITY = 40
+    PATTERNS = (Pattern("zip", r"(?<![\w$#.,/:-])(\d{5})(?:-(\d{4}))?(?![\w%/:-]|[.,]\d)"),)
+    BEFORE = re.compile(
+        r"(?:\$|#|\b(?:no|model|part|item|sku|page|pages|p|vol|room|rm|flight|route|rte|hwy|highway|i|interstate|"
+        r"apt|suite|ste|unit|version|v|ver|build|case|order|invoice|ticket|price|for|over|under|about)\.?)\s*$"
+    )
+    AFTER = re.compile(
+        r"\s*(?:miles?|mi|km|kilometers?|feet|ft|foot|sq|square|acres?|dollars?|usd|k|lbs?|pounds?|kg|btu|rpm|mah|"
+        r"mhz|ghz|watts?|w|volts?|v|gb|mb|bc|ad|bce|yen|euros?|people|calories|points|words|hours|years|b\.c)\b"
+    )
+    ZIP_CUE = re.compile(r"\bzip(?:\s*code)?\s*:?\s*$|\bzipcode\s*:?\s*$")
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        for m in self.compiled[0][1].finditer(text):
+            z = m.group(1)
+            head = lower[max(0, m.start() - 14) : m.start()]
+            cue = self.ZIP_CUE.search(head) is not None
+            if not cue:
+                if z.startswith("000") or (z.endswith("000") and m.group(2) is None):
+                    continue
+                if self.BEFORE.search(head) or self.AFTER.match(lower, m.end()):
+                    continue
+            out.append(Span(m.start(), m.end(), "zip", self.PRIORITY, general=zip3(z)))
+
+
+class LongNumberDetector(Detector):
+    """Any other unique identifying number: 9+ digits not claimed by a more specific detector."""
+
+    KINDS = ("id",)
+    MIN_DIGITS = 8
+    PRIORITY = 90
+    PATTERNS = (
+        Pattern(
+            "long",
+            r"(?<![\w.-])(?:\d{9,}|\d(?:-?\d){9,})(?![\w-]|\.\d)"
+            r"|(?<![\w-])(?=[0-9-]*[a-z])(?=(?:[a-z-]*\d){8})[a-z0-9-]{9,}(?![\w-])",
+        ),
+    )
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        for m in self.compiled[0][1].finditer(text):
+            digits = re.sub(r"\D", "", m.group())
+            if len(digits) == 13 and digits.startswith(("978", "979")) and _isbn13_ok(digits):
+                continue  # a book, not a person
+            out.append(Span(m.start(), m.end(), "id", self.PRIORITY))
+
+
+def _isbn13_ok(d: str) -> bool:
+    return sum((1 if i % 2 == 0 else 3) * int(c) for i, c in enumerate(d)) % 10 == 0

@@ -1,0 +1,284 @@
+"""Person names: first + last (with middle name or initial, suffix), ``last, first``, and a title
+before a surname. Census name shares against word frequencies decide (see ``names.py``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from filters.hipaa_scrub.detectors import Detector, Pattern, Span
+from filters.hipaa_scrub.names import NameData
+
+TITLES = frozenset(
+    [
+        "dr",
+        "mr",
+        "mrs",
+        "ms",
+        "miss",
+        "mister",
+        "prof",
+        "professor",
+        "rev",
+        "reverend",
+        "fr",
+        "father",
+        "sister",
+        "brother",
+        "judge",
+        "officer",
+        "sgt",
+        "sergeant",
+        "capt",
+        "captain",
+        "lt",
+        "det",
+        "detective",
+        "sheriff",
+        "deputy",
+        "coach",
+        "pastor",
+        "rabbi",
+        "atty",
+        "attorney",
+        "senator",
+        "sen",
+        "rep",
+        "gov",
+        "mayor",
+    ]
+)
+CUES = frozenset(
+    [
+        "obituary",
+        "obituaries",
+        "obit",
+        "obits",
+        "funeral",
+        "memorial",
+        "arrested",
+        "arrest",
+        "mugshot",
+        "mugshots",
+        "myspace",
+        "facebook",
+        "friendster",
+        "classmates",
+        "genealogy",
+        "whereabouts",
+        "murdered",
+        "murder",
+        "killed",
+        "missing",
+        "married",
+        "divorce",
+        "divorced",
+        "wedding",
+        "lawsuit",
+        "sued",
+        "inmate",
+        "sentenced",
+        "convicted",
+        "dds",
+        "md",
+        "esq",
+        "realtor",
+        "attorney",
+        "lawyer",
+        "dentist",
+        "doctor",
+        "physician",
+        "nurse",
+        "locate",
+        "relatives",
+        "ancestors",
+        "ancestry",
+        "reunion",
+    ]
+)
+VENUES = frozenset(
+    [
+        "beach",
+        "church",
+        "park",
+        "lake",
+        "river",
+        "bay",
+        "hill",
+        "hills",
+        "valley",
+        "springs",
+        "falls",
+        "creek",
+        "island",
+        "street",
+        "road",
+        "avenue",
+        "county",
+        "city",
+        "hall",
+        "hotel",
+        "inn",
+        "school",
+        "college",
+        "university",
+        "hospital",
+        "center",
+        "mall",
+        "house",
+        "bank",
+        "bowl",
+        "garden",
+        "gardens",
+        "camp",
+        "farm",
+        "farms",
+        "field",
+        "fields",
+        "wood",
+        "woods",
+        "forest",
+        "point",
+        "port",
+        "village",
+        "grove",
+        "ranch",
+        "station",
+        "mountain",
+        "plaza",
+        "tower",
+        "towers",
+        "square",
+        "lane",
+        "court",
+        "place",
+        "heights",
+        "club",
+        "chapel",
+    ]
+)
+SUFFIXES = frozenset({"jr", "sr", "ii", "iii", "iv"})
+ALLOWED_PHRASES: frozenset[str] = frozenset(
+    """john deere|jack daniels|king james|kelly blue|earl grey|penny stocks|ann taylor|bob evans|
+    harley davidson|lane bryant|ralph lauren|calvin klein|
+    tommy hilfiger|jimmy dean|eddie bauer|tony roma|ruby tuesday|marie callender|sherwin williams|
+    dolly parton|mary kay|victoria secret|victoria secrets|dick smith|dean witter|charles schwab|
+    morgan stanley|merrill lynch|wells fargo|edward jones|joe boxer|ben franklin|martin luther|
+    abraham lincoln|george washington|thomas jefferson|john hancock|sam adams|samuel adams|jack lalanne|
+    james bond|harry potter|santa claus|don quixote|robin hood|peter pan|alice cooper|barbie doll|
+    mark twain|betty crocker|betty boop|ronald mcdonald|billy graham|dave matthews|kelly clarkson|
+    paris hilton|will smith|george bush|bill clinton|hillary clinton|john kerry|tiger woods|michael jordan|
+    britney spears|jennifer lopez|jessica simpson|carrie underwood|tom cruise|brad pitt|angelina jolie|
+    johnny depp|oprah winfrey|elvis presley|marilyn monroe|kenny chesney|tim mcgraw|faith hill|
+    ashley furniture|ross dress|dick clark|jay leno|david letterman|howard stern|rush limbaugh|
+    jesse james|billy joel|elton john|stevie wonder|bob marley|ray charles|james brown|john lennon|
+    martha stewart|walt disney|sears roebuck|jenny craig|dr phil|judge judy|kevin federline|
+    christina aguilera|jessica alba|lindsay lohan|nicole richie|chris brown|mary j blige|kanye west""".replace("\n", "")
+    .replace("    ", "")
+    .split("|")
+)
+
+
+class NameDetector(Detector):
+    """Person names from census name lists, with word-frequency and context rules."""
+
+    KINDS = ("name",)
+    NEEDS = "alpha"
+    PRIORITY = 60
+    FLAGS = 0
+    PATTERNS = (Pattern("token", r"(?<![\[\w@./])[a-z](?:[a-z']|-(?=[a-z]))*\.?"),)
+
+    def __init__(
+        self,
+        names: NameData,
+        threshold: float = 1.5,
+        cue_threshold: float = 0.5,
+        allow: Iterable[str] = (),
+        places: Iterable[str] = (),
+    ) -> None:
+        super().__init__()
+        self.first = names.first
+        self.last = names.last
+        self.threshold = threshold
+        self.cue_threshold = cue_threshold
+        self.allow = ALLOWED_PHRASES | {" ".join(a.lower().split()) for a in allow} | frozenset(places)
+        self.triggers = frozenset(self.first) | TITLES
+        self.words = re.compile(r"[a-z]+")
+
+    def _last_score(self, tok: str) -> float | None:
+        s = self.last.get(tok)
+        if s is None and "-" in tok:
+            parts = [self.last.get(p) for p in tok.split("-")]
+            if all(p is not None for p in parts):
+                return max(p for p in parts if p is not None)
+        return s
+
+    def wants(self, words: list[str]) -> bool:
+        return not self.triggers.isdisjoint(words)
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        words = self.words.findall(lower)
+        toks = [(m.start(), m.end(), m.group().rstrip(".")) for m in self.compiled[0][1].finditer(lower)]
+        n = len(toks)
+        cue = not CUES.isdisjoint(words)
+        threshold = self.cue_threshold if cue else self.threshold
+        first, last = self.first, self.last
+        i = 0
+        while i < n:
+            _, e0, t0 = toks[i]
+            span = None
+            if i + 1 < n and f"{t0} {toks[i + 1][2]}" in self.allow:
+                i += 2
+                continue
+            if t0 in TITLES and i + 1 < n and self._gap_ok(lower, e0, toks[i + 1][0]):
+                j = i + 1
+                if toks[j][2] in first and j + 1 < n and self._gap_ok(lower, toks[j][1], toks[j + 1][0]):
+                    span = self._first_last(toks, j, lower, -99.0)
+                if span is None and self._last_score(toks[j][2]) is not None and toks[j][2] not in TITLES:
+                    span = (j, j)
+            elif t0 in first and i + 1 < n and self._gap_ok(lower, e0, toks[i + 1][0]):
+                span = self._first_last(toks, i, lower, threshold)
+            elif t0 in last and i + 1 < n and lower[e0 : toks[i + 1][0]].strip() == ",":
+                t1 = toks[i + 1][2]
+                if t1 in first and last[t0] + first[t1] + 0.5 >= threshold:
+                    span = (i, i + 1)
+            if span is None:
+                i += 1
+                continue
+            a, b = span
+            while b + 1 < n and toks[b + 1][2] in SUFFIXES and self._gap_ok(lower, toks[b][1], toks[b + 1][0]):
+                b += 1
+            out.append(Span(toks[a][0], toks[b][1], "name", self.PRIORITY))
+            i = b + 1
+
+    @staticmethod
+    def _gap_ok(lower: str, end: int, start: int) -> bool:
+        return start - end <= 2 and not lower[end:start].strip()
+
+    def _first_last(
+        self, toks: list[tuple[int, int, str]], i: int, lower: str, threshold: float
+    ) -> tuple[int, int] | None:
+        first = self.first
+        t0 = toks[i][2]
+        j = i + 1
+        bonus = 0.0
+        tj = toks[j][2]
+        need = threshold
+        if f"{t0} {tj}" in self.allow:
+            return None
+        if j + 1 < len(toks) and self._gap_ok(lower, toks[j][1], toks[j + 1][0]):
+            t2 = toks[j + 1][2]
+            nxt = self._last_score(t2)
+            if nxt is not None and (len(tj) == 1 or tj in first) and f"{tj} {t2}" not in self.allow:
+                # middle initial or middle name: "john q smith", "mary ann smith"
+                bonus3 = 2.0 if len(tj) == 1 else 1.0
+                if first[t0] + nxt + bonus3 >= need + (1.5 if t2 in VENUES else 0.0):
+                    return (i, j + 1)
+        ls = self._last_score(tj)
+        if ls is None:
+            return None
+        phrase = f"{t0} {tj}"
+        if phrase in self.allow:
+            return None
+        need += 1.5 if tj in VENUES else 0.0
+        return (i, j) if first[t0] + ls + bonus >= need else None

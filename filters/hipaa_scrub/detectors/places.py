@@ -1,0 +1,253 @@
+"""Geographic subdivisions smaller than a state: street addresses and PO boxes, cities and towns
+named with their state, counties."""
+
+from __future__ import annotations
+
+import re
+
+from filters.hipaa_scrub.detectors import Detector, Pattern, Span
+from filters.hipaa_scrub.geo import Geo
+
+_DIR = r"(?:n|s|e|w|ne|nw|se|sw|north|south|east|west)\.?"
+_SAFE_SUFFIX = (
+    r"street|st|avenue|ave|av|road|rd|boulevard|blvd|highway|hwy|parkway|pkwy|pky|terrace|ter|turnpike|tpke|"
+    r"expressway|expy|freeway|fwy|pike|alley|aly|crescent|cres"
+)
+_RISKY_SUFFIX = (
+    r"drive|dr|way|court|ct|place|pl|circle|cir|lane|ln|trail|trl|square|sq|run|point|pt|row|walk|loop|path|"
+    r"pass|plaza|plz|crossing|xing|cove|cv|bend|ridge|rdg|hollow|creek|landing|park|green|commons|heights|hts|"
+    r"manor|glen|view|vista|estates|center|ctr|route|rte"
+)
+_UNIT = r"(?:\s*,?\s*(?:apt|apartment|suite|ste|unit|rm|room|fl|floor|bldg|lot|#)\.?\s*#?\s*[a-z0-9-]{1,6})?"
+_NUMBER_WORDS = frozenset(
+    [
+        "wheel",
+        "hard",
+        "disk",
+        "disc",
+        "flash",
+        "thumb",
+        "usb",
+        "test",
+        "power",
+        "speed",
+        "way",
+        "star",
+        "step",
+        "year",
+        "day",
+        "week",
+        "hour",
+        "minute",
+        "month",
+        "cd",
+        "dvd",
+        "door",
+        "inch",
+        "foot",
+        "car",
+        "piece",
+        "player",
+        "man",
+        "men",
+        "people",
+        "time",
+        "times",
+        "point",
+        "mile",
+        "leaf",
+        "ring",
+        "bed",
+        "bedroom",
+        "bath",
+        "story",
+        "game",
+        "pack",
+        "minute",
+        "second",
+        "inning",
+        "round",
+        "yard",
+        "gallon",
+        "pound",
+        "ton",
+        "ball",
+        "shot",
+        "card",
+        "page",
+    ]
+)
+
+
+class AddressDetector(Detector):
+    """Street addresses (house number, street name, suffix, unit) and PO / rural route boxes."""
+
+    GATE = rf"\b(?:{_SAFE_SUFFIX}|{_RISKY_SUFFIX}|box)\b"
+
+    KINDS = ("address",)
+    MIN_DIGITS = 1
+    PRIORITY = 8
+    PATTERNS = (
+        Pattern(
+            "street",
+            rf"(?<![\w$#.-])(?P<num>\d{{1,6}}[a-z]?(?:-\d{{1,4}})?)\s+(?:{_DIR}\s+)?"
+            rf"(?P<name>(?:[a-z0-9][a-z0-9'.-]*\s+){{0,3}}?[a-z0-9][a-z0-9'.-]*)\s+"
+            rf"(?P<suffix>{_SAFE_SUFFIX}|{_RISKY_SUFFIX})\.?(?:\s+{_DIR}(?![\w]))?{_UNIT}(?![\w])",
+        ),
+        Pattern(
+            "box",
+            r"(?<![\w])(?:p\.?\s*o\.?\s*box|post\s+office\s+box|pob|(?:rr|rural\s+route|hc|psc|cmr)\s*\d{1,4}\s*box)"
+            r"\s*#?\s*\d{1,6}(?![\w])",
+        ),
+    )
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        (_, street), (_, box) = self.compiled
+        for m in street.finditer(lower):
+            name = m.group("name")
+            last_word = name.split()[-1]
+            if last_word in _NUMBER_WORDS or name.split()[0] in _NUMBER_WORDS:
+                continue
+            out.append(Span(m.start(), m.end(), "address", self.PRIORITY))
+        for m in box.finditer(lower):
+            out.append(Span(m.start(), m.end(), "address", self.PRIORITY))
+
+
+# State words that are ordinary English words: after a city they count only at the end of the
+# query, before a ZIP code, or after a comma.
+_WORDLIKE_CODES = frozenset(
+    [
+        "in",
+        "or",
+        "me",
+        "hi",
+        "ok",
+        "oh",
+        "de",
+        "pa",
+        "al",
+        "ma",
+        "co",
+        "la",
+        "id",
+        "mi",
+        "mo",
+        "ms",
+        "mt",
+        "ne",
+        "wa",
+        "ga",
+        "va",
+        "nd",
+        "sd",
+        "ct",
+        "ky",
+    ]
+)
+
+
+class PlaceDetector(Detector):
+    """Cities and towns followed by their state (``plainfield nj``, ``hope, arkansas``), and counties.
+
+    A city with more than ``city_keep_population`` people is not an identifier and is left alone
+    (``chicago il``); smaller places are scrubbed. ``generalize`` turns ``city st`` into the state.
+    """
+
+    KINDS = ("city", "county")
+    NEEDS = "alpha"
+    PRIORITY = 45
+    FLAGS = 0
+    PATTERNS = (Pattern("token", r"[a-z0-9]+(?:'[a-z]+)?"),)
+
+    def __init__(
+        self, geo: Geo, city_keep_population: int | None = 20000, common: frozenset[str] = frozenset()
+    ) -> None:
+        super().__init__()
+        self.geo = geo
+        self.common = common  # one-word town names that are common words need a comma or the query start
+        self.keep_pop = city_keep_population
+        self.state_first = frozenset(k.split()[0] for k in geo.states)
+        self.max_state_words = max(len(k.split()) for k in geo.states)
+
+    def _state_at(self, toks: list[tuple[int, int, str]], i: int) -> tuple[int, str] | None:
+        """Longest state name starting at token ``i``: (tokens used, code)."""
+        for width in range(min(self.max_state_words, len(toks) - i), 0, -1):
+            key = " ".join(t[2] for t in toks[i : i + width])
+            code = self.geo.states.get(key)
+            if code is not None:
+                return width, code
+        return None
+
+    def wants(self, words: list[str]) -> bool:
+        hits = self.state_first.intersection(words)
+        if not hits:
+            return "county" in words
+        # word-like codes ("in", "or", "me") count only at the end or before a number, so a
+        # query where they are all mid-text words needs no tokenizing
+        return not hits <= _WORDLIKE_CODES or words[-1] in hits or "county" in words
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        toks = [(m.start(), m.end(), m.group()) for m in self.compiled[0][1].finditer(lower)]
+        geo = self.geo
+        n = len(toks)
+        taken_until = -1
+        for i in range(1, n):
+            t = toks[i][2]
+            if t == "county":
+                self._county(toks, i, lower, out)
+                continue
+            if t not in self.state_first:
+                continue
+            hit = self._state_at(toks, i)
+            if hit is None:
+                continue
+            width, code = hit
+            end_tok = i + width - 1
+            sep = lower[toks[i - 1][1] : toks[i][0]]
+            if width == 1 and t in _WORDLIKE_CODES and "," not in sep:
+                after = lower[toks[end_tok][1] :].strip()
+                if after and not re.match(r"\d{5}", after):
+                    continue
+            best = None
+            for k in range(max(0, i - geo.max_city_words), i):
+                if k <= taken_until:
+                    continue
+                name = " ".join(x[2] for x in toks[k:i])
+                if name.split()[0] == "st":
+                    name = "saint" + name[2:]
+                pop = geo.cities.get((name, code))
+                if pop is not None and k > 0 and name in self.common and "," not in sep:
+                    continue
+                if pop is not None:
+                    best = (k, pop)
+                    break
+            if best is None:
+                continue
+            k, pop = best
+            if self.keep_pop is not None and pop > self.keep_pop:
+                continue
+            state_text = text[toks[i][0] : toks[end_tok][1]]
+            out.append(
+                Span(
+                    toks[k][0],
+                    toks[end_tok][1],
+                    "city",
+                    self.PRIORITY,
+                    general=geo.state_names[code],
+                    residue=state_text,
+                )
+            )
+            taken_until = end_tok
+
+    def _county(self, toks: list[tuple[int, int, str]], i: int, lower: str, out: list[Span]) -> None:
+        for k in range(max(0, i - 3), i):
+            name = " ".join(x[2] for x in toks[k:i])
+            states = self.geo.counties.get(name)
+            if states is None:
+                continue
+            nxt = self._state_at(toks, i + 1) if i + 1 < len(toks) else None
+            general = ""  # the state named next stays; a county name unique to one state becomes it
+            if nxt is None and len(states) == 1:
+                general = self.geo.state_names[next(iter(states))]
+            out.append(Span(toks[k][0], toks[i][1], "county", self.PRIORITY, general=general))
+            return

@@ -1,0 +1,153 @@
+"""The scrubbing engine: run the detectors that a cheap pre-check allows, resolve overlaps,
+apply the per-type policies, repeat until the text is stable (scrubbing is idempotent)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from filters.hipaa_scrub.config import HipaaScrubConfig
+from filters.hipaa_scrub.detectors import KINDS, Detector, Span
+from filters.hipaa_scrub.detectors.context import ContextNumberDetector, VinDetector
+from filters.hipaa_scrub.detectors.dates import AgeDetector, DateDetector
+from filters.hipaa_scrub.detectors.network import EmailDetector, IpDetector, MacDetector, UrlDetector
+from filters.hipaa_scrub.detectors.numbers import (
+    CardDetector,
+    LongNumberDetector,
+    PhoneDetector,
+    SsnDetector,
+    ZipDetector,
+)
+from filters.hipaa_scrub.detectors.people import NameDetector
+from filters.hipaa_scrub.detectors.places import AddressDetector, PlaceDetector
+from filters.hipaa_scrub.geo import load_geo
+from filters.hipaa_scrub.names import common_words, load_names
+
+TOKENS = {k: "[" + k.upper() + "]" for k in KINDS}
+"""Replacement tokens of the ``replace`` policy (``[PHONE]``, ``[NAME]``...)."""
+
+MAX_PASSES = 64
+_DIGIT = re.compile(r"\d")
+_DIGITS = re.compile(r"\d")
+_WORDS = re.compile(r"[a-z]+")
+
+
+class Scrubber:
+    """Detect and scrub identifiers in short texts. Build once (loads name and place data)."""
+
+    def __init__(self, config: HipaaScrubConfig | None = None) -> None:
+        cfg = config or HipaaScrubConfig()
+        self.policies = cfg.policy_map()
+        geo = load_geo()
+        big_places = [
+            name
+            for (name, _), pop in geo.cities.items()
+            if cfg.city_keep_population is not None and pop > cfg.city_keep_population and " " in name
+        ]
+        digit: list[Detector] = [
+            SsnDetector(),
+            PhoneDetector(),
+            CardDetector(),
+            ZipDetector(),
+            LongNumberDetector(),
+            DateDetector(),
+            AgeDetector(),
+            ContextNumberDetector(),
+            VinDetector(),
+            AddressDetector(),
+        ]
+        self.digit = [d for d in digit if self._wanted(d)]
+        self.at = [d for d in (EmailDetector(),) if self._wanted(d)]
+        self.net = [
+            d for d in (IpDetector(), MacDetector(), UrlDetector(cfg.bare_domains, cfg.url_paths)) if self._wanted(d)
+        ]
+        alpha: list[Detector] = [
+            NameDetector(load_names(), cfg.name_threshold, cfg.name_cue_threshold, cfg.allow_names, big_places),
+            PlaceDetector(geo, cfg.city_keep_population, common_words()),
+        ]
+        self.alpha = [d for d in alpha if self._wanted(d)]
+        # one combined pre-check: most queries have none of these
+        self.netcheck = re.compile(r"[.:]\S|-[0-9a-f]{2}-", re.IGNORECASE)
+
+    def _wanted(self, d: Detector) -> bool:
+        return any(self.policies[k] != "keep" for k in d.KINDS) or all(k not in self.policies for k in d.KINDS)
+
+    def detect(self, text: str) -> list[Span]:
+        """Non-overlapping spans, in text order (longer spans win; then the detector's priority)."""
+        lower = text.lower()
+        found: list[Span] = []
+        if _DIGIT.search(text):
+            nd = len(_DIGITS.findall(text))
+            for d in self.digit:
+                if nd >= d.MIN_DIGITS and (d.gate is None or d.gate.search(lower)):
+                    d.detect(text, lower, found)
+        if "@" in text:
+            for d in self.at:
+                d.detect(text, lower, found)
+        if self.netcheck.search(text):
+            for d in self.net:
+                d.detect(text, lower, found)
+        words = _WORDS.findall(lower)
+        for d in self.alpha:
+            if d.wants(words):
+                d.detect(text, lower, found)
+        if len(found) <= 1:
+            return found
+        found.sort(key=lambda s: (s.start - s.end, s.priority, s.start))
+        kept: list[Span] = []
+        for s in found:
+            if all(s.end <= k.start or s.start >= k.end for k in kept):
+                kept.append(s)
+        kept.sort(key=lambda s: s.start)
+        return kept
+
+    def _apply(
+        self, text: str, spans: Iterable[Span], counts: dict[str, int], count_kept: bool = True
+    ) -> tuple[str, bool]:
+        """Apply the policies; also says whether a removal joined two pieces of text (then the
+        result is scanned again, since the joined words may form a new identifier)."""
+        out: list[str] = []
+        pos = 0
+        removed = joined = False
+        n = len(text)
+        for s in spans:
+            policy = self.policies[s.kind]
+            if policy == "keep":
+                if count_kept:
+                    counts[s.kind] = counts.get(s.kind, 0) + 1
+                continue
+            counts[s.kind] = counts.get(s.kind, 0) + 1
+            out.append(text[pos : s.start])
+            if policy == "replace":
+                out.append(TOKENS[s.kind] + (" " + s.residue if s.residue else ""))
+            else:
+                repl = s.general if policy == "generalize" and s.general is not None else s.residue
+                out.append(repl)
+                if not repl:
+                    removed = True
+                    joined = joined or (s.start > 0 and s.end < n)
+                elif policy == "generalize":
+                    joined = True  # the generalized text is new: check it once more
+            pos = s.end
+        out.append(text[pos:])
+        new = "".join(out)
+        if removed:
+            new = " ".join(new.split())
+        return new, joined
+
+    def scrub(self, text: str) -> tuple[str, dict[str, int]]:
+        """The scrubbed text and the count of identifiers found per type (never the values)."""
+        spans = self.detect(text)
+        if not spans:
+            return text, {}
+        counts: dict[str, int] = {}
+        # each pass removes or rewrites at least one span, so a pass per word (bounded) reaches a fixpoint
+        for n in range(min(MAX_PASSES, text.count(" ") + 2)):
+            new, again = self._apply(text, spans, counts, count_kept=n == 0)
+            if new == text or not again:
+                return new, counts
+            text = new
+            spans = self.detect(text)
+            if not spans:
+                break
+        return text, counts

@@ -199,6 +199,9 @@ class CategoryBufferFilter(Filter):
         self._batch_pairs: set[int] = set()
         self.codecs: dict[str | None, Any] = {}
         self.user_roles = tuple(r for r in config.user_roles if r != "user")
+        #: fast path: only the user id travels with the user, time is the query's or the release time
+        self._simple = not self.user_roles and not config.user_fields and config.time != "user"
+        self._release_time = config.time == "release"
         self._held = 0
         self._new: list[Held] = []
         self._touched: set[Held] = set()
@@ -244,6 +247,8 @@ class CategoryBufferFilter(Filter):
         return None
 
     def _uvalues(self, ev: Event) -> tuple[Any, ...]:
+        if self._simple:
+            return (ev.user,)
         values = (ev.user, *(getattr(ev, r) for r in self.user_roles))
         if self.cfg.user_fields:
             values += tuple(self._record_field(ev, f) for f in self.cfg.user_fields)
@@ -337,6 +342,11 @@ class CategoryBufferFilter(Filter):
         src = q.event
         codec = src.codec if src.codec is not None else self.codecs.get(q.fmt)
         uv = u.uvalues
+        if self._simple:
+            t = self._stream_time if self._release_time and self._stream_time is not None else src.time
+            ev = Event(uv[0], src.query, t, src.rank, src.url, src.record, src.raw, codec, src.eol)
+            ev.meta = src.meta
+            return ev
         ev = Event(uv[0], src.query, src.time, src.rank, src.url, src.record, src.raw, codec, src.eol)
         ev.meta = src.meta
         cfg = self.cfg
@@ -377,7 +387,10 @@ class CategoryBufferFilter(Filter):
         pair exists; otherwise k <- ceil(k * delta) (paper 001's rule, which is ``min_users: 2``)."""
         cfg = self.cfg
         min_users = cfg.min_users or bucket.base
-        while len(bucket.queries) >= bucket.k:
+        queries = bucket.queries
+        emit = self._emit
+        gone = self._gone_half
+        while len(queries) >= bucket.k:
             drawn = self._draw(bucket) if len(bucket.names) >= min_users else None
             if drawn is None:
                 bucket.k = math.ceil(bucket.k * cfg.delta)
@@ -387,12 +400,13 @@ class CategoryBufferFilter(Filter):
             qi, ui = drawn
             u = bucket.pop_user(ui)
             q = bucket.pop_query(qi)
-            self._gone_half(u)
-            if q is not u:
-                self._gone_half(q)
-            out.append(self._emit(q, u))
+            if u.qbucket is None or not u.new:
+                gone(u)
+            if q.ubucket is None or not q.new:
+                gone(q)
+            out.append(emit(q, u))
             self._held -= 1
-            if cfg.decay and bucket.k > bucket.base:
+            if bucket.k > bucket.base and cfg.decay:
                 bucket.k = max(bucket.base, min(bucket.k - 1, math.ceil(bucket.k / cfg.delta)))
                 self._dirty_k.add(bucket.name)
 
@@ -514,10 +528,12 @@ class CategoryBufferFilter(Filter):
         buckets = self.buckets
         codecs = self.codecs
         held_pairs = self.held_pairs
-        new = self._new
-        remember = self._remember if self.cfg.avoid_repeat_pairs else None
+        new_append = self._new.append
+        cap = self.cfg.avoid_repeat_pairs
+        slow_names = self.cfg.level > 1 or self.cfg.category_field is not None or self.cfg.unknown == "drop"
         bucket_name = self._bucket_name
         uvalues = self._uvalues
+        simple = self._simple
         release = self._release
         keys = []
         for ev in batch:
@@ -526,34 +542,55 @@ class CategoryBufferFilter(Filter):
             keys.append((sender, text, hash((sender, text))))
         # look-ahead: a pair that occurs later in this batch is not created either
         self._batch_pairs = {key[2] for key in keys}
+        recent = self._recent
+        last_codec: Any = None
+        fmt = None
         for ev, (sender, text, pair) in zip(batch, keys):
-            name = bucket_name(ev)
-            if name is None:
-                dropped += 1
-                continue
+            if slow_names:
+                name = bucket_name(ev)
+                if name is None:
+                    dropped += 1
+                    continue
+            else:
+                meta = ev.meta
+                name = meta.get("category") if meta else None
+                if not name:
+                    name = UNKNOWN
             self._stream_time = ev.time
             codec = ev.codec
-            fmt = None
-            if codec is not None:
-                fmt = getattr(codec, "format", None)
-                if fmt not in codecs:
+            if codec is not last_codec:
+                last_codec = codec
+                fmt = getattr(codec, "format", None) if codec is not None else None
+                if codec is not None and fmt not in codecs:
                     codecs[fmt] = codec
-            h = Held(next_id, ev, sender, text, pair, now, fmt, uvalues(ev), name, True)
+            h = Held(next_id, ev, sender, text, pair, now, fmt, (ev.user,) if simple else uvalues(ev), name, True)
             next_id += 1
             bucket = buckets.get(name) or self._bucket(name)
-            bucket.add_user(h)
-            bucket.add_query(h)
-            new.append(h)
+            users, queries = bucket.users, bucket.queries
+            h.uidx = len(users)
+            users.append(h)
+            h.qidx = len(queries)
+            queries.append(h)
+            names = bucket.names
+            names[sender] = names.get(sender, 0) + 1
+            senders = bucket.senders
+            senders[sender] = senders.get(sender, 0) + 1
+            new_append(h)
             held_pairs[pair] = held_pairs.get(pair, 0) + 1
-            if remember is not None:
-                remember(pair)
-            self._held += 1
-            if len(bucket.queries) >= bucket.k:
+            if cap:
+                recent.add(pair)
+                if len(recent) * 2 >= cap:
+                    self._older = recent
+                    recent = self._recent = set()
+            if len(queries) >= bucket.k:
                 release(bucket, out)
         self._next_id = next_id
+        arrived = len(batch) - dropped
+        self._held += arrived
         if dropped:
             self.counts["dropped_unknown"] += dropped
-        self.counts["arrived"] += len(batch) - dropped
+        self.counts["arrived"] += arrived
+        self._batch_pairs = set()
         if self._held > self.cfg.max_held:
             self._overflow()
         self._apply_max_hold(out)

@@ -8,6 +8,7 @@ batch. Paper 001's anonymizer: 22 us/event, 45,454 events/s, no persistence.
 
 from __future__ import annotations
 
+import gc
 import random
 import tempfile
 import time
@@ -49,16 +50,20 @@ def run_filter(name: str, options: dict[str, object], events: list[Event], batch
     ctx = BuildContext(config_dir=state_dir, state=state, rng=random.SystemRandom())
     f = cls(cls.Config(**options), ctx)
     out = 0
-    t0 = time.perf_counter()
+    gc.collect()
+    gc.freeze()  # the pre-built input is not the filter's garbage: keep it out of the collector's scans
+    c0, t0 = time.process_time(), time.perf_counter()
     for i in range(0, len(events), batch):
         out += len(f.process(events[i:i + batch]))
     seconds = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    gc.unfreeze()
     held = f.held()
     stats = f.stats()
     f.close()
     state.close()
-    return {"events": len(events), "out": out, "held": held, "seconds": seconds,
-            "events_per_s": len(events) / seconds, "stats": stats}
+    return {"events": len(events), "out": out, "held": held, "seconds": seconds, "cpu_seconds": cpu,
+            "events_per_s": len(events) / seconds, "events_per_cpu_s": len(events) / cpu, "stats": stats}
 
 
 @click.command("buffer")
@@ -76,6 +81,7 @@ def COMMAND(events: int, users: int, k: int, batch: int, seed: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         r = run_filter("category_buffer", {"k": k}, evs, batch, Path(tmp))
     click.echo(f"category_buffer k={k}: {r['events']:,} events ({users:,} users) in {r['seconds']:.3f} s "
-               f"= {r['events_per_s']:,.0f} events/s; released {r['out']:,}, held {r['held']:,}")
+               f"= {r['events_per_s']:,.0f} events/s ({r['events_per_cpu_s']:,.0f} per CPU-second); "
+               f"released {r['out']:,}, held {r['held']:,}")
     click.echo("paper 001 anonymizer: 45,454 events/s (no persistence); target >= 150,000 events/s")
     click.echo(f"peak RSS: {peak_rss_mib():.1f} MiB")

@@ -82,9 +82,19 @@ class ProtoCodec:
         return self.decode_batch((message,))[0]
 
     def encode(self, event: Event) -> QueryEvent:
-        """The event as a QueryEvent: its own message when it came from one, else a fresh one."""
-        if event.codec is self:
+        """The event as a QueryEvent: its own message when it came from one, else a fresh one.
+
+        A filter may emit a new :class:`Event` that shares a decoded event's message
+        (category_buffer re-pairs a query with another user): every role is then
+        written into that message. An event whose message was not kept (restored
+        from a state store) gets a fresh one.
+        """
+        if event.codec is self and type(event.record) is QueryEvent:
             m: QueryEvent = event.record
+            if type(event) is not ProtoEvent:
+                m.user, m.query = _text(event.user), _text(event.query)
+                m.time, m.rank, m.url = _text(event.time), _text(event.rank), _text(event.url)
+                return m
             u, q, t, r, lk = event.orig  # type: ignore[attr-defined]
             if event.user is not u:
                 m.user = _text(event.user)
@@ -116,7 +126,8 @@ class ProtoCodec:
 
     def carried_fields(self, event: Event) -> Mapping[str, Any]:
         """Non-role fields: the message's attributes (used when a TSV/JSONL sink writes it)."""
-        return dict(event.record.attributes)
+        record = event.record
+        return dict(record.attributes) if type(record) is QueryEvent else {}
 
     def header(self) -> str | None:
         return None

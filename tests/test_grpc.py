@@ -328,3 +328,38 @@ def test_get_profile_served_by_the_profile_filter(tmp_path: Path) -> None:
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
     (f,) = stats.filters
     assert f.name == "profile" and f.extra["profiles"] == 2
+
+
+def test_category_buffer_over_grpc_holds_repairs_and_releases(tmp_path: Path) -> None:
+    """The real buffering filter: events come back re-paired (new Event objects sharing messages),
+    held ones later; every query comes back once, never with its original user."""
+    config = write_config(tmp_path, "filters:\n  - category_buffer: {k: 2, unknown: bucket, avoid_repeat_pairs: 0}\n")
+    batches = []
+    for b in range(4):
+        batch = EventBatch(batch_id=str(b))
+        for i in range(5):
+            n = b * 5 + i
+            batch.events.add(user=f"u{n % 4}", query=f"query {n}", seq=n + 1)
+        batches.append(batch)
+    with sidecar(config) as sc:
+        responses = list(QueryLogFilterStub(sc.chan).Filter(iter(batches)))
+        stats = get_stats(sc.chan)
+    back = [m for r in responses for m in r.events]
+    assert back and stats.events_out == len(back)
+    assert stats.events_held == 20 - len(back) - stats.events_dropped
+    queries = [m.query for m in back]
+    assert len(set(queries)) == len(queries)
+    for m in back:  # the message is the query's own (seq matches the query), the user is another one
+        n = int(m.query.split()[1])
+        assert m.seq == n + 1
+        assert m.user != f"u{n % 4}"
+
+
+def test_encode_without_a_kept_message_builds_a_fresh_one() -> None:
+    """An event restored from a state store (record lost) still encodes."""
+    from adapters.grpc_codec import ProtoCodec
+    from sidecar.api import Event
+
+    codec = ProtoCodec()
+    m = codec.encode(Event("u", "q", None, "3", None, None, None, codec))
+    assert (m.user, m.query, m.rank, dict(m.attributes)) == ("u", "q", "3", {})

@@ -141,7 +141,9 @@ HEADER = b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n"
 GOOD = [b"1\tgood one\t2006-03-01 00:00:00\t\t\n", b"2\tgood two\t2006-03-01 00:00:01\t1\thttp://a.com\n"]
 
 
-def test_tsv_bad_records_are_counted_and_dead_lettered(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+def test_tsv_bad_records_are_counted_and_dead_lettered(
+    tmp_path: Path, write_config: Callable[..., Path], debug_structlog: None
+) -> None:
     """Wrong column count, invalid UTF-8, empty query, oversized record: each counted by reason, written to the
     dead-letter file (0600) with its line number, logged once per reason without the record; good lines pass."""
     lines = [

@@ -34,6 +34,7 @@ class DeadLetters:
             assert self.path is not None
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
+            os.fchmod(fd, 0o600)  # an existing file keeps its mode on open: tighten it
             self._file = os.fdopen(fd, "a", encoding="utf-8")
         return self._file
 

@@ -272,3 +272,17 @@ def test_signal_during_stdin_replay_exits_0_with_complete_output(
     lines = got.count(b"\n") - 1
     assert lines > 0
     assert f" out={lines} " in summary
+
+
+def test_existing_dead_letter_file_is_appended_and_made_private(
+    tmp_path: Path, write_config: Callable[..., Path]
+) -> None:
+    """A dead-letter file left world-readable is appended to and tightened to 0600."""
+    (tmp_path / "state").mkdir()
+    old = tmp_path / "state" / "dead.jsonl"
+    old.write_text('{"reason": "earlier"}\n')
+    old.chmod(0o644)
+    src = tmp_path / "in.tsv"
+    src.write_bytes(HEADER + b"1\tbad\n" + GOOD[0])
+    replay(load_config(_cfg(write_config)), str(src), str(tmp_path / "o.tsv"))
+    assert [d["reason"] for d in _dead(tmp_path)] == ["earlier", "wrong_column_count"]

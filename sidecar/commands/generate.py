@@ -22,7 +22,7 @@ from sidecar.generate import generate_log, open_output
     help="Also write the planted identifiers (kind, value, anon_id, line) as JSON lines to this file.",
 )
 def generate_cmd(users: int, seed: int, output: str, identifiers: bool, planted_path: str | None) -> None:
-    """Write a realistic synthetic AOL-format log (AnonID, Query, QueryTime, ItemRank, ClickURL)."""
+    """Write a synthetic AOL-format query log: topical users, sessions, clicks, planted identifiers."""
     with open_output(output) as out:
         stats = generate_log(users, seed, out, plant_identifiers=identifiers)
     if planted_path:

@@ -132,7 +132,7 @@ PERSON_CTX = (
     "{} {state}",
     "{} funeral home",
     "{} realtor",
-    "{} high school",
+    "{} class of 1998",
     "{} email",
     "pictures of {}",
     "{} resume",
@@ -432,7 +432,7 @@ class Corpus:
     def _vin(self, r: random.Random) -> tuple[str, Gold]:
         alphabet = "ABCDEFGHJKLMNPRSTUVWXYZ0123456789"
         while True:
-            v = [r.choice(alphabet) for _ in range(17)]
+            v = [r.choice(alphabet) for _ in range(12)] + [r.choice("0123456789") for _ in range(5)]
             v[8] = "0"
             total = sum(_TRANSLIT[c] * w for c, w in zip(v, _WEIGHTS))
             v[8] = "X" if total % 11 == 10 else str(total % 11)

@@ -61,6 +61,7 @@ class Geo:
     city_first_words: frozenset[str]
     max_city_words: int
     counties: dict[str, frozenset[str]]  # normalized county name (without "county") -> state codes
+    countries: frozenset[str]  # normalized country names
 
 
 def _gnc_dir() -> Path:
@@ -120,6 +121,9 @@ def load_geo() -> Geo:
         city_first_words=frozenset(n.split()[0] for n, _ in cities),
         max_city_words=max(len(n.split()) for n, _ in cities),
         counties={k: frozenset(v) for k, v in counties.items()},
+        countries=frozenset(
+            normalize_place(c["name"]) for c in json.loads((gdir / "countries.json").read_text("utf-8")).values()
+        ),
     )
 
 

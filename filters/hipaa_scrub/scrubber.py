@@ -62,7 +62,10 @@ class Scrubber:
             d for d in (IpDetector(), MacDetector(), UrlDetector(cfg.bare_domains, cfg.url_paths)) if self._wanted(d)
         ]
         alpha: list[Detector] = [
-            NameDetector(load_names(), cfg.name_threshold, cfg.name_cue_threshold, cfg.allow_names, big_places),
+            NameDetector(
+                load_names(), cfg.name_threshold, cfg.name_cue_threshold, cfg.allow_names, big_places,
+                not_last=geo.countries | {n for n in geo.state_names.values() if " " not in n},
+            ),
             PlaceDetector(geo, cfg.city_keep_population, common_words()),
         ]
         self.alpha = [d for d in alpha if self._wanted(d)]

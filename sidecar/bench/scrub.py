@@ -161,11 +161,20 @@ def COMMAND(queries: int, seed: int, repeat: int, vs_presidio: bool, presidio_qu
         )
         click.echo(f"hipaa_scrub   : {aol_rate:>10,.0f} queries/s on that log (one core, CPU time)")
     if vs_presidio:
-        _compare(items[:presidio_queries], ours, scrubber, repeat)
+        analyzer = _compare(items[:presidio_queries], ours, scrubber, repeat)
+        if aol:
+            sample = aol_texts[:presidio_queries]
+            ours_rate = _cpu_rate(scrubber.scrub, sample, repeat)
+            peer_rate = _cpu_rate(lambda q: analyzer.analyze(text=q, language="en"), sample, 1)
+            click.echo(
+                f"on the log   : hipaa_scrub {ours_rate:,.0f} q/s, presidio analyze {peer_rate:,.0f} q/s "
+                f"({1000 / peer_rate:.2f} ms/query) over its first {len(sample):,} queries; "
+                f"ratio {ours_rate / peer_rate:,.0f}x"
+            )
     click.echo(f"peak RSS      : {peak_rss_mib():.1f} MiB")
 
 
-def _compare(items: list[tuple[str, list[tuple[int, int, str]]]], ours: Any, scrubber: Any, repeat: int) -> None:
+def _compare(items: list[tuple[str, list[tuple[int, int, str]]]], ours: Any, scrubber: Any, repeat: int) -> Any:
     from filters.hipaa_scrub.evaluate import evaluate
 
     analyzer = _presidio()
@@ -189,7 +198,7 @@ def _compare(items: list[tuple[str, list[tuple[int, int, str]]]], ours: Any, scr
         if not mine.planted[k]:
             continue
         ours_r, peer_r = mine.recall(k), peer.recall(k)
-        better = better and ours_r > peer_r
+        better = better and (ours_r > peer_r or ours_r == peer_r == 1.0)
         click.echo(f"{k:12s} {mine.planted[k]:8d} {_pct(ours_r):>8s} {_pct(peer_r):>10s}  {', '.join(ents)}")
     click.echo(f"ordinary words kept: ours {_pct(mine.kept).strip()}%, presidio {_pct(peer.kept).strip()}%")
     ours_rate = _cpu_rate(scrubber.scrub, texts, repeat)
@@ -198,4 +207,5 @@ def _compare(items: list[tuple[str, list[tuple[int, int, str]]]], ours: Any, scr
         f"throughput    : hipaa_scrub {ours_rate:,.0f} q/s, presidio analyze {peer_rate:,.0f} q/s "
         f"({1000 / peer_rate:.2f} ms/query); ratio {ours_rate / peer_rate:,.0f}x"
     )
-    click.echo(f"higher recall than Presidio on every shared type: {'yes' if better else 'no'}")
+    click.echo(f"recall above Presidio on every shared type where Presidio misses any: {'yes' if better else 'no'}")
+    return analyzer

@@ -49,13 +49,21 @@ class ContextNumberDetector(Detector):
     )
     SKIP = re.compile(r"^(?:19|20)\d\d$|^\d{1,3}$")
 
+    def __init__(self) -> None:
+        super().__init__()
+        # one scan for all cues: the alternatives become named groups (kind_v holds the value)
+        parts = [p.regex.replace("(?P<v>", f"(?P<{p.name}_v>") for p in self.PATTERNS]
+        self.combined = re.compile("|".join(f"(?:{r})" for r in parts), self.FLAGS)
+
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        for kind, rx in self.compiled:
-            for m in rx.finditer(lower):
-                v = m.group("v")
-                if self.SKIP.match(v):
-                    continue
-                out.append(Span(m.start("v"), m.end("v"), kind, self.PRIORITY))
+        for m in self.combined.finditer(lower):
+            group = m.lastgroup
+            if group is None:
+                continue
+            v = m.group(group)
+            if self.SKIP.match(v):
+                continue
+            out.append(Span(m.start(group), m.end(group), group[:-2], self.PRIORITY))
 
 
 _TRANSLIT = {
@@ -81,7 +89,7 @@ class VinDetector(Detector):
     """17-character vehicle identification numbers: valid check digit, or a ``vin`` cue."""
 
     KINDS = ("vin",)
-    MIN_DIGITS = 1
+    MIN_DIGITS = 3
     PRIORITY = 14
     PATTERNS = (Pattern("vin", r"(?<![a-z0-9])(?=[a-z0-9]*\d)(?=[0-9]*[a-z])[a-hj-npr-z0-9]{17}(?![a-z0-9])"),)
     CUE = re.compile(r"\bvin\b")

@@ -44,9 +44,13 @@ class DateDetector(Detector):
         ),
     )
 
+    _sep = re.compile(r"\d[/.-]\d")
+    _month = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)")
+
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         numeric, iso, mdy, dmy, cue = (rx for _, rx in self.compiled)
-        for m in numeric.finditer(lower):
+        sep = self._sep.search(lower) is not None
+        for m in numeric.finditer(lower) if sep else ():
             a, sep, b, y = int(m.group(1)), m.group(2), int(m.group(3)), m.group(4)
             if not ((1 <= a <= 12 and 1 <= b <= 31) or (1 <= b <= 12 and 1 <= a <= 31)):
                 continue
@@ -56,14 +60,15 @@ class DateDetector(Detector):
             if year is not None and not 1800 <= int(year) <= 2099:
                 continue
             out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=year or ""))
-        for m in iso.finditer(lower):
+        for m in iso.finditer(lower) if sep else ():
             y, mo, d = int(m.group(1)), int(m.group(3)), int(m.group(4))
             if 1800 <= y <= 2099 and 1 <= mo <= 12 and 1 <= d <= 31:
                 out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(1)))
+        month = self._month.search(lower) is not None
         for rx in (mdy, dmy):
-            for m in rx.finditer(lower):
+            for m in rx.finditer(lower) if month else ():
                 out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
-        for m in cue.finditer(lower):
+        for m in cue.finditer(lower) if month or sep else ():
             out.append(Span(m.start(1), m.end(1), "date", self.PRIORITY, general=""))
 
 

@@ -45,7 +45,7 @@ class IpDetector(Detector):
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         (_, v4), (_, v6) = self.compiled
-        for m in v4.finditer(text):
+        for m in v4.finditer(text) if "." in text else ():
             octets = [m.group(i) for i in range(1, 5)]
             if any(int(o) > 255 or (len(o) > 1 and o[0] == "0") for o in octets):
                 continue
@@ -77,7 +77,9 @@ class MacDetector(Detector):
     )
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        for _, rx in self.compiled:
+        for name, rx in self.compiled:
+            if name == "cisco" and "." not in lower:
+                continue
             for m in rx.finditer(lower):
                 if sum(c.isdigit() for c in m.group()) >= 2:
                     out.append(Span(m.start(), m.end(), "mac", self.PRIORITY))

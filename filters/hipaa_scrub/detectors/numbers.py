@@ -59,7 +59,10 @@ class PhoneDetector(Detector):
     FAX = re.compile(r"\bfax(?:\s*(?:number|no|num|#))?\b")
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        plus = "+" in text
         for name, rx in self.compiled:
+            if name == "international" and not plus:
+                continue
             for m in rx.finditer(text):
                 if name == "international":
                     digits = sum(c.isdigit() for c in m.group())

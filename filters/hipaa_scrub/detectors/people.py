@@ -3,6 +3,7 @@ before a surname. Census name shares against word frequencies decide (see ``name
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 
@@ -158,8 +159,41 @@ VENUES = frozenset(
     ]
 )
 SUFFIXES = frozenset({"jr", "sr", "ii", "iii", "iv"})
+PLACE_BEFORE = frozenset(
+    ["st", "saint", "san", "santa", "fort", "ft", "mount", "mt", "lake", "port", "cape", "baby", "lady"]
+)
+"""A word before the pair that makes it a place or a product (``st thomas``, ``baby ruth``)."""
+INSTITUTIONS = frozenset(
+    [
+        "university",
+        "college",
+        "school",
+        "academy",
+        "library",
+        "hospital",
+        "institute",
+        "foundation",
+        "elementary",
+        "high",
+        "middle",
+        "center",
+        "museum",
+        "stadium",
+        "arena",
+        "bridge",
+        "airport",
+        "hall",
+        "auditorium",
+        "theater",
+        "theatre",
+        "prize",
+        "award",
+    ]
+)
+"""A word after the pair that makes it an institution named after someone (``george mason university``)."""
 ALLOWED_PHRASES: frozenset[str] = frozenset(
-    """john deere|jack daniels|king james|kelly blue|earl grey|penny stocks|ann taylor|bob evans|
+    """john deere|jack daniels|king james|brady bunch|monte carlo|julius caesar|baby ruth|jack russell|
+    tom collins|bloody mary|sloppy joe|jack rabbit|tommy bahama|kelly blue|earl grey|penny stocks|ann taylor|bob evans|
     harley davidson|lane bryant|ralph lauren|calvin klein|
     tommy hilfiger|jimmy dean|eddie bauer|tony roma|ruby tuesday|marie callender|sherwin williams|
     dolly parton|mary kay|victoria secret|victoria secrets|dick smith|dean witter|charles schwab|
@@ -195,6 +229,7 @@ class NameDetector(Detector):
         cue_threshold: float = 0.5,
         allow: Iterable[str] = (),
         places: Iterable[str] = (),
+        not_last: Iterable[str] = (),
     ) -> None:
         super().__init__()
         self.first = names.first
@@ -203,6 +238,8 @@ class NameDetector(Detector):
         self.cue_threshold = cue_threshold
         self.allow = ALLOWED_PHRASES | {" ".join(a.lower().split()) for a in allow} | frozenset(places)
         self.triggers = frozenset(self.first) | TITLES
+        # country and state names that are rare surnames: "salvador brazil" is a place, "barbara jordan" a person
+        self.not_last = frozenset(t for t in not_last if names.last_share.get(t, 0.0) < 1e-4)
         self.words = re.compile(r"[a-z]+")
 
     def _last_score(self, tok: str) -> float | None:
@@ -214,7 +251,16 @@ class NameDetector(Detector):
         return s
 
     def wants(self, words: list[str]) -> bool:
-        return not self.triggers.isdisjoint(words)
+        """Some adjacent pair could start a name: first+last, title+last, last+first, first+initial."""
+        if self.triggers.isdisjoint(words):
+            return False
+        first, last = self.first, self.last
+        for a, b in itertools.pairwise(words):
+            if (a in first or a in TITLES) and (b in last or len(b) == 1):
+                return True
+            if a in last and b in first:
+                return True
+        return False
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         words = self.words.findall(lower)
@@ -248,6 +294,13 @@ class NameDetector(Detector):
             a, b = span
             while b + 1 < n and toks[b + 1][2] in SUFFIXES and self._gap_ok(lower, toks[b][1], toks[b + 1][0]):
                 b += 1
+            if (
+                toks[b][2] in self.not_last
+                or (a > 0 and toks[a - 1][2] in PLACE_BEFORE and not cue)
+                or (b + 1 < n and toks[b + 1][2] in INSTITUTIONS)
+            ):
+                i = b + 1
+                continue
             out.append(Span(toks[a][0], toks[b][1], "name", self.PRIORITY))
             i = b + 1
 
@@ -269,7 +322,12 @@ class NameDetector(Detector):
         if j + 1 < len(toks) and self._gap_ok(lower, toks[j][1], toks[j + 1][0]):
             t2 = toks[j + 1][2]
             nxt = self._last_score(t2)
-            if nxt is not None and (len(tj) == 1 or tj in first) and f"{tj} {t2}" not in self.allow:
+            if (
+                nxt is not None
+                and (len(tj) == 1 or tj in first)
+                and f"{tj} {t2}" not in self.allow
+                and t2 not in self.not_last
+            ):
                 # middle initial or middle name: "john q smith", "mary ann smith"
                 bonus3 = 2.0 if len(tj) == 1 else 1.0
                 if first[t0] + nxt + bonus3 >= need + (1.5 if t2 in VENUES else 0.0):

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sidecar.kb import KnowledgeBase, load_kb
-from sidecar.kb.store import FLAG_CURATED, FLAG_IDENT
+from sidecar.kb.store import FLAG_CURATED, FLAG_IDENT, FLAG_PLACE
 from sidecar.kb.text import NOUN_SUFFIXES, STOPWORDS, tokenize
 
 CACHE_SIZE = 200_000
@@ -342,8 +342,8 @@ class Classifier:
         return Classification(name, (name, lang), hits[0][0], round(len(hits) / len(words), 3))
 
     @staticmethod
-    def _main(units: list[Unit], surface: bool) -> Unit:
-        pool = [u for u in units if not u.ident] or units
+    def _main(units: list[Unit], surface: bool, avoid: int = FLAG_IDENT) -> Unit:
+        pool = [u for u in units if not u.entry[0] & avoid] or units
         return min(pool, key=lambda u: ((u.surface_zipf if surface else u.zipf), u.text))
 
     def classify_paper(self, query: str) -> Classification | None:
@@ -360,8 +360,9 @@ class Classifier:
         foreign = self._foreign(query, units)
         if foreign is not None or not units:
             return foreign
-        main = self._main(units, surface=False)
-        has_plain = any(not u.ident for u in units)
+        named = FLAG_IDENT | FLAG_PLACE
+        main = self._main(units, surface=False, avoid=named)
+        has_plain = any(not u.entry[0] & named for u in units)
         scores: dict[int, float] = {}
         for u in units:
             e = u.entry
@@ -370,7 +371,7 @@ class Classifier:
                 w *= 1.5
             if e[0] & FLAG_CURATED:
                 w *= 2.0
-            if has_plain and e[0] & FLAG_IDENT:
+            if has_plain and e[0] & named:
                 w *= 0.25
             w /= 1000.0
             for i in range(1, len(e), 3):
@@ -378,7 +379,7 @@ class Classifier:
         total = sum(scores.values())
         win = max(sorted(scores), key=scores.__getitem__)
         backers = [u for u in units if win in u.entry[1::3]]
-        best = self._main(backers, surface=False)
+        best = self._main(backers, surface=False, avoid=named)
         e = best.entry
         path = next(e[i + 2] for i in range(1, len(e), 3) if e[i] == win)
         return self._result(best, win, scores[win] / total, path)

@@ -23,7 +23,7 @@ from typing import Any
 
 from sidecar.kb import BUILDER_VERSION
 from sidecar.kb.categories import Taxonomy, load_taxonomy
-from sidecar.kb.store import FLAG_ADJ, FLAG_CURATED, FLAG_IDENT, PATH_SEP, encode, pack_table, write_atomic
+from sidecar.kb.store import FLAG_ADJ, FLAG_CURATED, FLAG_IDENT, FLAG_PLACE, PATH_SEP, encode, pack_table, write_atomic
 from sidecar.kb.text import STOPWORDS, key_of
 from sidecar.kb.wordnet_source import WordNetSource, locate, open_wordnet
 
@@ -31,12 +31,19 @@ MAX_LEVELS = 5
 MAX_NGRAM = 5
 TOP_CATEGORIES = 3
 DOMAIN_EDGE = 2  # a topic-domain link counts as this many hypernym steps
+#: Follow WordNet topic domains (``touchdown`` -> football)? Measured with `querylog kb evaluate`:
+#: off is better (domain members are often not about the domain's topic: labelled 85% vs 84%,
+#: magnetic 63% vs 62%), so the hypernym graph alone decides.
+USE_DOMAINS = False
 LEXNAME_DISTANCE = 50  # fallback through the lexicographer file: far behind any anchor
 ZIPF_MIN = 1.5  # words rarer than this are not stored (absent = rarest)
 FOREIGN_MIN_ZIPF = 3.3  # a word this common in another language...
 FOREIGN_MAX_EN_ZIPF = 2.3  # ...and this rare in English marks a non-English query
-#: Instance hypernyms that make a lemma a HIPAA-style quasi-identifier (below state level).
+#: Instance hypernyms that make a lemma a HIPAA-style identifier (a person's name, a place below
+#: state level). Such units are the main unit only when nothing else is left (paper 001).
 IDENT_ANCHORS = ("city.n.01", "town.n.01", "village.n.02", "municipality.n.01", "port.n.01", "person.n.01")
+#: Instance hypernyms of other named places (states, countries, regions): outvoted by topic words.
+PLACE_ANCHORS = ("state.n.01", "country.n.02", "state.n.04", "region.n.03", "geographical_area.n.01")
 
 
 class KBBuildError(Exception):
@@ -82,7 +89,7 @@ class _Resolver:
                 r = self.resolve(p)
                 if r is not None and (best is None or r[0] + 1 < best[0]):
                     best = (r[0] + 1, r[1], (*r[2], label))
-            for d in sorted(s.topic_domains(), key=lambda p: p.name()):
+            for d in sorted(s.topic_domains(), key=lambda p: p.name()) if USE_DOMAINS else ():
                 r = self.resolve(d)
                 if r is not None and (best is None or r[0] + DOMAIN_EDGE < best[0]):
                     best = (r[0] + DOMAIN_EDGE, r[1], (*r[2], label))
@@ -156,7 +163,8 @@ class _Compiler:
             ident_names = set(IDENT_ANCHORS)
             noun_dist: dict[str, list[tuple[float, int, tuple[str, ...]]]] = {}
             noun_weight: dict[str, float] = {}
-            ident: dict[str, bool] = {}
+            ident: dict[str, int] = {}
+            place_names = set(PLACE_ANCHORS)
             offsets = wn._lemma_pos_offset_map  # lemma -> pos -> [offsets in sense order]
             for lemma_name in sorted(offsets):
                 noun_offs = offsets[lemma_name].get("n")
@@ -181,7 +189,9 @@ class _Compiler:
                         scale = 0.5 if r[0] >= LEXNAME_DISTANCE else 1.0
                         senses.append((w * scale, r[1], (names[r[1]], *r[2])))
                     if rank == 0:
-                        ident[key] = _is_ident(s, ident_names)
+                        ident[key] = (FLAG_IDENT if _is_ident(s, ident_names) else 0) | (
+                            FLAG_PLACE if _is_ident(s, place_names) else 0
+                        )
                 noun_dist.setdefault(key, []).extend(senses)
                 noun_weight[key] = noun_weight.get(key, 0.0) + total
             adj_dist, modifiers = self._adjectives(wn, offsets, counts, resolver, noun_weight)
@@ -189,7 +199,7 @@ class _Compiler:
         lemmas: dict[str, list[int]] = {}
         for key in sorted(set(noun_dist) | set(adj_dist)):
             if key in noun_dist:
-                flags = FLAG_IDENT if ident.get(key) else 0
+                flags = ident.get(key, 0)
                 entry = self._entry(noun_dist[key], noun_weight[key])
             else:
                 flags = FLAG_ADJ

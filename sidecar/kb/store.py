@@ -26,6 +26,7 @@ _HEADER = len(MAGIC) + 1 + 32
 FLAG_IDENT = 1  # HIPAA-style quasi-identifier (a city, a named person): used only when nothing else is
 FLAG_CURATED = 2  # a curated term from categories.yaml
 FLAG_ADJ = 4  # an adjective mapped to nouns through pertainyms
+FLAG_PLACE = 8  # a named state, country or region: outvoted by topic words
 
 
 class KBCorrupt(Exception):

@@ -286,3 +286,34 @@ def test_existing_dead_letter_file_is_appended_and_made_private(
     src.write_bytes(HEADER + b"1\tbad\n" + GOOD[0])
     replay(load_config(_cfg(write_config)), str(src), str(tmp_path / "o.tsv"))
     assert [d["reason"] for d in _dead(tmp_path)] == ["earlier", "wrong_column_count"]
+
+
+def test_sigterm_stops_a_replay_waiting_on_an_idle_stdin(tmp_path: Path) -> None:
+    """With stdin open but silent, SIGTERM still ends the run promptly: complete lines are written,
+    the record cut short is counted as `partial_record_at_stop` (kept in the dead-letter file), exit 0."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("state_dir: state\ndead_letter_file: dead.jsonl\n")
+    out = tmp_path / "out.tsv"
+    proc = subprocess.Popen(
+        [QUERYLOG, "replay", "--config", str(cfg), "-", "-o", str(out), "--no-progress"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(),
+    )
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(HEADER + GOOD[0] + b"3\tcut sho")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 30
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert proc.poll() is None, "still waiting for input"
+        proc.send_signal(signal.SIGTERM)
+        returncode = proc.wait(timeout=10)
+        err = proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert returncode == 0, err[-1000:]
+    assert out.read_bytes() == HEADER + GOOD[0]
+    assert [(d["reason"], d["line"]) for d in _dead(tmp_path)] == [("partial_record_at_stop", 3)]
+    assert err.strip().splitlines()[-1].endswith("(interrupted)")

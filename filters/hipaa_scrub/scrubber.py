@@ -89,7 +89,8 @@ class Scrubber:
                 d.detect(text, lower, found)
         if self.netcheck.search(text):
             for d in self.net:
-                d.detect(text, lower, found)
+                if d.gate is None or d.gate.search(lower):
+                    d.detect(text, lower, found)
         words = _WORDS.findall(lower)
         for d in self.alpha:
             if d.wants(words):
@@ -104,15 +105,11 @@ class Scrubber:
         kept.sort(key=lambda s: s.start)
         return kept
 
-    def _apply(
-        self, text: str, spans: Iterable[Span], counts: dict[str, int], count_kept: bool = True
-    ) -> tuple[str, bool]:
-        """Apply the policies; also says whether a removal joined two pieces of text (then the
-        result is scanned again, since the joined words may form a new identifier)."""
+    def _apply(self, text: str, spans: Iterable[Span], counts: dict[str, int], count_kept: bool = True) -> str:
+        """Apply each span's policy; whitespace is tidied where something was removed."""
         out: list[str] = []
         pos = 0
-        removed = joined = False
-        n = len(text)
+        removed = False
         for s in spans:
             policy = self.policies[s.kind]
             if policy == "keep":
@@ -126,17 +123,13 @@ class Scrubber:
             else:
                 repl = s.general if policy == "generalize" and s.general is not None else s.residue
                 out.append(repl)
-                if not repl:
-                    removed = True
-                    joined = joined or (s.start > 0 and s.end < n)
-                elif policy == "generalize":
-                    joined = True  # the generalized text is new: check it once more
+                removed = removed or not repl
             pos = s.end
         out.append(text[pos:])
         new = "".join(out)
         if removed:
             new = " ".join(new.split())
-        return new, joined
+        return new
 
     def scrub(self, text: str) -> tuple[str, dict[str, int]]:
         """The scrubbed text and the count of identifiers found per type (never the values)."""
@@ -146,9 +139,11 @@ class Scrubber:
         counts: dict[str, int] = {}
         # each pass removes or rewrites at least one span, so a pass per word (bounded) reaches a fixpoint
         for n in range(min(MAX_PASSES, text.count(" ") + 2)):
-            new, again = self._apply(text, spans, counts, count_kept=n == 0)
-            if new == text or not again:
+            new = self._apply(text, spans, counts, count_kept=n == 0)
+            if new == text:
                 return new, counts
+            # detectors read context (cue words, the word before a name, a state after a town), so
+            # any change may reveal or hide a neighbour: scan again until the text is stable
             text = new
             spans = self.detect(text)
             if not spans:

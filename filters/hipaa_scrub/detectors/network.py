@@ -28,6 +28,7 @@ class IpDetector(Detector):
 
     KINDS = ("ip",)
     NEEDS = "dot_or_colon"
+    GATE = r"\d\.\d|:"
     PRIORITY = 12
     PATTERNS = (
         Pattern("ipv4", r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\w]|\.\d)"),
@@ -70,6 +71,7 @@ class MacDetector(Detector):
 
     KINDS = ("mac",)
     NEEDS = "dot_or_colon_or_dash"
+    GATE = r"[0-9a-f]{2}([:-])[0-9a-f]{2}\1[0-9a-f]{2}\1|[0-9a-f]{4}\.[0-9a-f]{4}\."
     PRIORITY = 11
     PATTERNS = (
         Pattern("pairs", r"(?<![\w:-])[0-9a-f]{2}([:-])[0-9a-f]{2}(?:\1[0-9a-f]{2}){4}(?![\w:-])"),
@@ -93,6 +95,7 @@ class UrlDetector(Detector):
 
     KINDS = ("url",)
     NEEDS = "dot"
+    GATE = r"\.[a-z]"
     PRIORITY = 30
     TLDS = (
         "com|net|org|edu|gov|mil|int|info|biz|us|uk|ca|au|de|fr|it|es|nl|ru|jp|cn|in|br|mx|tv|me|cc|ws|name|"

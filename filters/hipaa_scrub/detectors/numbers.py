@@ -136,8 +136,18 @@ class LongNumberDetector(Detector):
         ),
     )
 
+    def __init__(self) -> None:
+        super().__init__()
+        long_digits, mixed = self.PATTERNS[0].regex.split("|(?<![\\w-])(?=[0-9-]*[a-z])", 1)
+        self.digits_only = re.compile(long_digits, self.FLAGS)
+        self.mixed = re.compile("(?<![\\w-])(?=[0-9-]*[a-z])" + mixed, self.FLAGS)
+        self.mixed_gate = re.compile(r"[a-z]\d|\d[a-z]")
+
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        for m in self.compiled[0][1].finditer(text):
+        matches = list(self.digits_only.finditer(lower))
+        if self.mixed_gate.search(lower):
+            matches += self.mixed.finditer(lower)
+        for m in matches:
             digits = re.sub(r"\D", "", m.group())
             if len(digits) == 13 and digits.startswith(("978", "979")) and _isbn13_ok(digits):
                 continue  # a book, not a person

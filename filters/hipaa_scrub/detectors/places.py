@@ -209,10 +209,11 @@ class PlaceDetector(Detector):
                 if after and not re.match(r"\d{5}", after):
                     continue
             best = None
-            for k in range(max(0, i - geo.max_city_words), i):
-                if k <= taken_until:
+            for k in range(max(0, i - geo.max_city_words, taken_until + 1), i):
+                first_word = toks[k][2]
+                if first_word not in geo.city_first_words and first_word != "st":
                     continue
-                name = " ".join(x[2] for x in toks[k:i])
+                name = " ".join([x[2] for x in toks[k:i]])
                 if name.split()[0] == "st":
                     name = "saint" + name[2:]
                 pop = geo.cities.get((name, code))

@@ -120,6 +120,7 @@ TABLES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("10000 bc", ()),
         ("50000 miles", ()),
         ("model 12345", ()),
+        ("california sec 12195", ()),
     ],
     "context numbers": [
         ("mrn 00123456", ("mrn",)),
@@ -183,6 +184,10 @@ TABLES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("john deere tractors", ()),  # a brand
         ("christian music", ()),
         ("april showers", ()),
+        ("father knows best", ()),  # a title before a word, not a surname
+        ("miss you quotes", ()),
+        ("mrs silk", ("name",)),
+        ("peggy king loan officer", ("name",)),  # "loan" is no third name
     ],
     "places": [
         ("hope ar newspaper", ("city",)),

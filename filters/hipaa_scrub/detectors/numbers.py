@@ -101,7 +101,8 @@ class ZipDetector(Detector):
     PATTERNS = (Pattern("zip", r"(?<![\w$#.,/:-])(\d{5})(?:-(\d{4}))?(?![\w%/:-]|[.,]\d)"),)
     BEFORE = re.compile(
         r"(?:\$|#|\b(?:no|model|part|item|sku|page|pages|p|vol|room|rm|flight|route|rte|hwy|highway|i|interstate|"
-        r"apt|suite|ste|unit|version|v|ver|build|case|order|invoice|ticket|price|for|over|under|about)\.?)\s*$"
+        r"apt|suite|ste|unit|version|v|ver|build|case|order|invoice|ticket|price|for|over|under|about|sec|section|"
+        r"code|statute|rule|form|chapter|ch|art|article|\u00a7)\.?)\s*$"
     )
     AFTER = re.compile(
         r"\s*(?:miles?|mi|km|kilometers?|feet|ft|foot|sq|square|acres?|dollars?|usd|k|lbs?|pounds?|kg|btu|rpm|mah|"

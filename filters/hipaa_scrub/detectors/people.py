@@ -159,6 +159,8 @@ VENUES = frozenset(
     ]
 )
 SUFFIXES = frozenset({"jr", "sr", "ii", "iii", "iv"})
+MIN_LAST = -0.5
+"""Least surname score of a lone surname after a title, or of a third word after a middle name."""
 PLACE_BEFORE = frozenset(
     ["st", "saint", "san", "santa", "fort", "ft", "mount", "mt", "lake", "port", "cape", "baby", "lady"]
 )
@@ -280,8 +282,9 @@ class NameDetector(Detector):
                 j = i + 1
                 if toks[j][2] in first and j + 1 < n and self._gap_ok(lower, toks[j][1], toks[j + 1][0]):
                     span = self._first_last(toks, j, lower, -99.0)
-                if span is None and self._last_score(toks[j][2]) is not None and toks[j][2] not in TITLES:
-                    span = (j, j)
+                ls = self._last_score(toks[j][2])
+                if span is None and ls is not None and ls >= MIN_LAST and toks[j][2] not in TITLES:
+                    span = (j, j)  # "mrs silk", "dr patel"; not "father knows", "miss you"
             elif t0 in first and i + 1 < n and self._gap_ok(lower, e0, toks[i + 1][0]):
                 span = self._first_last(toks, i, lower, threshold)
             elif t0 in last and i + 1 < n and lower[e0 : toks[i + 1][0]].strip() == ",":
@@ -324,7 +327,7 @@ class NameDetector(Detector):
             nxt = self._last_score(t2)
             if (
                 nxt is not None
-                and (len(tj) == 1 or tj in first)
+                and (len(tj) == 1 or (tj in first and nxt >= MIN_LAST))
                 and f"{tj} {t2}" not in self.allow
                 and t2 not in self.not_last
             ):

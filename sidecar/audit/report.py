@@ -7,6 +7,7 @@ import html
 import io
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from sidecar.audit import deanon, matcher, utility
@@ -18,11 +19,11 @@ UNKNOWN = "unknown"
 PAPER_BEST = 0.0189  # paper 001: best de-anonymizer, lowest k, full AOL log
 
 
-def classifier_categorise() -> Categorise:
+def classifier_categorise(kb_path: Path | None = None) -> Categorise:
     """The project's classifier (same knowledge base as the sidecar: paper 001's worst case)."""
     from sidecar.classifier import Classifier
 
-    clf = Classifier.load()
+    clf = Classifier.load(kb_path)
     many = getattr(clf, "classify_many", None)
 
     def categorise(queries: list[str]) -> list[str | None]:

@@ -10,7 +10,7 @@ import resource
 
 import click
 
-MODULES: tuple[str, ...] = ("passthrough", "buffer", "profile", "classify", "scrub", "anonymity")
+MODULES: tuple[str, ...] = ("passthrough", "buffer", "profile", "classify", "scrub", "anonymity", "default")
 
 
 def peak_rss_mib(children: bool = False) -> float:

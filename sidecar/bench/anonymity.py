@@ -28,20 +28,21 @@ dead_letter_file: null
 schema: {{format: tsv, header: true}}
 logging: {{level: warning, format: json}}
 filters:
-{scrub}  - classify: {{}}
+{scrub}  - classify: {{kb_path: {kb}}}
   - category_buffer: {{k: {k}, time: {time}}}
   - profile: {{}}
 """
 
 
-def protect(src: Path, out: Path, work: Path, k: int, scrub: bool, time_mode: str, seed: int | None) -> dict:
+def protect(src: Path, out: Path, work: Path, k: int, scrub: bool, time_mode: str, seed: int | None,
+            kb: Path) -> dict:
     """Replay ``src`` through the k-anonymity chain into ``out``; returns the replay summary figures."""
     from sidecar.config import load_config
     from sidecar.replay import replay
 
     work.mkdir(parents=True, exist_ok=True)
     cfg_path = work / f"k{k}.yaml"
-    cfg_path.write_text(CHAIN.format(state=work / f"state-k{k}", k=k, time=time_mode,
+    cfg_path.write_text(CHAIN.format(state=work / f"state-k{k}", k=k, time=time_mode, kb=kb,
                                      scrub="  - hipaa_scrub: {}\n" if scrub else ""))
     t0 = time.perf_counter()
     summary = replay(load_config(cfg_path), str(src), str(out), seed=seed)
@@ -63,14 +64,15 @@ def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: s
           audit_seed: int) -> list[dict[str, Any]]:
     from sidecar.audit.report import classifier_categorise, run_audit
 
-    categorise = classifier_categorise()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        kb = work / "kb.qlkb"  # a private knowledge base: built once by this process, shared by nobody
+        categorise = classifier_categorise(kb)
         for name, src in logs:
             for k in ks:
-                out = work / f"{name}-k{k}.tsv"
-                rep = protect(src, out, work / f"{name}-k{k}", k, scrub, time_mode, seed)
+                out = work / f"{name}-k{k}.tsv".replace("/", "-")
+                rep = protect(src, out, work / f"{name}-k{k}".replace("/", "-"), k, scrub, time_mode, seed, kb)
                 audit = run_audit(str(src), str(out), categorise=categorise, k=k, seed=audit_seed)
                 rows.append({
                     "log": name, "k": k, "events": rep["in"], "released": rep["out"], "held": rep["held"],

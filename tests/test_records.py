@@ -236,3 +236,35 @@ def test_jsonl_event_from_another_codec_is_encoded_fresh() -> None:
     ev = tsv.decode("7\tq\tt\t1\thttp://a.com\tz", "\n")
     out = json.loads(JsonlCodec(SchemaConfig()).encode(ev))
     assert out == {"Extra": "z", "AnonID": "7", "Query": "q", "QueryTime": "t", "ItemRank": "1", "ClickURL": "http://a.com"}
+
+
+# --- arbitrary bytes: never a crash, every line accounted for -------------------------------------
+
+_line_bytes = st.lists(
+    st.one_of(
+        st.sampled_from([b"\t", b"\r", b"\xff", b"\xc3\xa9", b" ", b"q", b"1", b"http://a.com/x", b"\xe2\x82"]),
+        st.binary(max_size=6).filter(lambda b: b"\n" not in b),
+    ),
+    max_size=40,
+).map(b"".join)
+
+
+@SETTINGS
+@given(st.lists(_line_bytes, max_size=15), st.booleans())
+def test_arbitrary_bytes_never_crash_and_every_line_is_counted(lines: list[bytes], final_newline: bool) -> None:
+    """Any byte soup: the replay finishes, each line after the header is an event or a dead letter, and
+    every output line is an input line, unchanged and in order."""
+    header = b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
+    data = b"\n".join([header, *lines]) + (b"\n" if final_newline else b"")
+    out, summary = run_replay(data, ".tsv", "limits: {max_record_bytes: 64}\nfilters: []\n")
+    rest = data[len(header) + 1:]
+    n = 0 if not rest else len(rest.split(b"\n")) - rest.endswith(b"\n")
+    assert summary.events_in + summary.dead_lettered == n
+    assert summary.records_in == n
+    in_lines = data.split(b"\n")
+    out_lines = out.split(b"\n")
+    if out_lines[-1] == b"":
+        out_lines.pop()
+    it = iter(in_lines)
+    assert all(any(o == i for i in it) for o in out_lines), "output lines are input lines, in order"
+    assert summary.events_out == len(out_lines) - 1

@@ -10,8 +10,10 @@ Per query:
    token that is a KB lemma (WordNet noun, multiword included, plurals
    normalised; a curated term), found by **progressive left-trimming**; adjectives
    just before it join the unit (``european soccer``). Stop words never start or
-   end a unit. Units that name a city or a person (HIPAA quasi-identifiers) count
-   only when nothing else is left.
+   end a unit. Units that name a city or a person (HIPAA identifiers, which paper
+   001 removes) are the main unit only when nothing else is left; in the voting of
+   :meth:`Classifier.classify` named states, countries and regions are outvoted
+   by topic words too (``texas lottery`` is about the lottery).
 3. **Main unit** — the most specific unit: lowest wordfreq frequency (the
    paper's "entropy"; ``european soccer`` 10^4.38 beats ``players`` 10^5.30).
 4. **Category** — :meth:`Classifier.classify_paper` takes the main unit's category
@@ -20,8 +22,9 @@ Per query:
    context can overrule one ambiguous word; the main unit reported is then the
    most specific unit of the winning category.
 
-Queries with no unit, or made mostly of common non-English words (the ``foreign``
-category, ODP's World), are handled last; otherwise :meth:`classify` returns None.
+Queries made mostly of words common in other languages and rare in English go to
+the ``foreign`` category (ODP's World). A query with no unit is uncategorisable:
+:meth:`Classifier.classify` returns None.
 """
 
 from __future__ import annotations

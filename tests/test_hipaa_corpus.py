@@ -65,3 +65,17 @@ def test_real_log_sample(scrubber: Scrubber) -> None:
     out = [scrubber.scrub(q)[0] for q in queries]
     changed = sum(a != b for a, b in zip(queries, out))
     assert len(out) == len(queries) and 0 < changed < 0.2 * len(queries)
+
+
+def test_bench_without_presidio_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bench scrub` prints its table; `--vs-presidio` without Presidio fails with a clear message."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from sidecar.cli import main
+
+    monkeypatch.setitem(sys.modules, "presidio_analyzer", None)  # importing it now raises ImportError
+    r = CliRunner().invoke(main, ["bench", "scrub", "--queries", "46", "--repeat", "1", "--vs-presidio"])
+    assert "ordinary words kept" in r.output and "queries/s" in r.output
+    assert r.exit_code == 1 and "pip install -e '.[bench]'" in r.output

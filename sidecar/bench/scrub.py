@@ -106,7 +106,7 @@ def aol_counts(path: Path, scrubber: Any) -> tuple[int, int, Counter[str]]:
 @click.option("--repeat", default=3, show_default=True, help="Timing runs; the best is reported.")
 @click.option("--vs-presidio", is_flag=True, help="Also run Presidio's analyzer on a sample of the same corpus.")
 @click.option(
-    "--presidio-queries", default=3000, show_default=True, help="Corpus queries given to both in the comparison."
+    "--presidio-queries", default=4600, show_default=True, help="Corpus queries given to both in the comparison."
 )
 @click.option(
     "--aol",

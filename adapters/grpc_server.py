@@ -318,7 +318,11 @@ class SidecarServer:
         size = self.cfg.max_message_bytes
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=self.cfg.workers, thread_name_prefix="querylog-rpc"),
-            options=[("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)],
+            options=[
+                ("grpc.max_receive_message_length", size),
+                ("grpc.max_send_message_length", size),
+                ("grpc.so_reuseport", 0),  # a second sidecar on the same port fails instead of sharing it
+            ],
         )
         svc = self.service
         handlers = {

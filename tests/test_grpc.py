@@ -363,3 +363,20 @@ def test_encode_without_a_kept_message_builds_a_fresh_one() -> None:
     codec = ProtoCodec()
     m = codec.encode(Event("u", "q", None, "3", None, None, None, codec))
     assert (m.user, m.query, m.rank, dict(m.attributes)) == ("u", "q", "3", {})
+
+
+def test_a_second_server_on_a_busy_port_fails(tmp_path: Path) -> None:
+    """No silent port sharing (SO_REUSEPORT off): the second sidecar cannot bind."""
+    from adapters.grpc_server import SidecarServer
+    from sidecar.config import load_config
+    from sidecar.pipeline import Pipeline
+
+    config = write_config(tmp_path)
+    with sidecar(config) as sc:
+        cfg = load_config(config)
+        pipeline = Pipeline(cfg)
+        try:
+            with pytest.raises((OSError, RuntimeError)):
+                SidecarServer(cfg, pipeline, sc.address)
+        finally:
+            pipeline.close()

@@ -274,6 +274,8 @@ class Classifier:
             e = self.lemmas.get(prefix + base)
             if e is not None:
                 return prefix + base, e
+        if not (last.endswith("s") or last.endswith("men")):
+            return None
         for suffix, repl in NOUN_SUFFIXES:
             if last.endswith(suffix) and len(last) > len(suffix) + 1:
                 k = prefix + last[: -len(suffix)] + repl
@@ -397,6 +399,10 @@ class Classifier:
             cache.clear()
         cache[query] = result
         return result
+
+    def classify_uncached(self, query: str) -> Classification | None:
+        """:meth:`classify` without the per-query cache (word-level caches still apply)."""
+        return self._vote(query)
 
     def classify_many(self, queries: list[str]) -> list[Classification | None]:
         classify = self.classify

@@ -11,11 +11,11 @@ What this implementation does differently, and why:
 
 * **Pairs are never the original ones.** The paper draws user and query
   independently, so a user can get their own query back (about 1/k of the
-  time; its "A(NR)" curve shows what that costs). Here a query is drawn
-  uniformly, then a user uniformly among the held *user slots* (a user with 3
-  held slots is 3 times as likely, as in the paper's multiset) that are
-  neither the query's sender nor a user known to have sent the same text
-  (same words, case-folded) — among buffered events, the last
+  time; its "A(NR)" curve shows what that costs). Here a query and a user
+  are drawn from the bucket with the CSPRNG (see ``user_draw`` below) and the
+  pair is kept only when valid — the user is neither the query's sender nor
+  a user known to have sent the same text (same words, case-folded) among
+  buffered events, the last
   ``avoid_repeat_pairs`` events and the rest of the current batch. So the
   log matcher finds no protected (user, query) identical to an original one,
   except when that user sends that text only later (a streaming filter cannot
@@ -384,22 +384,62 @@ class CategoryBufferFilter(Filter):
 
     def _release(self, bucket: Bucket, out: list[Event]) -> None:
         """Release while the bucket holds k events of at least ``min_users`` distinct users and a valid
-        pair exists; otherwise k <- ceil(k * delta) (paper 001's rule, which is ``min_users: 2``)."""
+        pair exists; otherwise k <- ceil(k * delta) (paper 001's rule, which is ``min_users: 2``).
+
+        The common case is inlined: one (query, user) draw from the CSPRNG pool,
+        accepted when valid; anything else goes through :meth:`_draw`.
+        """
         cfg = self.cfg
         min_users = cfg.min_users or bucket.base
-        queries = bucket.queries
+        queries, users, names, senders = bucket.queries, bucket.users, bucket.names, bucket.senders
         emit = self._emit
         gone = self._gone_half
+        pool = self.pool
+        by_user = cfg.user_draw == "user"
+        held_pairs, batch_pairs = self.held_pairs, self._batch_pairs
         while len(queries) >= bucket.k:
-            drawn = self._draw(bucket) if len(bucket.names) >= min_users else None
+            drawn: tuple[int, int] | None = None
+            if len(names) >= min_users:
+                nq = len(queries)
+                words, i = pool.words, pool.i
+                if i + 3 <= len(words):
+                    qi, ui = words[i] % nq, words[i + 1] % nq
+                    pool.i = i + 2
+                    q, u = queries[qi], users[ui]
+                    name = u.sender
+                    ok = name != q.sender
+                    if ok and by_user:
+                        c = names[name]
+                        if c > 1:
+                            pool.i = i + 3
+                            ok = words[i + 2] % c == 0
+                    if ok:
+                        pair = hash((name, q.text))
+                        if (pair not in held_pairs and pair not in batch_pairs and pair not in self._recent
+                                and pair not in self._older):
+                            drawn = qi, ui
+                if drawn is None:
+                    drawn = self._draw(bucket)
             if drawn is None:
                 bucket.k = math.ceil(bucket.k * cfg.delta)
                 self._dirty_k.add(bucket.name)
                 self.counts["k_raised"] += 1
                 return
             qi, ui = drawn
-            u = bucket.pop_user(ui)
-            q = bucket.pop_query(qi)
+            u = users[ui]
+            last = users.pop()
+            if last is not u:
+                users[ui] = last
+                last.uidx = ui
+            _dec(names, u.sender)
+            u.ubucket = None
+            q = queries[qi]
+            last = queries.pop()
+            if last is not q:
+                queries[qi] = last
+                last.qidx = qi
+            _dec(senders, q.sender)
+            q.qbucket = None
             if u.qbucket is None or not u.new:
                 gone(u)
             if q.ubucket is None or not q.new:

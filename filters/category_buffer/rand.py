@@ -20,16 +20,18 @@ class RandomPool:
 
     def __init__(self, token_bytes: Callable[[int], bytes]) -> None:
         self._token_bytes = token_bytes
-        self._words = array("Q")
-        self._i = 0
+        #: the current block of 64-bit words and the next unused position (hot paths read them directly,
+        #: call :meth:`below` when fewer words are left than they need)
+        self.words = array("Q")
+        self.i = 0
 
     def _refill(self) -> None:
-        self._words = array("Q", self._token_bytes(8 * WORDS))
-        self._i = 0
+        self.words = array("Q", self._token_bytes(8 * WORDS))
+        self.i = 0
 
     def below(self, n: int) -> int:
-        if self._i >= len(self._words):
+        if self.i >= len(self.words):
             self._refill()
-        w = self._words[self._i]
-        self._i += 1
+        w = self.words[self.i]
+        self.i += 1
         return w % n

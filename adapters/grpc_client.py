@@ -66,15 +66,18 @@ def to_batch(events: list[Event], first_seq: int, batch_id: str = "") -> EventBa
     add = batch.events.add
     seq = first_seq
     for ev in events:
-        t, r, u = ev.time, ev.rank, ev.url
-        add(
-            user=_text(ev.user),
-            query=_text(ev.query),
-            time="" if t is None else t if type(t) is str else str(t),
-            rank="" if r is None else r if type(r) is str else str(r),
-            url="" if u is None else u if type(u) is str else str(u),
-            seq=seq,
-        )
+        m = add()
+        try:  # string roles (TSV, most JSON) go straight in; setting attributes beats add(**kwargs)
+            m.user = ev.user
+            m.query = ev.query
+            t, r, u = ev.time, ev.rank, ev.url
+            m.time = "" if t is None else t
+            m.rank = "" if r is None else r
+            m.url = "" if u is None else u
+        except TypeError:  # a number, a boolean, a null user...: as text
+            m.user, m.query = _text(ev.user), _text(ev.query)
+            m.time, m.rank, m.url = _text(ev.time), _text(ev.rank), _text(ev.url)
+        m.seq = seq
         seq += 1
     return batch
 

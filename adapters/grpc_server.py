@@ -253,8 +253,12 @@ class QueryLogService:
         provider = next((f for f in self.pipeline.chain.filters if callable(getattr(f, "get_profile", None))), None)
         if provider is None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no profile filter in the chain")
-        with self.lock:
-            profile = provider.get_profile(request.user)  # type: ignore[union-attr]
+        try:
+            with self.lock:
+                profile = provider.get_profile(request.user)  # type: ignore[union-attr]
+        except Exception as exc:  # the message may hold the user id: log the type only
+            self._failed("GetProfile", exc, context)
+            return ProfileResponse()  # reached only when the client has gone
         if profile is None:
             context.abort(grpc.StatusCode.NOT_FOUND, "unknown user")
         total = sum(profile.values())
@@ -266,9 +270,13 @@ class QueryLogService:
         )
 
     def Stats(self, request: StatsRequest, context: grpc.ServicerContext) -> StatsResponse:
-        with self.lock:
-            s = self.pipeline.stats()
-        return stats_message(s)
+        try:
+            with self.lock:
+                s = self.pipeline.stats()
+            return stats_message(s)
+        except Exception as exc:
+            self._failed("Stats", exc, context)
+            return StatsResponse()  # reached only when the client has gone
 
 
 _FILTER_KEYS = {"name", "events_in", "events_out", "held", "counts"}

@@ -380,3 +380,30 @@ def test_a_second_server_on_a_busy_port_fails(tmp_path: Path) -> None:
                 SidecarServer(cfg, pipeline, sc.address)
         finally:
             pipeline.close()
+
+
+def test_a_failing_filter_is_internal_without_values(tmp_path: Path) -> None:
+    """A filter bug ends the RPC with INTERNAL and the exception type only; the server keeps serving."""
+    from structlog.testing import capture_logs
+
+    class Boom(Profiles):
+        NAME = "boom"
+
+        def process(self, batch):  # type: ignore[no-untyped-def]
+            raise ValueError(f"bad value {batch[0].query}")
+
+        def get_profile(self, user: str) -> dict[str, int] | None:
+            raise KeyError(user)
+
+    batch = EventBatch()
+    batch.events.add(user="secret-user", query="secret query text", seq=1)
+    with sidecar(write_config(tmp_path), extra_filters=(Boom(),)) as sc, capture_logs() as logs:
+        with pytest.raises(grpc.RpcError) as err:
+            list(QueryLogFilterStub(sc.chan).Filter(iter([batch])))
+        with pytest.raises(grpc.RpcError) as err2:
+            get_profile(sc.chan, "secret-user")
+        assert get_stats(sc.chan).events_in == 1
+    assert err.value.code() == err2.value.code() == grpc.StatusCode.INTERNAL
+    text = repr(logs) + (err.value.details() or "") + (err2.value.details() or "")
+    assert "ValueError" in text and "KeyError" in text
+    assert "secret" not in text

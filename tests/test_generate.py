@@ -227,3 +227,24 @@ def test_generated_log_replays_without_dead_letters(generated_log: GeneratedLog,
     assert summary.dead_lettered == 0
     assert summary.records_in == generated_log.stats.lines
     assert out.read_bytes() == generated_log.path.read_bytes()
+
+
+def test_zero_users_is_a_header_only_log() -> None:
+    """No users: the header alone, nothing planted."""
+    text, stats = _gen(0, 1)
+    assert text == HEADER and stats.lines == 0 and stats.planted == []
+
+
+def test_planted_names_come_from_the_names_package() -> None:
+    """Planted person names are a first name and a last name from the `names` package's census lists."""
+    import names
+
+    def listed(key: str) -> set[str]:
+        with open(names.FILES[key], encoding="utf-8") as fh:
+            return {line.split()[0].lower() for line in fh if line.strip()}
+
+    firsts, lasts = listed("first:male") | listed("first:female"), listed("last")
+    _, stats = _gen(1500, 11)
+    planted = [p.value.lower().split() for p in stats.planted if p.kind == "name"]
+    assert planted
+    assert all(first in firsts and last in lasts for first, last in planted)

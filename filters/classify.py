@@ -8,6 +8,11 @@ follow ``unknown``: ``annotate`` keeps them with ``category`` None (what
 ``category_buffer`` puts in its own unknown bucket), ``drop`` drops them,
 ``dead_letter`` moves them to the dead-letter file. All three are counted.
 
+``output_field`` (off by default) also writes the category into the record: a
+JSON key (added or replaced) or an existing TSV column (the output keeps the
+input's columns, so a TSV log needs that column already); uncategorised queries
+get an empty string (TSV) or null (JSON). Other codecs are counted, not changed.
+
 The knowledge base is loaded once when the filter is built (``kb_path``, default
 :func:`sidecar.kb.default_kb_path`); when it is missing, corrupt or stale it is
 rebuilt then (``rebuild: true``) or the config is rejected with the reason —
@@ -16,11 +21,13 @@ never mid-stream.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from sidecar.api import BuildContext, ConfigValueError, Event, Filter, FilterConfig, option
+from sidecar.records import JsonlCodec, TsvCodec
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,9 @@ class ClassifyConfig(FilterConfig):
         "annotate", "Uncategorisable queries: keep with category None, drop, or send to the dead-letter file."
     )
     cache_size: int = option(200_000, "Distinct queries whose classification is kept in memory.", min=0)
+    output_field: str | None = option(
+        None, "Also write the category into this record field (JSON key, or an existing TSV column); off: null."
+    )
 
 
 class ClassifyFilter(Filter):
@@ -96,7 +106,44 @@ class ClassifyFilter(Filter):
             ev.annotate("category_confidence", result.confidence)
             self.counts["classified"] += 1
             keep.append(ev)
+        if self.cfg.output_field is not None:
+            for ev in keep:
+                self._write_field(ev, self.cfg.output_field, ev.meta["category"] if ev.meta else None)
         return keep
+
+    def _write_field(self, ev: Event, name: str, value: str | None) -> None:
+        """Put ``value`` into the record's field ``name``, keeping ``raw`` in step with the record."""
+        codec = ev.codec
+        raw = ev.raw
+        cr = "\r" if raw is not None and raw.endswith("\r") else ""
+        if isinstance(codec, TsvCodec):
+            if name not in codec.columns:
+                self.counts["output_field_no_column"] += 1
+                return
+            i = codec.columns.index(name)
+            if i in codec.idx:
+                self.counts["output_field_is_role"] += 1
+                return
+            fields = list(ev.record)
+            fields[i] = value or ""
+            ev.record = fields
+            if raw is not None:
+                ev.raw = "\t".join(fields) + cr
+        elif isinstance(codec, JsonlCodec) and isinstance(ev.record, dict):
+            if name in {key for _, key in codec.pairs}:
+                self.counts["output_field_is_role"] += 1
+                return
+            record = dict(ev.record)
+            record[name] = value
+            ev.record = record
+            if raw is not None:
+                compact = '": ' not in raw
+                text = json.dumps(record, ensure_ascii=False, separators=(",", ":") if compact else None)
+                ev.raw = text + cr
+        else:
+            self.counts["output_field_unsupported_codec"] += 1
+            return
+        self.counts["output_field_written"] += 1
 
     def stats(self) -> dict[str, Any]:
         return {"kb_sha256": self.classifier.kb.sha256[:16]}

@@ -66,3 +66,58 @@ def test_bad_unknown_policy_lists_choices() -> None:
     with pytest.raises(ConfigError) as info:
         build_config(ClassifyFilter.Config, {"unknown": "ignore"}, load_yaml("<test>", "{}"), "filters[0].classify")
     assert "dead_letter" in str(info.value)
+
+
+def _decode(codec, header: str | None, lines: list[str]) -> list[Event]:  # type: ignore[no-untyped-def]
+    if header is not None:
+        codec.accept_header(header)
+    bad: list[tuple[int, str]] = []
+    events = codec.decode_many(lines, "\n", bad)
+    assert not bad
+    return events
+
+
+def test_output_field_tsv_existing_column(tmp_path: Path) -> None:
+    """A TSV log with a Category column gets it filled; other fields and role changes survive."""
+    from sidecar.records import SchemaConfig, TsvCodec
+
+    codec = TsvCodec(SchemaConfig())
+    header = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL\tCategory"
+    lines = ["1\tflu symptoms\t2006-03-01 00:00:00\t\t\t", "2\tqqqzzzx\t2006-03-01 00:00:01\t\t\tx\r"]
+    evs = _decode(codec, header, lines)
+    f = _filter(tmp_path, output_field="Category")
+    out = f.process(evs)
+    assert [codec.encode(e) for e in out] == [
+        "1\tflu symptoms\t2006-03-01 00:00:00\t\t\tHealth",
+        "2\tqqqzzzx\t2006-03-01 00:00:01\t\t\t\r",
+    ]
+    out[0].user = "pseudonym"  # a later filter changes a role: the category stays
+    assert codec.encode(out[0]) == "pseudonym\tflu symptoms\t2006-03-01 00:00:00\t\t\tHealth"
+    assert f.counts["output_field_written"] == 2
+
+
+def test_output_field_tsv_without_column_changes_nothing(tmp_path: Path) -> None:
+    from sidecar.records import SchemaConfig, TsvCodec
+
+    codec = TsvCodec(SchemaConfig())
+    line = "1\tflu symptoms\t2006-03-01 00:00:00\t\t"
+    evs = _decode(codec, "AnonID\tQuery\tQueryTime\tItemRank\tClickURL", [line])
+    f = _filter(tmp_path, output_field="Category")
+    assert codec.encode(f.process(evs)[0]) == line
+    assert f.counts["output_field_no_column"] == 1
+    f2 = _filter(tmp_path, output_field="Query")  # a role column is never overwritten
+    assert codec.encode(f2.process(_decode(codec, None, [line]))[0]) == line
+    assert f2.counts["output_field_is_role"] == 1
+
+
+def test_output_field_jsonl(tmp_path: Path) -> None:
+    from sidecar.records import JsonlCodec, SchemaConfig
+
+    codec = JsonlCodec(SchemaConfig(format="jsonl"))
+    evs = _decode(codec, None, ['{"AnonID": 1, "Query": "ebay"}', '{"AnonID":2,"Query":"qqqzzzx","x":[1]}'])
+    out = _filter(tmp_path, output_field="category").process(evs)
+    assert [json.loads(codec.encode(e)) for e in out] == [
+        {"AnonID": 1, "Query": "ebay", "category": "Shopping"},
+        {"AnonID": 2, "Query": "qqqzzzx", "x": [1], "category": None},
+    ]
+    assert codec.encode(out[1]) == '{"AnonID":2,"Query":"qqqzzzx","x":[1],"category":null}'

@@ -69,6 +69,10 @@ class Scrubber:
             PlaceDetector(geo, cfg.city_keep_population, common_words()),
         ]
         self.alpha = [d for d in alpha if self._wanted(d)]
+        # bound methods and gates looked up once: the per-query loop does no attribute lookups
+        self._digit_plan = [(d.MIN_DIGITS, d.prefilter, d.detect) for d in self.digit]
+        self._net_plan = [(d.prefilter, d.detect) for d in self.net]
+        self._alpha_plan = [(d.wants, d.detect) for d in self.alpha]
         # one combined pre-check: most queries have none of these
         self.netcheck = re.compile(r"[.:]\S|-[0-9a-f]{2}-", re.IGNORECASE)
 
@@ -79,22 +83,22 @@ class Scrubber:
         """Non-overlapping spans, in text order (longer spans win; then the detector's priority)."""
         lower = text.lower()
         found: list[Span] = []
+        words = _WORDS.findall(lower)
         if _DIGIT.search(text):
             nd = len(_DIGITS.findall(text))
-            for d in self.digit:
-                if nd >= d.MIN_DIGITS and (d.gate is None or d.gate.search(lower)):
-                    d.detect(text, lower, found)
+            for need, prefilter, run in self._digit_plan:
+                if nd >= need and prefilter(lower, words):
+                    run(text, lower, found)
         if "@" in text:
             for d in self.at:
                 d.detect(text, lower, found)
         if self.netcheck.search(text):
-            for d in self.net:
-                if d.gate is None or d.gate.search(lower):
-                    d.detect(text, lower, found)
-        words = _WORDS.findall(lower)
-        for d in self.alpha:
-            if d.wants(words):
-                d.detect(text, lower, found)
+            for prefilter, run in self._net_plan:
+                if prefilter(lower, words):
+                    run(text, lower, found)
+        for wants, run in self._alpha_plan:
+            if wants(words):
+                run(text, lower, found)
         if len(found) <= 1:
             return found
         found.sort(key=lambda s: (s.start - s.end, s.priority, s.start))

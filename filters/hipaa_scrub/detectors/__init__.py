@@ -79,10 +79,21 @@ class Detector:
     MIN_DIGITS: ClassVar[int] = 1
     #: Optional cheap regex on the lowercased text; no match skips ``detect``.
     GATE: ClassVar[str | None] = None
+    #: Optional words (``[a-z]+`` runs of the lowercased text) of which one must occur; faster
+    #: than a regex alternation of many words.
+    GATE_WORDS: ClassVar[frozenset[str] | None] = None
 
     def __init__(self) -> None:
         self.compiled = tuple((p.name, re.compile(p.regex, self.FLAGS)) for p in self.PATTERNS)
         self.gate = re.compile(self.GATE) if self.GATE else None
+
+    def prefilter(self, lower: str, words: list[str]) -> bool:
+        """Cheap pre-check: ``GATE`` matches or one of ``GATE_WORDS`` occurs (either, when both are set)."""
+        if self.gate is None and self.GATE_WORDS is None:
+            return True
+        if self.GATE_WORDS is not None and not self.GATE_WORDS.isdisjoint(words):
+            return True
+        return self.gate is not None and self.gate.search(lower) is not None
 
     def wants(self, words: list[str]) -> bool:
         """Word-based pre-check (``NEEDS = "alpha"`` detectors): False skips ``detect``."""

@@ -29,7 +29,35 @@ class DateDetector(Detector):
     """Numeric (US m/d/y, ISO y-m-d) and written dates; generalized to the year."""
 
     KINDS = ("date",)
-    GATE = r"\d[/.-]\d|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+    GATE = r"\d[/.-]\d"
+    GATE_WORDS = frozenset(
+        [
+            "jan",
+            "january",
+            "feb",
+            "february",
+            "mar",
+            "march",
+            "apr",
+            "april",
+            "may",
+            "jun",
+            "june",
+            "jul",
+            "july",
+            "aug",
+            "august",
+            "sep",
+            "sept",
+            "september",
+            "oct",
+            "october",
+            "nov",
+            "november",
+            "dec",
+            "december",
+        ]
+    )
     MIN_DIGITS = 1
     PRIORITY = 25
     NEEDS = "digit"
@@ -76,7 +104,7 @@ class AgeDetector(Detector):
     """Ages of 90 and over (``age 93``, ``93 years old``, ``93 yo``); generalized to ``90+``."""
 
     KINDS = ("age",)
-    GATE = r"\bage|\d\s*-?\s*(?:yr|year|yo|y/o|y\.o)"
+    GATE_WORDS = frozenset(["age", "aged", "ages", "yr", "yrs", "year", "years", "yo", "y"])
     MIN_DIGITS = 2
     PRIORITY = 26
     PATTERNS = (

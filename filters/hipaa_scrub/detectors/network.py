@@ -28,7 +28,10 @@ class IpDetector(Detector):
 
     KINDS = ("ip",)
     NEEDS = "dot_or_colon"
-    GATE = r"\d\.\d|:"
+    GATE = r"\d\.\d"
+
+    def prefilter(self, lower: str, words: list[str]) -> bool:
+        return ":" in lower or super().prefilter(lower, words)
     PRIORITY = 12
     PATTERNS = (
         Pattern("ipv4", r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\w]|\.\d)"),
@@ -71,7 +74,9 @@ class MacDetector(Detector):
 
     KINDS = ("mac",)
     NEEDS = "dot_or_colon_or_dash"
-    GATE = r"[0-9a-f]{2}([:-])[0-9a-f]{2}\1[0-9a-f]{2}\1|[0-9a-f]{4}\.[0-9a-f]{4}\."
+
+    def prefilter(self, lower: str, words: list[str]) -> bool:
+        return lower.count(":") >= 5 or lower.count("-") >= 5 or lower.count(".") >= 2
     PRIORITY = 11
     PATTERNS = (
         Pattern("pairs", r"(?<![\w:-])[0-9a-f]{2}([:-])[0-9a-f]{2}(?:\1[0-9a-f]{2}){4}(?![\w:-])"),

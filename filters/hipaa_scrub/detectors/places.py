@@ -82,7 +82,7 @@ _NUMBER_WORDS = frozenset(
 class AddressDetector(Detector):
     """Street addresses (house number, street name, suffix, unit) and PO / rural route boxes."""
 
-    GATE = rf"\b(?:{_SAFE_SUFFIX}|{_RISKY_SUFFIX}|box)\b"
+    GATE_WORDS = frozenset(f"{_SAFE_SUFFIX}|{_RISKY_SUFFIX}|box".split("|"))
 
     KINDS = ("address",)
     MIN_DIGITS = 1

@@ -75,6 +75,7 @@ class QueryLogService:
         self.pipeline = pipeline
         self.codec = ProtoCodec()
         self.limit = config.sidecar.limits.max_record_bytes
+        self.schema = config.sidecar.schema
         self.lock = threading.Lock()
         self.buffering = any(getattr(f, "BUFFERING", False) for f in pipeline.chain.filters)
         self._released: list[Event] = []  # released by the timer, for the next Filter response
@@ -165,6 +166,8 @@ class QueryLogService:
         """Write to the sinks (caller holds the lock)."""
         if not self._sinks_started:
             for sink in self.pipeline.sinks:
+                if hasattr(sink, "schema"):  # events from gRPC carry no schema: write the configured one
+                    sink.schema = self.schema
                 sink.start(None, None)
             self._sinks_started = True
         if events:

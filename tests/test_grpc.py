@@ -407,3 +407,19 @@ def test_a_failing_filter_is_internal_without_values(tmp_path: Path) -> None:
     text = repr(logs) + (err.value.details() or "") + (err2.value.details() or "")
     assert "ValueError" in text and "KeyError" in text
     assert "secret" not in text
+
+
+def test_ingest_writes_the_configured_schema(tmp_path: Path) -> None:
+    """A sink fed from gRPC writes the config's columns (role fields plus carried attributes)."""
+    config = write_config(
+        tmp_path,
+        "schema:\n  format: tsv\n  header: false\n  columns: [ip, uid, q]\n"
+        "  roles: {user: uid, query: q, time: null, rank: null, url: null}\n"
+        "sinks:\n  - file: {path: out.tsv}\n",
+    )
+    batch = EventBatch()
+    batch.events.add(user="7", query="weather", attributes={"ip": "10.1.2.3"})
+    with sidecar(config) as sc:
+        resp = QueryLogFilterStub(sc.chan).Ingest(iter([batch]))
+    assert resp.delivered == 1
+    assert (tmp_path / "out.tsv").read_text() == "10.1.2.3\t7\tweather\n"

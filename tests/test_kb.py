@@ -114,3 +114,11 @@ def test_categories_file_errors_are_located(body: str, key: str, tmp_path: Path)
         load_taxonomy(f)
     assert info.value.key == key
     assert str(info.value).startswith(f"{f}:")
+
+
+def test_rebuild_failure_is_a_clear_error(tmp_path: Path) -> None:
+    """A missing KB whose categories file is broken cannot be rebuilt: KBUnavailable names both."""
+    cats = tmp_path / "categories.yaml"
+    cats.write_text("categories: [not, a, mapping]\n")
+    with pytest.raises(KBUnavailable, match=r"missing and cannot be rebuilt: .*categories"):
+        load_kb(tmp_path / "kb.qlkb", categories=cats)

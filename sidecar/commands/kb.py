@@ -80,9 +80,14 @@ def info_cmd(kb_path: Path | None) -> None:
 def evaluate_cmd(kb_path: Path | None, data_dir: Path | None, per_category: bool) -> None:
     """Accuracy and coverage on the labelled sets, coverage on the AOL sample (counts only)."""
     from sidecar.classifier import Classifier
+    from sidecar.kb import KBUnavailable
     from sidecar.kb import evaluate as ev
 
-    clf = Classifier.load(kb_path)
+    try:
+        clf = Classifier.load(kb_path)
+    except KBUnavailable as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
     data = data_dir or ev.SHARED_DATA
     sets: list[tuple[str, list[tuple[str, str]]]] = [("labelled (project)", ev.read_labelled())]
     mag = data / "labelled" / "magnetic_annotated.txt"

@@ -79,12 +79,14 @@ def load_kb(
         return kb
     if not build_if_needed:
         raise KBUnavailable(f"knowledge base {path} is {reason}; run `querylog kb build`")
+    from sidecar.configload import ConfigError
     from sidecar.kb.build import KBBuildError, build
+    from sidecar.kb.wordnet_source import WordNetMissing
 
     log.warning("kb_rebuilding", reason=(reason or "").split(":")[0])
     try:
         report = build(path, cats)
-    except (KBBuildError, OSError) as exc:
+    except (KBBuildError, WordNetMissing, ConfigError, OSError) as exc:
         raise KBUnavailable(f"knowledge base {path} is {reason} and cannot be rebuilt: {exc}") from None
     log.info("kb_built", seconds=round(report.seconds, 1), size=report.size)
     return decode(path.read_bytes())

@@ -5,10 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kb_fixture import classifier
 
 from sidecar.classifier import Classification
 from sidecar.kb.evaluate import read_labelled
+from sidecar.kb.text import STOPWORDS
 
 CATEGORIES = {
     "Arts", "Business", "Computers", "Games", "Health", "Home", "Kids and Teens", "News", "Recreation",
@@ -124,3 +127,22 @@ def test_kb_info_command() -> None:
     assert res.exit_code == 0, res.output
     info = json.loads(res.output)
     assert info["builder"] and info["sources"]["wordfreq"] and len(info["categories"]) == 16
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80))
+def test_any_text_classifies_or_is_none(text: str) -> None:
+    """Invariant: any text gives None or a well-formed classification, in both modes, never an error."""
+    clf = classifier()
+    for r in (clf.classify(text), clf.classify_paper(text)):
+        if r is not None:
+            assert r.category in CATEGORIES and r.path[0] == r.category and 1 <= len(r.path) <= 5
+            assert 0.0 < r.confidence <= 1.0 and r.main_unit
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=30))
+def test_recommendation_is_a_known_word_or_the_token(token: str) -> None:
+    clf = classifier()
+    fixed = clf.recommend(token)
+    assert fixed == (token,) or all(w in clf.words or w in STOPWORDS for w in fixed)

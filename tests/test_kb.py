@@ -16,6 +16,7 @@ from sidecar.kb.store import KBCorrupt, decode
 from sidecar.kb.wordnet_source import LEXNAMES, lexnames_text
 
 
+@pytest.mark.slow
 def test_kb_is_reproducible_from_its_sources() -> None:
     """Compiling the same sources again gives byte-identical output."""
     from sidecar.kb.build import compile_kb

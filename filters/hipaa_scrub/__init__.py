@@ -5,7 +5,8 @@ fields: names, street addresses, small towns and counties, ZIP codes, dates of a
 person and ages over 89, phone and fax numbers, emails, SSNs, medical record,
 health plan, account, card, certificate/license numbers, vehicle plates and VINs,
 device serials (IMEI), MAC and IP addresses, personal URLs and other long
-identifying numbers. Policies per type: remove (default), replace (``[PHONE]``),
+identifying numbers. (P) biometrics and (Q) photographs cannot occur in
+text. Policies per type: remove (default), replace (``[PHONE]``),
 generalize (ZIP -> 3 digits or 000, date -> year, age -> 90+, city -> state,
 URL -> host), keep. The event gets ``scrub_counts`` (per-type counts, never
 values). Scrubbing is idempotent.
@@ -25,7 +26,7 @@ class HipaaScrubFilter(Filter):
 
     NAME = NAME
     Config = HipaaScrubConfig
-    SUMMARY = "remove/replace/generalize the 18 HIPAA Safe Harbor identifiers in query text and chosen fields"
+    SUMMARY = "remove/replace/generalize HIPAA Safe Harbor identifiers in query text and chosen fields"
 
     def __init__(self, config: HipaaScrubConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)

@@ -138,6 +138,7 @@ TABLES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("license plate frames", ()),
         ("policy 2006", ()),
         ("group 12", ()),
+        ("2005 passport 49cc moped", ()),  # two digits: an engine size, not a passport number
     ],
     "url": [
         ("www.myspace.com/johnsmith", ("url",)),
@@ -166,6 +167,8 @@ TABLES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("2006 ford ranger", ()),
         ("5 star drive in", ()),
         ("route 66", ()),
+        ("2006 arrive and drive schedule", ()),  # a year and a title
+        ("1863 the long walk", ()),
     ],
     "name": [
         ("john smith obituary", ("name",)),

@@ -79,6 +79,11 @@ _NUMBER_WORDS = frozenset(
 )
 
 
+_FUNCTION_WORDS = frozenset(["the", "and", "of", "a", "to", "for", "in", "on", "my", "your", "is"])
+_SAFE_SUFFIXES = frozenset(_SAFE_SUFFIX.split("|"))
+_YEAR = re.compile(r"(?:19|20)\d\d$")
+
+
 class AddressDetector(Detector):
     """Street addresses (house number, street name, suffix, unit) and PO / rural route boxes."""
 
@@ -105,9 +110,11 @@ class AddressDetector(Detector):
         (_, street), (_, box) = self.compiled
         for m in street.finditer(lower):
             name = m.group("name")
-            last_word = name.split()[-1]
-            if last_word in _NUMBER_WORDS or name.split()[0] in _NUMBER_WORDS:
+            words = name.split()
+            if words[-1] in _NUMBER_WORDS or words[0] in _NUMBER_WORDS or not _FUNCTION_WORDS.isdisjoint(words):
                 continue
+            if _YEAR.match(m.group("num")) and m.group("suffix") not in _SAFE_SUFFIXES:
+                continue  # "2006 cardv run": a year before a title, not a house number
             out.append(Span(m.start(), m.end(), "address", self.PRIORITY))
         for m in box.finditer(lower):
             out.append(Span(m.start(), m.end(), "address", self.PRIORITY))

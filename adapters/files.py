@@ -277,7 +277,7 @@ class FileSink(Sink):
     def __init__(self, config: FileSinkConfig, ctx: BuildContext, schema: SchemaConfig | None = None) -> None:
         super().__init__(config, ctx)
         self.cfg = config
-        self.schema = schema or SchemaConfig()
+        self.schema = schema or ctx.schema or SchemaConfig()
         path = config.path
         if path != "-" and not os.path.isabs(path):
             path = str(ctx.config_dir / path)

@@ -180,7 +180,7 @@ def send_file(
             bad: list[tuple[int, str]] = []
             events = decode_many(batch.lines, "\n", bad)
             for idx, reason in bad:
-                dead.add(reason, input_path, batch.first_line + idx, batch.lines[idx])
+                dead.add(reason, input_path, batch.line_number(idx), batch.lines[idx])
             if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.lines) - 1):
                 events[-1].eol = ""
             if not events:

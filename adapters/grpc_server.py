@@ -166,8 +166,6 @@ class QueryLogService:
         """Write to the sinks (caller holds the lock)."""
         if not self._sinks_started:
             for sink in self.pipeline.sinks:
-                if hasattr(sink, "schema"):  # events from gRPC carry no schema: write the configured one
-                    sink.schema = self.schema
                 sink.start(None, None)
             self._sinks_started = True
         if events:

@@ -125,6 +125,8 @@ class BuildContext:
     state: StateStore | None = None
     rng: random.Random = field(default_factory=random.SystemRandom)
     seed: int | None = None
+    #: The configured record schema (a ``SchemaConfig``); sinks encode events from schema-less sources with it.
+    schema: Any = None
     #: The pipeline's dead letters (``add(reason, source, line, record)``); None outside a pipeline.
     dead_letters: Any = None
 

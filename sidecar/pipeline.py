@@ -35,7 +35,9 @@ class Pipeline:
         self.started = time.monotonic()
         self.state = StateStore(config.state_dir)
         rng = random.Random(seed) if seed is not None else random.SystemRandom()
-        self.ctx = BuildContext(config_dir=config.config_dir, state=self.state, rng=rng, seed=seed)
+        self.ctx = BuildContext(
+            config_dir=config.config_dir, state=self.state, rng=rng, seed=seed, schema=config.sidecar.schema
+        )
         self.dead = DeadLetters(config.dead_letter_path)
         self.ctx.dead_letters = self.dead
         doc = load_yaml(config.file)

@@ -75,7 +75,6 @@ class QueryLogService:
         self.pipeline = pipeline
         self.codec = ProtoCodec()
         self.limit = config.sidecar.limits.max_record_bytes
-        self.schema = config.sidecar.schema
         self.lock = threading.Lock()
         self.buffering = any(getattr(f, "BUFFERING", False) for f in pipeline.chain.filters)
         self._released: list[Event] = []  # released by the timer, for the next Filter response

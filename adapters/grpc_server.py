@@ -367,6 +367,7 @@ class SidecarServer:
             raise OSError(f"cannot listen on {self.listen}")
         self._stop_timer = threading.Event()
         self._timer = threading.Thread(target=self._flush_loop, name="querylog-flush", daemon=True)
+        self.metrics_port: int | None = None
 
     def _flush_loop(self) -> None:
         interval = self.cfg.flush_interval_seconds
@@ -381,14 +382,23 @@ class SidecarServer:
         for name in ("", SERVICE):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._timer.start()
+        if self.cfg.metrics_listen:
+            from sidecar.metrics import serve_metrics
+
+            self._metrics, _, self.metrics_port = serve_metrics(self.cfg.metrics_listen, self._locked_stats)
         log.info(
             "server_started",
+            metrics_port=self.metrics_port,
             port=self.port,
             tls=self.tls,
             workers=self.cfg.workers,
             filters=len(self.pipeline.chain.filters),
             sinks=len(self.pipeline.sinks),
         )
+
+    def _locked_stats(self) -> dict[str, Any]:
+        with self.service.lock:
+            return self.pipeline.stats()
 
     def stop(self, grace: float | None = None) -> dict[str, int]:
         """Stop accepting, let in-flight RPCs finish within ``grace``, flush filters (final), close."""
@@ -402,6 +412,8 @@ class SidecarServer:
         undelivered = self.service.drain_undeliverable()
         with self.service.lock:
             stats = self.pipeline.stats()
+        if self.metrics_port is not None:
+            self._metrics.shutdown()
         self.pipeline.close()
         counts = {k: v for k, v in stats.items() if k.startswith("events_")}
         log.info(

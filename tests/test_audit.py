@@ -101,6 +101,15 @@ class TestDeanonymizers:
         assert res["deanonymizer_3"]["recovered_share"] > 0.85
         assert set(res) == {f"deanonymizer_{i}{t}" for i in range(1, 5) for t in ("", "+T")}
 
+    @pytest.mark.parametrize(("texts", "low", "high"), [(["same"] * 4, 1.0, 1.0), (["a", "b", "c", "d"], 0.0, 1.0)])
+    def test_chance_level(self, texts: list[str], low: float, high: float) -> None:
+        """A blind within-category shuffle "recovers" every pair when all users send the same text."""
+        records = [(f"u{i}", t, "C") for i, t in enumerate(texts)]
+        c = deanon.chance(records, Counter((u, q) for u, q, _ in records), 0)
+        assert low <= c <= high
+        unique = [(f"u{i}", f"t{i}", "C") for i in range(400)]
+        assert deanon.chance(unique, Counter((u, q) for u, q, _ in unique), 0) < 0.02
+
     def test_recovered_counts_a_pair_once_per_original_occurrence(self) -> None:
         stream = [("a", "x", "C", "1"), ("a", "x", "C", "2")]
         res = deanon.run_all(stream, Counter({("a", "x"): 1}), 1, 2, 1.2, 0)

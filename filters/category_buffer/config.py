@@ -83,9 +83,10 @@ class CategoryBufferConfig(FilterConfig):
         "release", "What the time role becomes: the release time, the query's time, or the user's time."
     )
     avoid_repeat_pairs: int = option(
-        200_000,
-        "Remember this many recent (user, query text) pairs (keyed hashes, memory only) and never re-create "
-        "one of them; 0: only pairs from events still buffered are avoided.",
+        1_000_000,
+        "Remember at least the last half of this many (user, query text) pairs (salted hashes, in memory "
+        "only: about 50 bytes each) and never re-create one of them; 0: only pairs still buffered or in the "
+        "current batch are avoided.",
         min=0,
     )
     max_hold: Literal["hold", "suppress", "merge"] = option(

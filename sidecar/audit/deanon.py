@@ -115,6 +115,27 @@ def attack(
     return guesses
 
 
+def chance(original: Sequence[tuple[str, str, str]], original_pairs: Counter[Pair], seed: int) -> float:
+    """Share of original pairs a blind guess recovers: users shuffled at random within each category.
+
+    When many users send the same texts, (user, query) pairs are "recovered" by
+    coincidence; an attack only learns something from the protected log when it
+    beats this level.
+    """
+    rng = random.Random(seed)
+    by_cat: dict[str, tuple[list[str], list[str]]] = {}
+    for user, query, cat in original:
+        users, queries = by_cat.setdefault(cat, ([], []))
+        users.append(user)
+        queries.append(query)
+    guesses: Counter[Pair] = Counter()
+    for users, queries in by_cat.values():
+        rng.shuffle(users)
+        guesses.update(zip(users, queries))
+    n = sum(original_pairs.values())
+    return sum((guesses & original_pairs).values()) / n if n else 0.0
+
+
 def _time_key(t: str) -> tuple[int, Any]:
     try:
         return (0, float(t))

@@ -70,7 +70,10 @@ def run_audit(
     stream = [(r.user, r.query, c, r.time) for r, c in zip(protected, cat_p)]
     result["deanonymizers"] = deanon.run_all(stream, original_pairs, len(original), k, delta, seed)
     best = max(result["deanonymizers"].items(), key=lambda kv: kv[1]["recovered_share"])
-    result["best_deanonymizer"] = {"name": best[0], "recovered_share": best[1]["recovered_share"]}
+    result["chance_share"] = deanon.chance([(r.user, r.query, c) for r, c in zip(original, cat_o)],
+                                           original_pairs, seed)
+    result["best_deanonymizer"] = {"name": best[0], "recovered_share": best[1]["recovered_share"],
+                                   "over_chance": best[1]["recovered_share"] - result["chance_share"]}
     util = utility.compare(
         utility.profiles((r.user, c) for r, c in zip(original, cat_o)),
         utility.profiles((r.user, c) for r, c in zip(protected, cat_p)),
@@ -107,6 +110,8 @@ def _plots(result: dict[str, Any]) -> list[tuple[str, str]]:
     fig, ax = plt.subplots(figsize=(8, 3.6))
     ax.bar(names, shares, color="#4c72b0")
     ax.axhline(100 / k, color="#c44e52", linestyle="--", label=f"1/k = {100 / k:.1f}%")
+    ax.axhline(100 * result["chance_share"], color="#999999", linestyle="-.",
+               label=f"blind guess = {100 * result['chance_share']:.1f}%")
     ax.axhline(100 * PAPER_BEST, color="#55a868", linestyle=":", label="paper 001 best attack, lowest k: 1.89%")
     ax.set_ylabel("original pairs recovered (%)")
     ax.set_title("How many (user, query) pairs each attack puts back")
@@ -156,6 +161,8 @@ def render_html(result: dict[str, Any]) -> str:
          f"{result['matching_records']:,} ({100 * result['matching_share']:.3f}%)"),
         ("Protected records identical to an original record", f"{result['matching_full_records']:,}"),
         ("Best attack", f"{html.escape(best['name'])}: {100 * best['recovered_share']:.3f}% of original pairs"),
+        ("Reference: a blind guess (users shuffled within each category)",
+         f"{100 * result['chance_share']:.3f}% — pairs 'recovered' by coincidence when users share query texts"),
         ("Reference: 1/k", f"{100 / k:.2f}% (k = {k})"),
         ("Reference: paper 001, best attack at its lowest k", f"{100 * PAPER_BEST:.2f}%"),
         ("Mean per-user profile divergence (JSD, base 2)", f"{result['profile_jsd']:.4f}"),

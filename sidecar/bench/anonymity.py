@@ -81,6 +81,7 @@ def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: s
                     "matching_full_records": audit["matching_full_records"],
                     "best_deanonymizer": audit["best_deanonymizer"]["name"],
                     "best_recovered_share": audit["best_deanonymizer"]["recovered_share"],
+                    "chance_share": audit["chance_share"],
                     "profile_jsd": audit["profile_jsd"],
                     "profile_unchanged_share": audit["profile_unchanged_share"],
                     "deanonymizers": {n: v["recovered_share"] for n, v in audit["deanonymizers"].items()},
@@ -129,9 +130,10 @@ def COMMAND(ks: str, users: int, aol: bool, extra: tuple[str, ...], scrub: bool,
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(f"{'log':<26} {'k':>3} {'events':>9} {'held':>6} {'matching':>9} {'best attack':<18} "
-               f"{'recovered':>9} {'1/k':>6} {'JSD':>7} {'unchanged':>9}")
+               f"{'recovered':>9} {'chance':>7} {'1/k':>6} {'JSD':>7} {'unchanged':>9}")
     for r in rows:
         click.echo(f"{r['log']:<26} {r['k']:>3} {r['events']:>9,} {r['held']:>6,} {r['matching_records']:>9,} "
-                   f"{r['best_deanonymizer']:<18} {100 * r['best_recovered_share']:>8.3f}% {100 / r['k']:>5.1f}% "
+                   f"{r['best_deanonymizer']:<18} {100 * r['best_recovered_share']:>8.3f}% "
+                   f"{100 * r['chance_share']:>6.2f}% {100 / r['k']:>5.1f}% "
                    f"{r['profile_jsd']:>7.4f} {100 * r['profile_unchanged_share']:>8.1f}%")
     click.echo("paper 001 (full AOL log, lowest k): best de-anonymizer 1.89%; matching records 0")

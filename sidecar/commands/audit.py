@@ -45,7 +45,8 @@ def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | Non
                f"({100 * result['matching_share']:.3f}%); identical records: {result['matching_full_records']:,}")
     for name, v in result["deanonymizers"].items():
         click.echo(f"  {name:<18} recovered {v['recovered']:>8,}  {100 * v['recovered_share']:7.3f}%")
-    click.echo(f"best attack: {best['name']} {100 * best['recovered_share']:.3f}% (1/k = {100 / k:.2f}%)")
+    click.echo(f"best attack: {best['name']} {100 * best['recovered_share']:.3f}% (1/k = {100 / k:.2f}%; "
+               f"blind guess within categories = {100 * result['chance_share']:.3f}%)")
     click.echo(f"profile JSD (mean per user): {result['profile_jsd']:.4f}; "
                f"unchanged profiles: {100 * result['profile_unchanged_share']:.1f}%")
     if html_path:

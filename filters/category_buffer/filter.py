@@ -345,10 +345,10 @@ class CategoryBufferFilter(Filter):
         if self._simple:
             t = self._stream_time if self._release_time and self._stream_time is not None else src.time
             ev = Event(uv[0], src.query, t, src.rank, src.url, src.record, src.raw, codec, src.eol)
-            ev.meta = src.meta
+            ev.meta = dict(src.meta) if src.meta else None
             return ev
         ev = Event(uv[0], src.query, src.time, src.rank, src.url, src.record, src.raw, codec, src.eol)
-        ev.meta = src.meta
+        ev.meta = dict(src.meta) if src.meta else None
         cfg = self.cfg
         n = len(self.user_roles) + 1
         for role, value in zip(self.user_roles, uv[1:n]):

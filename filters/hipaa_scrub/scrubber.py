@@ -27,8 +27,7 @@ TOKENS = {k: "[" + k.upper() + "]" for k in KINDS}
 """Replacement tokens of the ``replace`` policy (``[PHONE]``, ``[NAME]``...)."""
 
 MAX_PASSES = 64
-_DIGIT = re.compile(r"\d")
-_DIGITS = re.compile(r"\d")
+_RUNS = re.compile(r"\d+")
 _WORDS = re.compile(r"[a-z]+")
 
 
@@ -70,7 +69,9 @@ class Scrubber:
         ]
         self.alpha = [d for d in alpha if self._wanted(d)]
         # bound methods and gates looked up once: the per-query loop does no attribute lookups
-        self._digit_plan = [(d.MIN_DIGITS, d.prefilter, d.detect) for d in self.digit]
+        self._digit_plan = [
+            (d.MIN_DIGITS, d.prefilter if d.has_prefilter() else None, d.detect) for d in self.digit
+        ]
         self._net_plan = [(d.prefilter, d.detect) for d in self.net]
         self._alpha_plan = [(d.wants, d.detect) for d in self.alpha]
         # one combined pre-check: most queries have none of these
@@ -84,20 +85,23 @@ class Scrubber:
         lower = text.lower()
         found: list[Span] = []
         words = _WORDS.findall(lower)
-        if _DIGIT.search(text):
-            nd = len(_DIGITS.findall(text))
+        digit_runs = _RUNS.findall(text)
+        runs: set[int] = set()
+        if digit_runs:
+            runs = set(map(len, digit_runs))
+            nd = sum(map(len, digit_runs))
             for need, prefilter, run in self._digit_plan:
-                if nd >= need and prefilter(lower, words):
+                if nd >= need and (prefilter is None or prefilter(text, lower, words, runs)):
                     run(text, lower, found)
         if "@" in text:
             for d in self.at:
                 d.detect(text, lower, found)
         if self.netcheck.search(text):
             for prefilter, run in self._net_plan:
-                if prefilter(lower, words):
+                if prefilter(text, lower, words, runs):
                     run(text, lower, found)
         for wants, run in self._alpha_plan:
-            if wants(words):
+            if wants(lower, words):
                 run(text, lower, found)
         if len(found) <= 1:
             return found

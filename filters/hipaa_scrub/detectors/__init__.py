@@ -87,15 +87,22 @@ class Detector:
         self.compiled = tuple((p.name, re.compile(p.regex, self.FLAGS)) for p in self.PATTERNS)
         self.gate = re.compile(self.GATE) if self.GATE else None
 
-    def prefilter(self, lower: str, words: list[str]) -> bool:
-        """Cheap pre-check: ``GATE`` matches or one of ``GATE_WORDS`` occurs (either, when both are set)."""
-        if self.gate is None and self.GATE_WORDS is None:
-            return True
+    def has_prefilter(self) -> bool:
+        """False when :meth:`prefilter` always passes (the scrubber then skips the call)."""
+        return type(self).prefilter is not Detector.prefilter or self.gate is not None or self.GATE_WORDS is not None
+
+    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+        """Cheap pre-check: ``GATE`` matches or one of ``GATE_WORDS`` occurs (either, when both are set).
+
+        ``words`` are the ``[a-z]+`` runs of ``lower``, ``runs`` the lengths of its digit runs.
+        A pre-check must be a necessary condition: it may let through texts with nothing to find,
+        never block one where ``detect`` finds something.
+        """
         if self.GATE_WORDS is not None and not self.GATE_WORDS.isdisjoint(words):
             return True
         return self.gate is not None and self.gate.search(lower) is not None
 
-    def wants(self, words: list[str]) -> bool:
+    def wants(self, lower: str, words: list[str]) -> bool:
         """Word-based pre-check (``NEEDS = "alpha"`` detectors): False skips ``detect``."""
         return True
 

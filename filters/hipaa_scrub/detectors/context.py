@@ -149,6 +149,10 @@ class VinDetector(Detector):
     PATTERNS = (Pattern("vin", r"(?<![a-z0-9])(?=[a-z0-9]*\d)(?=[0-9]*[a-z])[a-hj-npr-z0-9]{17}(?![a-z0-9])"),)
     CUE = re.compile(r"\bvin\b")
 
+    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+        """A VIN is a bounded run of 17 letters and digits: some whitespace-separated chunk is that long."""
+        return len(lower) >= 17 and max(map(len, lower.split())) >= 17
+
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         for m in self.compiled[0][1].finditer(lower):
             if vin_check_ok(m.group()) or self.CUE.search(lower, max(0, m.start() - 16), m.start()):

@@ -30,8 +30,8 @@ class IpDetector(Detector):
     NEEDS = "dot_or_colon"
     GATE = r"\d\.\d"
 
-    def prefilter(self, lower: str, words: list[str]) -> bool:
-        return ":" in lower or super().prefilter(lower, words)
+    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+        return ":" in lower or super().prefilter(text, lower, words, runs)
     PRIORITY = 12
     PATTERNS = (
         Pattern("ipv4", r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\w]|\.\d)"),
@@ -75,7 +75,7 @@ class MacDetector(Detector):
     KINDS = ("mac",)
     NEEDS = "dot_or_colon_or_dash"
 
-    def prefilter(self, lower: str, words: list[str]) -> bool:
+    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
         return lower.count(":") >= 5 or lower.count("-") >= 5 or lower.count(".") >= 2
     PRIORITY = 11
     PATTERNS = (

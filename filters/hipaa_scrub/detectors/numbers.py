@@ -21,6 +21,10 @@ class SsnDetector(Detector):
     CONTEXT = re.compile(r"\b(?:ssn|ss#|ss no|soc(?:ial)?\s*sec(?:urity)?(?:\s*(?:number|no|num|#))?)\b|ss#")
     INVALID = frozenset({"078051120", "219099999", "123456789"})  # famous published/sample numbers
 
+    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+        """Both patterns are bounded digit runs: 9 digits, or runs of 3, 2 and 4."""
+        return 9 in runs or (4 in runs and 2 in runs and 3 in runs)
+
     @classmethod
     def valid(cls, area: str, group: str, serial: str) -> bool:
         return not (
@@ -57,6 +61,12 @@ class PhoneDetector(Detector):
         Pattern("international", r"(?<![\w.+-])\+[2-9]\d{0,2}(?:[\s.-]?\(?\d{1,4}\)?){2,5}(?![\w-]|\.\d)"),
     )
     FAX = re.compile(r"\bfax(?:\s*(?:number|no|num|#))?\b")
+    LAST_RUNS = frozenset({4, 7, 10, 11})
+
+    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+        """A NANP or local number ends in a bounded digit run of 4 (after a separator), 7 (ddd-dddd
+        after a separator), 10 or 11 (all joined); an international one starts with ``+``."""
+        return "+" in text or not self.LAST_RUNS.isdisjoint(runs)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         plus = "+" in text
@@ -110,6 +120,10 @@ class ZipDetector(Detector):
     )
     ZIP_CUE = re.compile(r"\bzip(?:\s*code)?\s*:?\s*$|\bzipcode\s*:?\s*$")
 
+    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+        """The 5 digits are a bounded digit run."""
+        return 5 in runs
+
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         for m in self.compiled[0][1].finditer(text):
             z = m.group(1)
@@ -143,6 +157,14 @@ class LongNumberDetector(Detector):
         self.digits_only = re.compile(long_digits, self.FLAGS)
         self.mixed = re.compile("(?<![\\w-])(?=[0-9-]*[a-z])" + mixed, self.FLAGS)
         self.mixed_gate = re.compile(r"[a-z]\d|\d[a-z]")
+
+    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+        """9+ joined digits, 10+ digits with dashes, or letters touching digits (the mixed form)."""
+        return (
+            max(runs) >= 9
+            or ("-" in text and sum(c.isdigit() for c in text) >= 10)
+            or self.mixed_gate.search(lower) is not None
+        )
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         matches = list(self.digits_only.finditer(lower))

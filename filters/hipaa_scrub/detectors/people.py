@@ -252,10 +252,40 @@ class NameDetector(Detector):
                 return max(p for p in parts if p is not None)
         return s
 
-    def wants(self, words: list[str]) -> bool:
-        """Some adjacent pair could start a name: first+last, title+last, last+first, first+initial."""
+    def wants(self, lower: str, words: list[str]) -> bool:
+        """Some adjacent words could score as a name: a necessary condition of :meth:`detect`.
+
+        Pairs (first + last, last + first) and triples (first + initial or middle name + last) are
+        scored like ``detect`` scores them, without the stricter rules (venues, allowed phrases), so
+        ``heather plants`` or ``chase bank`` need no tokenizing. Title + surname passes as is; a
+        hyphen (``smith-jones`` scores as its best part) gets the looser pair check.
+        """
         if self.triggers.isdisjoint(words):
             return False
+        if "-" in lower:
+            return self._any_pair(words)
+        first, last = self.first, self.last
+        need = self.cue_threshold if not CUES.isdisjoint(words) else self.threshold
+        n = len(words)
+        for i in range(n - 1):
+            a, b = words[i], words[i + 1]
+            fa = first.get(a)
+            if fa is not None:
+                lb = last.get(b)
+                if lb is not None and fa + lb >= need:
+                    return True
+                if i + 2 < n and (len(b) == 1 or b in first):
+                    lc = last.get(words[i + 2])
+                    if lc is not None and fa + lc + (2.0 if len(b) == 1 else 1.0) >= need:
+                        return True
+            if a in TITLES and (b in last or b in first):
+                return True
+            la = last.get(a)
+            if la is not None and b in first and la + first[b] + 0.5 >= need:
+                return True
+        return False
+
+    def _any_pair(self, words: list[str]) -> bool:
         first, last = self.first, self.last
         for a, b in itertools.pairwise(words):
             if (a in first or a in TITLES) and (b in last or len(b) == 1):

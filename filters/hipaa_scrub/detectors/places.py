@@ -3,6 +3,7 @@ named with their state, counties."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from filters.hipaa_scrub.detectors import Detector, Pattern, Span
@@ -175,6 +176,10 @@ class PlaceDetector(Detector):
         self.keep_pop = city_keep_population
         self.state_first = frozenset(k.split()[0] for k in geo.states)
         self.max_state_words = max(len(k.split()) for k in geo.states)
+        # last words of the towns that can be scrubbed: one must come right before the state
+        self.city_last = frozenset(
+            n.split()[-1] for (n, _), pop in geo.cities.items() if self.keep_pop is None or pop <= self.keep_pop
+        )
 
     def _state_at(self, toks: list[tuple[int, int, str]], i: int) -> tuple[int, str] | None:
         """Longest state name starting at token ``i``: (tokens used, code)."""
@@ -185,13 +190,18 @@ class PlaceDetector(Detector):
                 return width, code
         return None
 
-    def wants(self, words: list[str]) -> bool:
+    def wants(self, lower: str, words: list[str]) -> bool:
+        """A necessary condition of :meth:`detect`: ``county``, or a state word right after the last
+        word of a town small enough to be scrubbed."""
         hits = self.state_first.intersection(words)
-        if not hits:
+        if not hits or "county" in words:
             return "county" in words
         # word-like codes ("in", "or", "me") count only at the end or before a number, so a
         # query where they are all mid-text words needs no tokenizing
-        return not hits <= _WORDLIKE_CODES or words[-1] in hits or "county" in words
+        if hits <= _WORDLIKE_CODES and words[-1] not in hits:
+            return False
+        city_last = self.city_last
+        return any(b in hits and a in city_last for a, b in itertools.pairwise(words))
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         toks = [(m.start(), m.end(), m.group()) for m in self.compiled[0][1].finditer(lower)]

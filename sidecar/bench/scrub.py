@@ -163,7 +163,7 @@ def COMMAND(queries: int, seed: int, repeat: int, vs_presidio: bool, presidio_qu
             f"{k:12s} {sc.planted[k]:8d} {_pct(sc.recall(k)):>8s} {sc.detected[k]:9d} {_pct(sc.precision(k)):>11s}"
         )
     click.echo(f"ordinary words kept: {_pct(sc.kept).strip()}% of {sc.words:,} words in identifier-free queries")
-    click.echo(f"hipaa_scrub on the whole corpus (50% of queries carry identifiers), one core, best of {repeat}:")
+    click.echo(f"hipaa_scrub queries/s on the whole corpus (50% carry identifiers), one core, best of {repeat}:")
     click.echo(_fmt_rate("  corpus", _rate(scrubber.scrub, texts, repeat)))
     if aol:
         path = Path(aol)

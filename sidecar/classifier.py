@@ -100,6 +100,19 @@ def _one_edit(a: str, b: str) -> bool:
     return short[i:] == long_[i + 1:]
 
 
+def _inflection_bases(word: str, noun_exc: dict[str, str], last_words: frozenset[str]) -> tuple[str, ...]:
+    """Bases of ``word`` as a plural noun (``noun.exc``, then morphy's rules) that end some KB key."""
+    base = noun_exc.get(word)  # the builder kept only bases that are KB keys
+    out: list[str] = [] if base is None else [base]
+    if word.endswith("s") or word.endswith("men"):
+        for suffix, repl in NOUN_SUFFIXES:
+            if word.endswith(suffix) and len(word) > len(suffix) + 1:
+                b = word[: -len(suffix)] + repl
+                if b in last_words and b not in out:
+                    out.append(b)
+    return tuple(out)
+
+
 def _combined_zipf(zipfs: list[float]) -> float:
     """wordfreq's frequency of a phrase: 1/f = sum(1/f_i), in Zipf units."""
     if len(zipfs) == 1:
@@ -120,8 +133,25 @@ class Classifier:
         self.words = frozenset(w for k in kb.lemmas for w in k.split()) | kb.modifiers
         #: First words of multiword keys: a longer span can only match when it starts with one.
         self.multi_first = frozenset(k.split(" ", 1)[0] for k in kb.lemmas if " " in k)
+        #: First two words of keys of three words or more (a span of 3+ must start with one).
+        self.multi_first2 = frozenset(" ".join(k.split(" ", 2)[:2]) for k in kb.lemmas if k.count(" ") >= 2)
+        #: Last words of KB keys: only these can be the base of an inflected span end.
+        self._last_words = frozenset(k.rpartition(" ")[2] for k in kb.lemmas)
+        #: Inflection bases of the known vocabulary, precomputed (others are derived per use).
+        self._infl = {
+            w: b for w in kb.zipf
+            if (b := _inflection_bases(w, kb.noun_exc, self._last_words))
+        }
+        #: Tokens that never get a spelling recommendation (see :meth:`recommend`): one set test per token.
+        common = frozenset(w for w, z in kb.zipf.items() if z >= CORRECT_BELOW)
+        self._plain = self.words | STOPWORDS | frozenset(kb.foreign) | common
+        #: Pieces a glued token may be split into: stop words, and known words of 3+ letters at least Zipf 2.5.
+        self._segment_words = frozenset(w for w in STOPWORDS if len(w) >= 2) | frozenset(
+            w for w in self.words if len(w) >= 3 and kb.zipf.get(w, 0) >= MIN_SEGMENT_ZIPF
+        )
+        self._paths = [kb.path(i) for i in range(len(kb.paths))]
+        self._foreign_words = frozenset(kb.foreign)
         self._deletes: dict[str, tuple[str, ...]] | None = None
-        self._lookups: dict[str, tuple[str, tuple[int, ...]] | None] = {}
         self.cache_size = cache_size
         self._cache: dict[str, Classification | None] = {}
         self._fixes: dict[str, tuple[str, ...]] = {}
@@ -132,9 +162,6 @@ class Classifier:
         return cls(load_kb(kb_path, build_if_needed=build_if_needed))
 
     # --- tokens -------------------------------------------------------------------------
-
-    def _z(self, word: str) -> float:
-        return self.zipf.get(word, 0) / 100.0
 
     def recommend(self, token: str) -> tuple[str, ...]:
         """The token as the KB should see it: itself, a spelling recommendation, or a segmentation."""
@@ -203,19 +230,16 @@ class Classifier:
         n = len(token)
         best: list[tuple[int, float, int] | None] = [None] * (n + 1)  # (pieces, -sum zipf, previous cut)
         best[0] = (0, 0.0, -1)
-        for j in range(1, n + 1):
-            for i in range(max(0, j - 20), j):
+        pieces_ok, zipf = self._segment_words, self.zipf
+        for j in range(2, n + 1):
+            for i in range(max(0, j - 20), j - 1):
                 prev = best[i]
                 if prev is None:
                     continue
                 piece = token[i:j]
-                z = self.zipf.get(piece, 0)
-                if len(piece) < 2:
+                if piece not in pieces_ok:
                     continue
-                if piece in STOPWORDS:
-                    pass
-                elif len(piece) < 3 or z < MIN_SEGMENT_ZIPF or piece not in self.words:
-                    continue
+                z = zipf.get(piece, 0)
                 cand = (prev[0] + 1, prev[1] - z, i)
                 if best[j] is None or cand[:2] < best[j][:2]:  # type: ignore[index]
                     best[j] = cand
@@ -231,91 +255,107 @@ class Classifier:
 
     def tokens(self, query: str) -> tuple[list[str], list[float], list[bool]]:
         """Recommended tokens, the Zipf of what was typed for each, and whether it was changed."""
+        toks, surf, changed, _ = self._tokens(query)
+        return toks, surf, changed
+
+    def _tokens(self, query: str) -> tuple[list[str], list[float], list[bool], list[str]]:
+        """:meth:`tokens` plus the raw tokens (the query is normalised once)."""
+        raw = tokenize(query)
+        plain, zipf = self._plain, self.zipf
+        for t in raw:  # fast path: no token needs a recommendation (a frozenset test per token)
+            if t not in plain and len(t) >= 4:
+                break
+        else:
+            return raw, [zipf.get(t, 0) / 100.0 for t in raw], [False] * len(raw), raw
         toks: list[str] = []
         surf: list[float] = []
         changed: list[bool] = []
-        fixes, zipf = self._fixes, self.zipf
-        for t in tokenize(query):
-            fixed = fixes.get(t) or self.recommend(t)
-            if len(fixed) == 1 and fixed[0] is t:
+        for t in raw:
+            z = zipf.get(t, 0) / 100.0
+            if t in plain or len(t) < 4:
                 toks.append(t)
-                surf.append(zipf.get(t, 0) / 100.0)
+                surf.append(z)
                 changed.append(False)
                 continue
-            z = zipf.get(t, 0) / 100.0
+            fixed = self.recommend(t)
             for f in fixed:
                 toks.append(f)
                 surf.append(z if len(fixed) == 1 else zipf.get(f, 0) / 100.0)
                 changed.append(f != t)
-        return toks, surf, changed
+        return toks, surf, changed, raw
 
     # --- units --------------------------------------------------------------------------
 
-    def _lookup(self, key: str) -> tuple[str, tuple[int, ...]] | None:
-        """The KB key and entry for a span, trying noun inflections of its last word (cached)."""
-        cache = self._lookups
-        if key in cache:
-            return cache[key]
-        hit = self._lookup_uncached(key)
-        if len(cache) >= self.cache_size:
-            cache.clear()
-        if self.cache_size:
-            cache[key] = hit
-        return hit
-
-    def _lookup_uncached(self, key: str) -> tuple[str, tuple[int, ...]] | None:
-        e = self.lemmas.get(key)
-        if e is not None:
-            return key, e
-        head, _, last = key.rpartition(" ")
-        prefix = head + " " if head else ""
-        base = self.noun_exc.get(last)
-        if base is not None:
-            e = self.lemmas.get(prefix + base)
-            if e is not None:
-                return prefix + base, e
-        if not (last.endswith("s") or last.endswith("men")):
-            return None
-        for suffix, repl in NOUN_SUFFIXES:
-            if last.endswith(suffix) and len(last) > len(suffix) + 1:
-                k = prefix + last[: -len(suffix)] + repl
-                e = self.lemmas.get(k)
-                if e is not None:
-                    return k, e
-        return None
+    def _bases(self, last: str) -> tuple[str, ...]:
+        """Noun-inflection bases of a span's last word that end some KB key (noun.exc, then morphy rules)."""
+        found = self._infl.get(last)
+        if found is not None:
+            return found
+        if last in self.zipf:
+            return ()  # a known word without inflection bases
+        if not (last.endswith("s") or last.endswith("men")) and last not in self.noun_exc:
+            return ()
+        return _inflection_bases(last, self.noun_exc, self._last_words)
 
     def units(self, query: str, *, phrases_over_corrections: bool = True) -> list[Unit]:
         """Semantic units of ``query``, right to left (progressive left-trimming)."""
-        toks, surf, changed = self.tokens(query)
+        return self._units(self._tokens(query), phrases_over_corrections)
+
+    def _units(
+        self, tokens: tuple[list[str], list[float], list[bool], list[str]], phrases_over_corrections: bool = True
+    ) -> list[Unit]:
+        toks, surf, changed, _ = tokens
         out: list[Unit] = []
         end = len(toks)
-        mods, multi, zipf, lookup = self.modifiers, self.multi_first, self.zipf, self._lookup
+        mods, multi, multi2, zipf, lemmas = self.modifiers, self.multi_first, self.multi_first2, self.zipf, self.lemmas
+        infl, bases, stop = self._infl, self._bases, STOPWORDS
         max_n = self.max_ngram
         while end > 0:
             last = toks[end - 1]
-            if last in STOPWORDS:
+            if last in stop:
                 end -= 1
                 continue
             found = None
-            for start in range(max(0, end - max_n), end - 1):  # longest span first: left-trimming
+            lo = end - max_n if end > max_n else 0
+            for start in range(lo, end - 1):  # longest span first: left-trimming
                 first = toks[start]
-                if first not in multi or first in STOPWORDS:
+                if first not in multi or first in stop:
                     continue
+                if end - start > 2 and first + " " + toks[start + 1] not in multi2:
+                    continue  # no multiword key starts with these two words
                 if not phrases_over_corrections and any(changed[start:end]):
                     continue
-                hit = lookup(" ".join(toks[start:end]))
-                if hit is not None:
-                    found = (start, hit)
+                key = " ".join(toks[start:end])
+                e = lemmas.get(key)
+                if e is not None:
+                    found = (start, key, e)
                     break
+                cands = infl.get(last, ()) if last in zipf else bases(last)
+                if cands:
+                    prefix = key[: len(key) - len(last)]
+                    for b in cands:
+                        e = lemmas.get(prefix + b)
+                        if e is not None:
+                            found = (start, prefix + b, e)
+                            break
+                    if found is not None:
+                        break
             if found is None:
-                hit = lookup(last)
-                if hit is None:
-                    end -= 1
-                    continue
-                found = (end - 1, hit)
-            start, (key, entry) = found
+                e = lemmas.get(last)
+                if e is not None:
+                    found = (end - 1, last, e)
+                else:
+                    for b in infl.get(last, ()) if last in zipf else bases(last):
+                        e = lemmas.get(b)
+                        if e is not None:
+                            found = (end - 1, b, e)
+                            break
+                    else:
+                        end -= 1
+                        continue
+            start, key, entry = found
             m = start
-            while m > 0 and start - m < MAX_MODIFIERS and toks[m - 1] in mods and toks[m - 1] not in STOPWORDS:
+            while m > 0 and start - m < MAX_MODIFIERS and toks[m - 1] in mods and toks[m - 1] not in stop:
                 m -= 1
             if end - m == 1:
                 out.append(Unit(last, key, zipf.get(last, 0) / 100.0, surf[m], entry))
@@ -329,14 +369,16 @@ class Classifier:
     # --- classification -----------------------------------------------------------------
 
     def _result(self, unit: Unit, cat: int, share: float, path: int) -> Classification:
-        return Classification(self.kb.categories[cat], self.kb.path(path), unit.text, round(share, 3))
+        return Classification(self.kb.categories[cat], self._paths[path], unit.text, round(share, 3))
 
-    def _foreign(self, query: str, units: list[Unit]) -> Classification | None:
+    def _foreign(self, raw: list[str], units: list[Unit]) -> Classification | None:
+        """ODP World: most words common in another language and rare in English (``raw`` = typed tokens)."""
         kb = self.kb
-        if kb.foreign_category < 0:
+        if kb.foreign_category < 0 or self._foreign_words.isdisjoint(raw):
             return None
-        words = [t for t in tokenize(query) if t.isalpha() and t not in STOPWORDS]
-        hits = [(t, kb.foreign[t]) for t in words if t in kb.foreign]
+        foreign = kb.foreign
+        words = [t for t in raw if t.isalpha() and t not in STOPWORDS]
+        hits = [(t, foreign[t]) for t in words if t in foreign]
         if not hits or len(hits) * 2 < len(words) or len(hits) <= sum(len(u.text.split()) for u in units) - 1:
             return None
         langs: dict[str, int] = {}
@@ -349,29 +391,45 @@ class Classifier:
     @staticmethod
     def _main(units: list[Unit], surface: bool, avoid: int = FLAG_IDENT) -> Unit:
         pool = [u for u in units if not u.entry[0] & avoid] or units
+        if len(pool) == 1:
+            return pool[0]
         return min(pool, key=lambda u: ((u.surface_zipf if surface else u.zipf), u.text))
 
     def classify_paper(self, query: str) -> Classification | None:
         """Algorithm 1 as published: the main unit's category alone (no phrase over a corrected word)."""
-        units = self.units(query, phrases_over_corrections=False)
+        tokens = self._tokens(query)
+        units = self._units(tokens, phrases_over_corrections=False)
         if not units:
-            return self._foreign(query, units)
+            return self._foreign(tokens[3], units)
         main = self._main(units, surface=True)
         cat, share, path = main.categories()[0]
         return self._result(main, cat, share, path)
 
     def _vote(self, query: str) -> Classification | None:
-        units = self.units(query)
-        foreign = self._foreign(query, units)
+        tokens = self._tokens(query)
+        units = self._units(tokens)
+        foreign = self._foreign(tokens[3], units)
         if foreign is not None or not units:
             return foreign
         named = FLAG_IDENT | FLAG_PLACE
+        if len(units) == 1:  # one unit: its top category (the vote below, without the bookkeeping)
+            u = units[0]
+            e = u.entry
+            w = max(0.5, 7.5 - u.zipf) * 1.5 * (2.0 if e[0] & FLAG_CURATED else 1.0) / 1000.0
+            top, total = 1, 0.0
+            for i in range(1, len(e), 3):
+                total += w * e[i + 1]
+                if e[i + 1] > e[top + 1] or (e[i + 1] == e[top + 1] and e[i] < e[top]):
+                    top = i
+            return self._result(u, e[top], w * e[top + 1] / total, e[top + 2])
         main = self._main(units, surface=False, avoid=named)
         has_plain = any(not u.entry[0] & named for u in units)
         scores: dict[int, float] = {}
         for u in units:
             e = u.entry
-            w = max(0.5, 7.5 - u.zipf)
+            w = 7.5 - u.zipf
+            if w < 0.5:
+                w = 0.5
             if u is main:
                 w *= 1.5
             if e[0] & FLAG_CURATED:

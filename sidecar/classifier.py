@@ -100,6 +100,51 @@ def _one_edit(a: str, b: str) -> bool:
     return short[i:] == long_[i + 1:]
 
 
+@dataclass(frozen=True, slots=True)
+class _Tables:
+    """Lookup sets derived from a KB once per process (shared by its classifiers)."""
+
+    words: frozenset[str]  # every word of a KB key, and the modifiers
+    multi_first: frozenset[str]  # first words of multiword keys: a longer span must start with one
+    multi_first2: frozenset[str]  # first two words of keys of 3+ words
+    last_words: frozenset[str]  # last words of keys: the only possible inflection bases
+    infl: dict[str, tuple[str, ...]]  # inflection bases of known words (others are derived per use)
+    plain: frozenset[str]  # tokens that never get a spelling recommendation: one set test per token
+    segment_words: frozenset[str]  # pieces a glued token may split into
+    foreign_words: frozenset[str]
+    paths: list[tuple[str, ...] | None]  # path tuples, filled on first use
+
+
+#: Derived tables by KB hash (a process holds one or two KBs).
+_TABLES: dict[str, _Tables] = {}
+
+
+def _tables(kb: KnowledgeBase) -> _Tables:
+    t = _TABLES.get(kb.sha256)
+    if t is not None:
+        return t
+    lemmas, zipf, exc = kb.lemmas, kb.zipf, kb.noun_exc
+    words = frozenset(w for k in lemmas for w in k.split()) | kb.modifiers
+    last = frozenset(k.rpartition(" ")[2] for k in lemmas)
+    maybe_plural = (w for w in zipf if w.endswith(("s", "men")) or w in exc)
+    common = frozenset(w for w, z in zipf.items() if z >= CORRECT_BELOW)
+    foreign = frozenset(kb.foreign)
+    t = _Tables(
+        words=words,
+        multi_first=frozenset(k.split(" ", 1)[0] for k in lemmas if " " in k),
+        multi_first2=frozenset(" ".join(k.split(" ", 2)[:2]) for k in lemmas if k.count(" ") >= 2),
+        last_words=last,
+        infl={w: b for w in maybe_plural if (b := _inflection_bases(w, exc, last))},
+        plain=words | STOPWORDS | foreign | common,
+        segment_words=frozenset(w for w in STOPWORDS if len(w) >= 2)
+        | frozenset(w for w in words if len(w) >= 3 and zipf.get(w, 0) >= MIN_SEGMENT_ZIPF),
+        foreign_words=foreign,
+        paths=[None] * len(kb.paths),
+    )
+    _TABLES[kb.sha256] = t
+    return t
+
+
 def _inflection_bases(word: str, noun_exc: dict[str, str], last_words: frozenset[str]) -> tuple[str, ...]:
     """Bases of ``word`` as a plural noun (``noun.exc``, then morphy's rules) that end some KB key."""
     base = noun_exc.get(word)  # the builder kept only bases that are KB keys
@@ -130,27 +175,16 @@ class Classifier:
         self.modifiers = kb.modifiers
         self.noun_exc = kb.noun_exc
         self.max_ngram = kb.max_ngram
-        self.words = frozenset(w for k in kb.lemmas for w in k.split()) | kb.modifiers
-        #: First words of multiword keys: a longer span can only match when it starts with one.
-        self.multi_first = frozenset(k.split(" ", 1)[0] for k in kb.lemmas if " " in k)
-        #: First two words of keys of three words or more (a span of 3+ must start with one).
-        self.multi_first2 = frozenset(" ".join(k.split(" ", 2)[:2]) for k in kb.lemmas if k.count(" ") >= 2)
-        #: Last words of KB keys: only these can be the base of an inflected span end.
-        self._last_words = frozenset(k.rpartition(" ")[2] for k in kb.lemmas)
-        #: Inflection bases of the known vocabulary, precomputed (others are derived per use).
-        self._infl = {
-            w: b for w in kb.zipf
-            if (b := _inflection_bases(w, kb.noun_exc, self._last_words))
-        }
-        #: Tokens that never get a spelling recommendation (see :meth:`recommend`): one set test per token.
-        common = frozenset(w for w, z in kb.zipf.items() if z >= CORRECT_BELOW)
-        self._plain = self.words | STOPWORDS | frozenset(kb.foreign) | common
-        #: Pieces a glued token may be split into: stop words, and known words of 3+ letters at least Zipf 2.5.
-        self._segment_words = frozenset(w for w in STOPWORDS if len(w) >= 2) | frozenset(
-            w for w in self.words if len(w) >= 3 and kb.zipf.get(w, 0) >= MIN_SEGMENT_ZIPF
-        )
-        self._paths = [kb.path(i) for i in range(len(kb.paths))]
-        self._foreign_words = frozenset(kb.foreign)
+        t = _tables(kb)
+        self.words = t.words
+        self.multi_first = t.multi_first
+        self.multi_first2 = t.multi_first2
+        self._last_words = t.last_words
+        self._infl = t.infl
+        self._plain = t.plain
+        self._segment_words = t.segment_words
+        self._foreign_words = t.foreign_words
+        self._paths = t.paths
         self._deletes: dict[str, tuple[str, ...]] | None = None
         self.cache_size = cache_size
         self._cache: dict[str, Classification | None] = {}
@@ -369,7 +403,10 @@ class Classifier:
     # --- classification -----------------------------------------------------------------
 
     def _result(self, unit: Unit, cat: int, share: float, path: int) -> Classification:
-        return Classification(self.kb.categories[cat], self._paths[path], unit.text, round(share, 3))
+        p = self._paths[path]
+        if p is None:
+            p = self._paths[path] = self.kb.path(path)
+        return Classification(self.kb.categories[cat], p, unit.text, round(share, 3))
 
     def _foreign(self, raw: list[str], units: list[Unit]) -> Classification | None:
         """ODP World: most words common in another language and rare in English (``raw`` = typed tokens)."""

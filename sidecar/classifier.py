@@ -112,6 +112,7 @@ class _Tables:
     plain: frozenset[str]  # tokens that never get a spelling recommendation: one set test per token
     segment_words: frozenset[str]  # pieces a glued token may split into
     foreign_words: frozenset[str]
+    curated_stop_first: frozenset[str]  # stop words that start a curated term (``t mobile``)
     paths: list[tuple[str, ...] | None]  # path tuples, filled on first use
 
 
@@ -139,6 +140,9 @@ def _tables(kb: KnowledgeBase) -> _Tables:
         segment_words=frozenset(w for w in STOPWORDS if len(w) >= 2)
         | frozenset(w for w in words if len(w) >= 3 and zipf.get(w, 0) >= MIN_SEGMENT_ZIPF),
         foreign_words=foreign,
+        curated_stop_first=frozenset(
+            k.split(" ", 1)[0] for k, e in lemmas.items() if e[0] & FLAG_CURATED and k.split(" ", 1)[0] in STOPWORDS
+        ),
         paths=[None] * len(kb.paths),
     )
     _TABLES[kb.sha256] = t
@@ -184,6 +188,7 @@ class Classifier:
         self._plain = t.plain
         self._segment_words = t.segment_words
         self._foreign_words = t.foreign_words
+        self._curated_stop_first = t.curated_stop_first
         self._paths = t.paths
         self._deletes: dict[str, tuple[str, ...]] | None = None
         self.cache_size = cache_size
@@ -342,7 +347,7 @@ class Classifier:
         out: list[Unit] = []
         end = len(toks)
         mods, multi, multi2, zipf, lemmas = self.modifiers, self.multi_first, self.multi_first2, self.zipf, self.lemmas
-        infl, bases, stop = self._infl, self._bases, STOPWORDS
+        infl, bases, stop, stop_ok = self._infl, self._bases, STOPWORDS, self._curated_stop_first
         max_n = self.max_ngram
         while end > 0:
             last = toks[end - 1]
@@ -353,7 +358,10 @@ class Classifier:
             lo = end - max_n if end > max_n else 0
             for start in range(lo, end - 1):  # longest span first: left-trimming
                 first = toks[start]
-                if first not in multi or first in stop:
+                if first not in multi:
+                    continue
+                curated_only = first in stop  # only a curated term may start with a stop word
+                if curated_only and first not in stop_ok:
                     continue
                 if end - start > 2 and first + " " + toks[start + 1] not in multi2:
                     continue  # no multiword key starts with these two words
@@ -361,7 +369,7 @@ class Classifier:
                     continue
                 key = " ".join(toks[start:end])
                 e = lemmas.get(key)
-                if e is not None:
+                if e is not None and not (curated_only and not e[0] & FLAG_CURATED):
                     found = (start, key, e)
                     break
                 cands = infl.get(last, ()) if last in zipf else bases(last)
@@ -369,7 +377,7 @@ class Classifier:
                     prefix = key[: len(key) - len(last)]
                     for b in cands:
                         e = lemmas.get(prefix + b)
-                        if e is not None:
+                        if e is not None and not (curated_only and not e[0] & FLAG_CURATED):
                             found = (start, prefix + b, e)
                             break
                     if found is not None:

@@ -72,6 +72,11 @@ class Scrubber:
         self._digit_plan = [
             (d.MIN_DIGITS, d.prefilter if d.has_prefilter() else None, d.detect) for d in self.digit
         ]
+        # the digit detectors a text with n digits can need, by n (capped): no per-detector count check
+        top = max((d.MIN_DIGITS for d in self.digit), default=0)
+        self._digit_by_count = [
+            [(pre, run) for need, pre, run in self._digit_plan if n >= need] for n in range(top + 1)
+        ]
         self._net_plan = [(d.prefilter, d.detect) for d in self.net]
         self._alpha_plan = [(d.wants, d.detect) for d in self.alpha]
         # one combined pre-check: most queries have none of these
@@ -89,14 +94,14 @@ class Scrubber:
         runs: set[int] = set()
         if digit_runs:
             runs = set(map(len, digit_runs))
-            nd = sum(map(len, digit_runs))
-            for need, prefilter, run in self._digit_plan:
-                if nd >= need and (prefilter is None or prefilter(text, lower, words, runs)):
+            plan = self._digit_by_count
+            for prefilter, run in plan[min(sum(map(len, digit_runs)), len(plan) - 1)]:
+                if prefilter is None or prefilter(text, lower, words, runs):
                     run(text, lower, found)
         if "@" in text:
             for d in self.at:
                 d.detect(text, lower, found)
-        if self.netcheck.search(text):
+        if ("." in text or ":" in text or "-" in text) and self.netcheck.search(text):
             for prefilter, run in self._net_plan:
                 if prefilter(text, lower, words, runs):
                     run(text, lower, found)
@@ -153,6 +158,8 @@ class Scrubber:
             # detectors read context (cue words, the word before a name, a state after a town), so
             # any change may reveal or hide a neighbour: scan again until the text is stable
             text = new
+            if not text or text.isspace():
+                break  # nothing left to find
             spans = self.detect(text)
             if not spans:
                 break

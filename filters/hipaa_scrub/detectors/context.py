@@ -69,7 +69,6 @@ class ContextNumberDetector(Detector):
             "account",
             "acct",
             "acc",
-            "a",
             "bank",
             "routing",
             "aba",
@@ -92,7 +91,6 @@ class ContextNumberDetector(Detector):
             "registration",
             "badge",
             "serial",
-            "s",
             "sn",
             "imei",
             "meid",
@@ -103,6 +101,10 @@ class ContextNumberDetector(Detector):
         ]
     )
     SKIP = re.compile(r"^(?:19|20)\d\d$|^\d{1,3}$")
+
+    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+        """A cue word, or ``a/c`` / ``s/n`` (one-letter words are too common in codes to gate on)."""
+        return not self.GATE_WORDS.isdisjoint(words) or "a/c" in lower or "s/n" in lower  # type: ignore[union-attr]
 
     def __init__(self) -> None:
         super().__init__()

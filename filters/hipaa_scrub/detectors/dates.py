@@ -73,31 +73,50 @@ class DateDetector(Detector):
     )
 
     _sep = re.compile(r"\d[/.-]\d")
+    CUE_WORDS = frozenset(
+        "born birth birthday birthdate dob d died death deceased passed admitted discharged admission discharge".split()
+    )
+
+    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+        """Numeric and ISO dates have a digit run of 1 or 2 between separators; written dates a month
+        word and either a 4-digit year or a cue word (``born march 3``)."""
+        if (1 in runs or 2 in runs) and self._sep.search(lower) is not None:
+            return True
+        return (
+            not self.GATE_WORDS.isdisjoint(words)  # type: ignore[union-attr]
+            and (4 in runs or not self.CUE_WORDS.isdisjoint(words))
+        )
     _month = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)")
+
+    _mid = re.compile(r"\d([/.-])\d\d?\1\d")  # numeric and ISO dates: a 1-2 digit group between two separators
+    _year = re.compile(r"(?:1[89]|20)\d\d")
+    _CUE_PARTS = ("born", "birth", "dob", "d.o.b", "died", "death", "deceased", "passed", "admi", "discharg")
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         numeric, iso, mdy, dmy, cue = (rx for _, rx in self.compiled)
-        sep = self._sep.search(lower) is not None
-        for m in numeric.finditer(lower) if sep else ():
-            a, sep, b, y = int(m.group(1)), m.group(2), int(m.group(3)), m.group(4)
-            if not ((1 <= a <= 12 and 1 <= b <= 31) or (1 <= b <= 12 and 1 <= a <= 31)):
-                continue
-            if len(y) == 2 and sep == ".":
-                continue  # 1.2.80 reads as a version
-            year = y if len(y) == 4 else None
-            if year is not None and not 1800 <= int(year) <= 2099:
-                continue
-            out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=year or ""))
-        for m in iso.finditer(lower) if sep else ():
-            y, mo, d = int(m.group(1)), int(m.group(3)), int(m.group(4))
-            if 1800 <= y <= 2099 and 1 <= mo <= 12 and 1 <= d <= 31:
-                out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(1)))
+        if self._mid.search(lower) is not None:
+            for m in numeric.finditer(lower):
+                a, sep, b, y = int(m.group(1)), m.group(2), int(m.group(3)), m.group(4)
+                if not ((1 <= a <= 12 and 1 <= b <= 31) or (1 <= b <= 12 and 1 <= a <= 31)):
+                    continue
+                if len(y) == 2 and sep == ".":
+                    continue  # 1.2.80 reads as a version
+                year = y if len(y) == 4 else None
+                if year is not None and not 1800 <= int(year) <= 2099:
+                    continue
+                out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=year or ""))
+            for m in iso.finditer(lower):
+                y, mo, d = int(m.group(1)), int(m.group(3)), int(m.group(4))
+                if 1800 <= y <= 2099 and 1 <= mo <= 12 and 1 <= d <= 31:
+                    out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(1)))
         month = self._month.search(lower) is not None
-        for rx in (mdy, dmy):
-            for m in rx.finditer(lower) if month else ():
-                out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
-        for m in cue.finditer(lower) if month or sep else ():
-            out.append(Span(m.start(1), m.end(1), "date", self.PRIORITY, general=""))
+        if month and self._year.search(lower) is not None:
+            for rx in (mdy, dmy):
+                for m in rx.finditer(lower):
+                    out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
+        if (month or self._sep.search(lower) is not None) and any(c in lower for c in self._CUE_PARTS):
+            for m in cue.finditer(lower):
+                out.append(Span(m.start(1), m.end(1), "date", self.PRIORITY, general=""))
 
 
 class AgeDetector(Detector):

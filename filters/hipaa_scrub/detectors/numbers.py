@@ -7,6 +7,8 @@ import re
 from filters.hipaa_scrub.detectors import Detector, Pattern, Span, context_before, luhn_ok
 from filters.hipaa_scrub.geo import zip3
 
+_NON_DIGIT = re.compile(r"\D")
+
 
 class SsnDetector(Detector):
     """US social security numbers with the SSA validity rules (no 000/666/9xx area, 00 group, 0000 serial)."""
@@ -93,7 +95,7 @@ class CardDetector(Detector):
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         for m in self.compiled[0][1].finditer(text):
-            digits = re.sub(r"\D", "", m.group())
+            digits = _NON_DIGIT.sub("", m.group())
             if not luhn_ok(digits):
                 continue
             if len(digits) == 15 and not digits.startswith(("34", "37")) and " " not in m.group():
@@ -171,7 +173,7 @@ class LongNumberDetector(Detector):
         if self.mixed_gate.search(lower):
             matches += self.mixed.finditer(lower)
         for m in matches:
-            digits = re.sub(r"\D", "", m.group())
+            digits = _NON_DIGIT.sub("", m.group())
             if len(digits) == 13 and digits.startswith(("978", "979")) and _isbn13_ok(digits):
                 continue  # a book, not a person
             out.append(Span(m.start(), m.end(), "id", self.PRIORITY))

@@ -74,7 +74,8 @@ class DateDetector(Detector):
 
     _sep = re.compile(r"\d[/.-]\d")
     CUE_WORDS = frozenset(
-        "born birth birthday birthdate dob d died death deceased passed admitted discharged admission discharge".split()
+        {"born", "birth", "birthday", "birthdate", "dob", "d", "died", "death", "deceased", "passed", "admitted"}
+        | {"discharged", "admission", "discharge"}
     )
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:

@@ -1,0 +1,81 @@
+"""hipaa_scrub pre-checks are necessary conditions: skipping them changes no detection.
+
+The scrubber runs a detector only when a cheap pre-check passes (digit count and digit-run
+lengths, cue words, a state word after a town's last word, a scored name pair...). A
+pre-check that wrongly blocks a detector would silently lose recall, so texts built from
+identifier-like pieces are scanned with every pre-check on and with every pre-check off.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from filters.hipaa_scrub import HipaaScrubConfig, Scrubber
+from filters.hipaa_scrub.corpus import Corpus
+
+
+def ungated(cfg: HipaaScrubConfig | None = None) -> Scrubber:
+    """A scrubber that runs every detector on every text."""
+    s = Scrubber(cfg)
+    everything = [(None, d.detect) for d in s.digit]
+    s._digit_by_count = [everything] * len(s._digit_by_count)
+    s._net_plan = [(lambda *_: True, d.detect) for d in s.net]
+    s._alpha_plan = [(lambda *_: True, d.detect) for d in s.alpha]
+    s.netcheck = re.compile("")
+    return s
+
+
+GATED = Scrubber()
+UNGATED = ungated()
+STRICT = HipaaScrubConfig(city_keep_population=None, name_threshold=0.0, name_cue_threshold=-1.0)
+GATED_STRICT = Scrubber(STRICT)
+UNGATED_STRICT = ungated(STRICT)
+
+PIECES = st.sampled_from(
+    [
+        "john", "smith", "mary", "ann", "q", "smith-jones", "o'neal", "dr", "mrs", "obituary", "heather",
+        "plants", "chase", "bank", "may", "rose", "jordan", ",", "hope", "ar", "in", "me", "new", "york",
+        "springfield", "county", "orange", "plainfield", "nj", "st", "louis", "mo", "saint",
+        "123", "4500", "12", "1", "07060", "90210-1234", "555-123-4567", "(555) 123 4567", "5551234567",
+        "15551234567", "555-1234", "+44 20 7946 0958", "123-45-6788", "123 45 6788", "123456788",
+        "4111 1111 1111 1111", "4111111111111111", "490154203237518", "1HGCM82633A004352",
+        "x4dwjpdw9eww26942", "978-0-306-40615-7", "a1b2c3d4e5f6g7h8i9", "12345678901",
+        "03/15/1980", "1980-03-15", "march", "15,", "1980", "15th", "of", "born", "dob", "3/15",
+        "age", "93", "years", "old", "yo", "mrn", "member", "id", "a/c", "s/n", "vin", "plate", "ABC1234",
+        "ssn", "fax", "zip", "main", "ave", "box", "po", "apt", "4b",
+        "jane@aol.com", "192.168.1.1", "1.5.0.4", "2001:db8::1", "1a-fd-c9-b2-c4-54", "c797.ff08.a6cd",
+        "myspace.com/jsmith", "jane.blogspot.com", "www.google.com",
+    ]
+)
+TEXTS = st.lists(PIECES, min_size=1, max_size=8).map(" ".join)
+
+
+def spans(s: Scrubber, text: str) -> list[tuple[int, int, str]]:
+    return [(x.start, x.end, x.kind) for x in s.detect(text)]
+
+
+@settings(max_examples=600, deadline=None)
+@given(TEXTS)
+def test_prechecks_block_nothing(text: str) -> None:
+    assert spans(GATED, text) == spans(UNGATED, text)
+    assert spans(GATED_STRICT, text) == spans(UNGATED_STRICT, text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="0123456789abcdefx -./:()+@,#", max_size=40))
+def test_prechecks_block_nothing_on_symbol_soup(text: str) -> None:
+    assert spans(GATED, text) == spans(UNGATED, text)
+
+
+@pytest.fixture(scope="module")
+def corpus_texts() -> list[str]:
+    return [q for q, _ in Corpus().items(1150, seed=5)]
+
+
+def test_prechecks_block_nothing_on_the_corpus(corpus_texts: list[str]) -> None:
+    """Same spans on a corpus sample with and without pre-checks."""
+    assert [spans(GATED, q) for q in corpus_texts] == [spans(UNGATED, q) for q in corpus_texts]

@@ -118,7 +118,7 @@ class ContextNumberDetector(Detector):
             if group is None:
                 continue
             v = m.group(group)
-            if self.SKIP.match(v) or (group != "vehicle_v" and sum(c.isdigit() for c in v) < 3):
+            if self.SKIP.match(v) or (group != "vehicle_v" and sum(map(str.isdigit, v)) < 3):
                 continue  # a year, a small number, "49cc": plates may be short, other numbers are not
             out.append(Span(m.start(group), m.end(group), group[:-2], self.PRIORITY))
 

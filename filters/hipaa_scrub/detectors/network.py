@@ -84,11 +84,13 @@ class MacDetector(Detector):
     )
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        # six pairs need five separators, three Cisco groups two dots
+        wanted = {"pairs": lower.count(":") >= 5 or lower.count("-") >= 5, "cisco": lower.count(".") >= 2}
         for name, rx in self.compiled:
-            if name == "cisco" and "." not in lower:
+            if not wanted[name]:
                 continue
             for m in rx.finditer(lower):
-                if sum(c.isdigit() for c in m.group()) >= 2:
+                if sum(map(str.isdigit, m.group())) >= 2:
                     out.append(Span(m.start(), m.end(), "mac", self.PRIORITY))
 
 

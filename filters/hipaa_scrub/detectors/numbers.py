@@ -77,7 +77,7 @@ class PhoneDetector(Detector):
                 continue
             for m in rx.finditer(text):
                 if name == "international":
-                    digits = sum(c.isdigit() for c in m.group())
+                    digits = sum(map(str.isdigit, m.group()))
                     if not 8 <= digits <= 15:
                         continue
                 kind = "fax" if context_before(lower, m.start(), self.FAX, 20) else "phone"
@@ -164,7 +164,7 @@ class LongNumberDetector(Detector):
         """9+ joined digits, 10+ digits with dashes, or letters touching digits (the mixed form)."""
         return (
             max(runs) >= 9
-            or ("-" in text and sum(c.isdigit() for c in text) >= 10)
+            or ("-" in text and sum(map(str.isdigit, text)) >= 10)
             or self.mixed_gate.search(lower) is not None
         )
 

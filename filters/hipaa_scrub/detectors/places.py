@@ -176,6 +176,7 @@ class PlaceDetector(Detector):
         self.keep_pop = city_keep_population
         self.state_first = frozenset(k.split()[0] for k in geo.states)
         self.max_state_words = max(len(k.split()) for k in geo.states)
+        self.multi_first = frozenset(k.split()[0] for k in geo.states if " " in k)  # new, north, rhode...
         # last words of the towns that can be scrubbed: one must come right before the state
         self.city_last = frozenset(
             n.split()[-1] for (n, _), pop in geo.cities.items() if self.keep_pop is None or pop <= self.keep_pop
@@ -183,6 +184,9 @@ class PlaceDetector(Detector):
 
     def _state_at(self, toks: list[tuple[int, int, str]], i: int) -> tuple[int, str] | None:
         """Longest state name starting at token ``i``: (tokens used, code)."""
+        if toks[i][2] not in self.multi_first:
+            code = self.geo.states.get(toks[i][2])
+            return None if code is None else (1, code)
         for width in range(min(self.max_state_words, len(toks) - i), 0, -1):
             key = " ".join(t[2] for t in toks[i : i + width])
             code = self.geo.states.get(key)

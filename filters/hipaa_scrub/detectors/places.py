@@ -178,9 +178,10 @@ class PlaceDetector(Detector):
         self.max_state_words = max(len(k.split()) for k in geo.states)
         self.multi_first = frozenset(k.split()[0] for k in geo.states if " " in k)  # new, north, rhode...
         # last words of the towns that can be scrubbed: one must come right before the state
-        self.city_last = frozenset(
-            n.split()[-1] for (n, _), pop in geo.cities.items() if self.keep_pop is None or pop <= self.keep_pop
-        )
+        keep = self.keep_pop
+        small = [(n.split()[-1], st) for (n, st), pop in geo.cities.items() if keep is None or pop <= keep]
+        self.city_last = frozenset(w for w, _ in small)
+        self.city_last_in = frozenset(small)  # (last word, state code)
 
     def _state_at(self, toks: list[tuple[int, int, str]], i: int) -> tuple[int, str] | None:
         """Longest state name starting at token ``i``: (tokens used, code)."""
@@ -196,7 +197,7 @@ class PlaceDetector(Detector):
 
     def wants(self, lower: str, words: list[str]) -> bool:
         """A necessary condition of :meth:`detect`: ``county``, or a state word right after the last
-        word of a town small enough to be scrubbed."""
+        word of a town of that state small enough to be scrubbed (``dallas tx`` needs no tokenizing)."""
         hits = self.state_first.intersection(words)
         if not hits or "county" in words:
             return "county" in words
@@ -204,8 +205,11 @@ class PlaceDetector(Detector):
         # query where they are all mid-text words needs no tokenizing
         if hits <= _WORDLIKE_CODES and words[-1] not in hits:
             return False
-        city_last = self.city_last
-        return any(b in hits and a in city_last for a, b in itertools.pairwise(words))
+        city_last, states, multi = self.city_last, self.geo.states, self.multi_first
+        for a, b in itertools.pairwise(words):
+            if b in hits and a in city_last and (b in multi or (a, states[b]) in self.city_last_in):
+                return True
+        return False
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         toks = [(m.start(), m.end(), m.group()) for m in self.compiled[0][1].finditer(lower)]

@@ -10,8 +10,9 @@ Per query:
    token that is a KB lemma (WordNet noun, multiword included, plurals
    normalised; a curated term), found by **progressive left-trimming**; adjectives
    just before it join the unit (``european soccer``). Stop words never start or
-   end a unit. Units that name a city or a person (HIPAA identifiers, which paper
-   001 removes) are the main unit only when nothing else is left; in the voting of
+   end a unit, except that a curated term may start with one (``t mobile``).
+   Units that name a city or a person (HIPAA identifiers, which paper 001
+   removes) are the main unit only when nothing else is left; in the voting of
    :meth:`Classifier.classify` named states, countries and regions are outvoted
    by topic words too (``texas lottery`` is about the lottery).
 3. **Main unit** — the most specific unit: lowest wordfreq frequency (the
@@ -20,7 +21,12 @@ Per query:
    alone (Algorithm 1 as published). :meth:`Classifier.classify` lets every unit
    vote with weight growing with its specificity, the main unit counting most, so
    context can overrule one ambiguous word; the main unit reported is then the
-   most specific unit of the winning category.
+   most specific unit of the winning category. Two kinds of unit do not vote
+   there: a unit whose senses reach a category with under ``MIN_SHARE`` of their
+   weight (its main senses have no category: no evidence), and the words of a
+   person's name (a census first name then a census surname, far likelier as a
+   name than as words: ``katy perry``), an identifier rather than a topic; a query
+   left with no voting unit is uncategorisable.
 
 Queries made mostly of words common in other languages and rare in English go to
 the ``foreign`` category (ODP's World). A query with no unit is uncategorisable:
@@ -43,6 +49,18 @@ MAX_MODIFIERS = 2
 CORRECT_BELOW = 300  # tokens rarer than Zipf 3.0 that no lemma uses get a recommendation
 CORRECT_GAIN = 80  # ...if a known word one edit away is at least Zipf 0.8 more frequent
 MIN_SEGMENT_ZIPF = 250
+#: Vote of a unit: max(VOTE_FLOOR, VOTE_BASE - its Zipf), times the boosts below.
+VOTE_BASE = 7.5
+VOTE_FLOOR = 0.5
+MAIN_BOOST = 1.5  # the main (most specific) unit
+CURATED_BOOST = 2.0  # a curated term (brand, site, league)
+NAMED_FACTOR = 0.25  # a named place or person when topic words are present
+#: A census first name followed by a census surname is a person's name when the sum of their scores
+#: (log10 of census share over English word frequency) reaches this: ``katy perry``, not ``rose garden``.
+NAME_MIN_SCORE = 2.0
+#: A unit whose senses reach a category with less than this share (permille) of their weight is no
+#: evidence: its main senses have no category (``job`` -> 1/1000 each for three categories).
+MIN_SHARE = 50
 RECOMMEND_MIN = 300  # only words at least this common (Zipf 3.0) are recommended
 #: Recommendation indexes by KB hash, shared by the classifiers of one process.
 _DELETE_INDEXES: dict[str, dict[str, tuple[str, ...]]] = {}
@@ -113,7 +131,39 @@ class _Tables:
     segment_words: frozenset[str]  # pieces a glued token may split into
     foreign_words: frozenset[str]
     curated_stop_first: frozenset[str]  # stop words that start a curated term (``t mobile``)
+    first_names: dict[str, float]  # census first names -> name score (see _name_scores)
+    last_names: dict[str, float]
     paths: list[tuple[str, ...] | None]  # path tuples, filled on first use
+
+
+def _census_shares(file: str) -> dict[str, float]:
+    """``names`` package census list (``NAME  percent  cumulative  rank``): lower-case name -> share."""
+    import names
+
+    out: dict[str, float] = {}
+    path = Path(names.__file__).with_name(file)
+    for line in path.read_text(encoding="ascii", errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            try:
+                share = max(float(parts[1]) / 100.0, 5e-7)
+            except ValueError:
+                continue
+            key = parts[0].lower()
+            out[key] = max(out.get(key, 0.0), share)
+    return out
+
+
+def _name_scores(zipf: dict[str, int]) -> tuple[dict[str, float], dict[str, float]]:
+    """First- and last-name scores: log10(census share) - log10(English word frequency)."""
+    def score(shares: dict[str, float]) -> dict[str, float]:
+        # zipf x 100 = 100 * (log10(frequency) + 9); unknown words count as Zipf 1.
+        return {t: math.log10(v) - (max(zipf.get(t, 0), 100) / 100.0 - 9.0) for t, v in shares.items() if len(t) > 1}
+
+    first = _census_shares("dist.male.first")
+    for k, v in _census_shares("dist.female.first").items():
+        first[k] = max(first.get(k, 0.0), v)
+    return score(first), score(_census_shares("dist.all.last"))
 
 
 #: Derived tables by KB hash (a process holds one or two KBs).
@@ -130,6 +180,7 @@ def _tables(kb: KnowledgeBase) -> _Tables:
     maybe_plural = (w for w in zipf if w.endswith(("s", "men")) or w in exc)
     common = frozenset(w for w, z in zipf.items() if z >= CORRECT_BELOW)
     foreign = frozenset(kb.foreign)
+    first_names, last_names = _name_scores(zipf)
     t = _Tables(
         words=words,
         multi_first=frozenset(k.split(" ", 1)[0] for k in lemmas if " " in k),
@@ -144,6 +195,8 @@ def _tables(kb: KnowledgeBase) -> _Tables:
             k.split(" ", 1)[0] for k, e in lemmas.items() if e[0] & FLAG_CURATED and k.split(" ", 1)[0] in STOPWORDS
         ),
         paths=[None] * len(kb.paths),
+        first_names=first_names,
+        last_names=last_names,
     )
     _TABLES[kb.sha256] = t
     return t
@@ -189,6 +242,8 @@ class Classifier:
         self._segment_words = t.segment_words
         self._foreign_words = t.foreign_words
         self._curated_stop_first = t.curated_stop_first
+        self._first_names = t.first_names
+        self._last_names = t.last_names
         self._paths = t.paths
         self._deletes: dict[str, tuple[str, ...]] | None = None
         self.cache_size = cache_size
@@ -450,17 +505,43 @@ class Classifier:
         cat, share, path = main.categories()[0]
         return self._result(main, cat, share, path)
 
+    def _name_words(self, raw: list[str]) -> set[str]:
+        """Words of person names: a census first name then a surname, far likelier as a name than as words."""
+        first, last = self._first_names, self._last_names
+        out: set[str] = set()
+        for i in range(len(raw) - 1):
+            a = first.get(raw[i])
+            if a is None:
+                continue
+            b = last.get(raw[i + 1])
+            if b is not None and a + b >= NAME_MIN_SCORE:
+                out.add(raw[i])
+                out.add(raw[i + 1])
+        return out
+
     def _vote(self, query: str) -> Classification | None:
         tokens = self._tokens(query)
         units = self._units(tokens)
         foreign = self._foreign(tokens[3], units)
         if foreign is not None or not units:
             return foreign
+        units = [u for u in units if u.entry[2] >= MIN_SHARE]
+        if not units:
+            return None
+        raw = tokens[3]
+        if len(raw) > 1 and not self._first_names.keys().isdisjoint(raw):
+            names = self._name_words(raw)
+            if names:  # a person's name is an identifier, not a topic (paper 001 removes them)
+                units = [u for u in units if u.entry[0] & FLAG_CURATED or " " in u.key
+                         or not names.issuperset(u.text.split())]
+                if not units:
+                    return None
         named = FLAG_IDENT | FLAG_PLACE
         if len(units) == 1:  # one unit: its top category (the vote below, without the bookkeeping)
             u = units[0]
             e = u.entry
-            w = max(0.5, 7.5 - u.zipf) * 1.5 * (2.0 if e[0] & FLAG_CURATED else 1.0) / 1000.0
+            w = max(VOTE_FLOOR, VOTE_BASE - u.zipf) * MAIN_BOOST * (CURATED_BOOST if e[0] & FLAG_CURATED else 1.0)
+            w /= 1000.0
             top, total = 1, 0.0
             for i in range(1, len(e), 3):
                 total += w * e[i + 1]
@@ -472,15 +553,15 @@ class Classifier:
         scores: dict[int, float] = {}
         for u in units:
             e = u.entry
-            w = 7.5 - u.zipf
-            if w < 0.5:
-                w = 0.5
+            w = VOTE_BASE - u.zipf
+            if w < VOTE_FLOOR:
+                w = VOTE_FLOOR
             if u is main:
-                w *= 1.5
+                w *= MAIN_BOOST
             if e[0] & FLAG_CURATED:
-                w *= 2.0
+                w *= CURATED_BOOST
             if has_plain and e[0] & named:
-                w *= 0.25
+                w *= NAMED_FACTOR
             w /= 1000.0
             for i in range(1, len(e), 3):
                 scores[e[i]] = scores.get(e[i], 0.0) + w * e[i + 1]

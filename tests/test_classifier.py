@@ -60,6 +60,11 @@ def test_artic_monkeys_paper_failure_and_fix() -> None:
         ("weather forecast", "News"),
         ("recetas de cocina", "World"),
         ("diabetis diet", "Health"),  # misspelling recommended
+        ("t mobile", "Computers"),  # a curated term may start with a stop word
+        ("weight loss tips", "Health"),
+        ("rose garden", "Home"),  # census first name + word: not a person's name
+        ("bill payment", "Business"),
+        ("mark twain", "Arts"),  # a WordNet person: the lemma, not a name to drop
     ],
 )
 def test_known_queries(query: str, category: str) -> None:
@@ -72,6 +77,17 @@ def test_uncategorisable_is_none(query: str) -> None:
     """Negatives: no semantic unit -> None, never an exception."""
     assert classifier().classify(query) is None
     assert classifier().classify_paper(query) is None
+
+
+@pytest.mark.parametrize("query", ["katy perry", "alicia keys"])
+def test_a_persons_name_alone_is_uncategorised(query: str) -> None:
+    """A person's name is an identifier, not a topic: ``perry`` (a pear drink) must not make it Home."""
+    assert classifier().classify(query) is None
+
+
+def test_a_persons_name_does_not_vote() -> None:
+    r = classifier().classify("katy perry concert tickets")
+    assert r is not None and r.category == "Arts" and "perry" not in r.main_unit
 
 
 def test_result_shape_and_immutability() -> None:

@@ -38,7 +38,9 @@ UNGATED_STRICT = ungated(STRICT)
 PIECES = st.sampled_from(
     [
         "john", "smith", "mary", "ann", "q", "smith-jones", "o'neal", "dr", "mrs", "obituary", "heather",
-        "plants", "chase", "bank", "may", "rose", "jordan", ",", "hope", "ar", "in", "me", "new", "york",
+        "plants", "chase", "bank",
+        "deere", "harley", "davidson", "baby", "ruth", "university",
+        "may", "rose", "jordan", ",", "hope", "ar", "in", "me", "new", "york",
         "springfield", "county", "orange", "plainfield", "nj", "st", "louis", "mo", "saint",
         "123", "4500", "12", "1", "07060", "90210-1234", "555-123-4567", "(555) 123 4567", "5551234567",
         "15551234567", "555-1234", "+44 20 7946 0958", "123-45-6788", "123 45 6788", "123456788",

@@ -256,34 +256,37 @@ class NameDetector(Detector):
         """Some adjacent words could score as a name: a necessary condition of :meth:`detect`.
 
         Pairs (first + last, last + first) and triples (first + initial or middle name + last) are
-        scored like ``detect`` scores them, without the stricter rules (venues, allowed phrases), so
-        ``heather plants`` or ``chase bank`` need no tokenizing. Title + surname passes as is; a
-        hyphen (``smith-jones`` scores as its best part) gets the looser pair check.
+        scored like ``detect`` scores them, without the stricter rules (venues, places before), so
+        ``heather plants``, ``chase bank`` or the allowed ``john deere`` need no tokenizing. Title +
+        surname passes as is; a hyphen (``smith-jones`` scores as its best part) gets the looser check.
         """
         if self.triggers.isdisjoint(words):
             return False
         if "-" in lower:
             return self._any_pair(words)
-        first, last = self.first, self.last
         need = self.cue_threshold if not CUES.isdisjoint(words) else self.threshold
         n = len(words)
         for i in range(n - 1):
             a, b = words[i], words[i + 1]
-            fa = first.get(a)
-            if fa is not None:
-                lb = last.get(b)
-                if lb is not None and fa + lb >= need:
-                    return True
-                if i + 2 < n and (len(b) == 1 or b in first):
-                    lc = last.get(words[i + 2])
-                    if lc is not None and fa + lc + (2.0 if len(b) == 1 else 1.0) >= need:
-                        return True
-            if a in TITLES and (b in last or b in first):
-                return True
-            la = last.get(a)
-            if la is not None and b in first and la + first[b] + 0.5 >= need:
-                return True
+            if self._could_start(words, i, a, b, need) and f"{a} {b}" not in self.allow:
+                return True  # detect skips an allowed pair (``john deere``) before any rule
         return False
+
+    def _could_start(self, words: list[str], i: int, a: str, b: str, need: float) -> bool:
+        first, last = self.first, self.last
+        fa = first.get(a)
+        if fa is not None:
+            lb = last.get(b)
+            if lb is not None and fa + lb >= need:
+                return True
+            if i + 2 < len(words) and (len(b) == 1 or b in first):
+                lc = last.get(words[i + 2])
+                if lc is not None and fa + lc + (2.0 if len(b) == 1 else 1.0) >= need:
+                    return True
+        if a in TITLES and (b in last or b in first):
+            return True
+        la = last.get(a)
+        return la is not None and b in first and la + first[b] + 0.5 >= need
 
     def _any_pair(self, words: list[str]) -> bool:
         first, last = self.first, self.last

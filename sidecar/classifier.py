@@ -36,6 +36,7 @@ the ``foreign`` category (ODP's World). A query with no unit is uncategorisable:
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -61,6 +62,16 @@ NAME_MIN_SCORE = 2.0
 #: A unit whose senses reach a category with less than this share (permille) of their weight is no
 #: evidence: its main senses have no category (``job`` -> 1/1000 each for three categories).
 MIN_SHARE = 50
+LATIN_END = 0x24F  # last code point of Latin Extended-B: letters above it are another script
+#: Function words of the foreign languages that are also English tokens or stop words (``la``, ``de``):
+#: they count as foreign once a query has a foreign content word.
+FUNCTION_WORDS: dict[str, str] = {
+    **dict.fromkeys(["el", "los", "las", "del", "por", "para", "con", "y", "en", "la", "de"], "es"),
+    **dict.fromkeys(["le", "les", "des", "du", "au", "aux", "et", "une", "un", "sur"], "fr"),
+    **dict.fromkeys(["der", "die", "das", "und", "mit", "ein", "eine", "im"], "de"),
+    **dict.fromkeys(["il", "di", "della", "che", "gli"], "it"),
+    **dict.fromkeys(["os", "dos", "da", "ao", "em", "um", "uma"], "pt"),
+}
 RECOMMEND_MIN = 300  # only words at least this common (Zipf 3.0) are recommended
 #: Recommendation indexes by KB hash, shared by the classifiers of one process.
 _DELETE_INDEXES: dict[str, dict[str, tuple[str, ...]]] = {}
@@ -474,11 +485,15 @@ class Classifier:
     def _foreign(self, raw: list[str], units: list[Unit]) -> Classification | None:
         """ODP World: most words common in another language and rare in English (``raw`` = typed tokens)."""
         kb = self.kb
-        if kb.foreign_category < 0 or self._foreign_words.isdisjoint(raw):
+        if kb.foreign_category < 0:
             return None
+        if self._foreign_words.isdisjoint(raw):
+            return self._script(raw)
         foreign = kb.foreign
         words = [t for t in raw if t.isalpha() and t not in STOPWORDS]
         hits = [(t, foreign[t]) for t in words if t in foreign]
+        if hits:  # function words of those languages count once the query has a foreign content word
+            hits += [(t, FUNCTION_WORDS[t]) for t in words if t in FUNCTION_WORDS and t not in foreign]
         if not hits or len(hits) * 2 < len(words) or len(hits) <= sum(len(u.text.split()) for u in units) - 1:
             return None
         langs: dict[str, int] = {}
@@ -487,6 +502,24 @@ class Classifier:
         lang = max(sorted(langs), key=langs.__getitem__)
         name = kb.categories[kb.foreign_category]
         return Classification(name, (name, lang), hits[0][0], round(len(hits) / len(words), 3))
+
+    def _script(self, raw: list[str]) -> Classification | None:
+        """ODP World for queries written mostly in a non-Latin script (Cyrillic, Greek, Han...)."""
+        if all(t.isascii() for t in raw):
+            return None
+        scripts: dict[str, int] = {}
+        for t in raw:
+            c = t[0]
+            if c.isalpha() and ord(c) > LATIN_END:
+                script = unicodedata.name(c, "OTHER").split(" ", 1)[0].lower()
+                scripts[script] = scripts.get(script, 0) + 1
+        n = sum(scripts.values())
+        if n * 2 <= len(raw):
+            return None
+        script = max(sorted(scripts), key=scripts.__getitem__)
+        name = self.kb.categories[self.kb.foreign_category]
+        first = next(t for t in raw if t[0].isalpha() and ord(t[0]) > LATIN_END)
+        return Classification(name, (name, script), first, round(n / len(raw), 3))
 
     @staticmethod
     def _main(units: list[Unit], surface: bool, avoid: int = FLAG_IDENT) -> Unit:

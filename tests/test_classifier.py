@@ -59,6 +59,9 @@ def test_artic_monkeys_paper_failure_and_fix() -> None:
         ("nfl scores", "Sports"),
         ("weather forecast", "News"),
         ("recetas de cocina", "World"),
+        ("новости погоды", "World"),  # another script
+        ("la familia crianza de los hijos", "World"),  # function words count after a foreign content word
+        ("la lakers", "Sports"),  # ...but not alone
         ("diabetis diet", "Health"),  # misspelling recommended
         ("t mobile", "Computers"),  # a curated term may start with a stop word
         ("weight loss tips", "Health"),

@@ -21,7 +21,7 @@ from filters.hipaa_scrub.corpus import Corpus
 def ungated(cfg: HipaaScrubConfig | None = None) -> Scrubber:
     """A scrubber that runs every detector on every text."""
     s = Scrubber(cfg)
-    everything = [(None, d.detect) for d in s.digit]
+    everything = [(None, None, d.detect) for d in s.digit]
     s._digit_by_count = [everything] * len(s._digit_by_count)
     s._net_plan = [(lambda *_: True, d.detect) for d in s.net]
     s._alpha_plan = [(lambda *_: True, d.detect) for d in s.alpha]

@@ -4,7 +4,7 @@ apply the per-type policies, repeat until the text is stable (scrubbing is idemp
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from filters.hipaa_scrub.config import HipaaScrubConfig
 from filters.hipaa_scrub.detectors import KINDS, Detector, Span
@@ -25,6 +25,8 @@ from filters.hipaa_scrub.names import common_words, load_names
 
 TOKENS = {k: "[" + k.upper() + "]" for k in KINDS}
 """Replacement tokens of the ``replace`` policy (``[PHONE]``, ``[NAME]``...)."""
+
+PreCheck = Callable[[str, str, list[str], set[int]], bool]
 
 MAX_PASSES = 64
 _RUNS = re.compile(r"\d+")
@@ -69,18 +71,27 @@ class Scrubber:
         ]
         self.alpha = [d for d in alpha if self._wanted(d)]
         # bound methods and gates looked up once: the per-query loop does no attribute lookups
-        self._digit_plan = [
-            (d.MIN_DIGITS, d.prefilter if d.has_prefilter() else None, d.detect) for d in self.digit
-        ]
+        # (least digits, cue words of which one must occur, other pre-check, detect): a detector whose
+        # pre-check is only its GATE_WORDS is gated here without a method call
+        self._digit_plan = [(d.MIN_DIGITS, *self._gates(d), d.detect) for d in self.digit]
         # the digit detectors a text with n digits can need, by n (capped): no per-detector count check
         top = max((d.MIN_DIGITS for d in self.digit), default=0)
         self._digit_by_count = [
-            [(pre, run) for need, pre, run in self._digit_plan if n >= need] for n in range(top + 1)
+            [(cue, pre, run) for need, cue, pre, run in self._digit_plan if n >= need] for n in range(top + 1)
         ]
         self._net_plan = [(d.prefilter, d.detect) for d in self.net]
         self._alpha_plan = [(d.wants, d.detect) for d in self.alpha]
         # one combined pre-check: most queries have none of these
         self.netcheck = re.compile(r"[.:]\S|-[0-9a-f]{2}-", re.IGNORECASE)
+
+    @staticmethod
+    def _gates(d: Detector) -> tuple[frozenset[str] | None, PreCheck | None]:
+        """(GATE_WORDS when they are the whole pre-check, else None; the pre-check method, None if none)."""
+        if not d.has_prefilter():
+            return None, None
+        if type(d).prefilter is Detector.prefilter and d.gate is None and d.GATE_WORDS is not None:
+            return d.GATE_WORDS, None
+        return None, d.prefilter
 
     def _wanted(self, d: Detector) -> bool:
         return any(self.policies[k] != "keep" for k in d.KINDS) or all(k not in self.policies for k in d.KINDS)
@@ -95,9 +106,13 @@ class Scrubber:
         if digit_runs:
             runs = set(map(len, digit_runs))
             plan = self._digit_by_count
-            for prefilter, run in plan[min(sum(map(len, digit_runs)), len(plan) - 1)]:
-                if prefilter is None or prefilter(text, lower, words, runs):
-                    run(text, lower, found)
+            for cue_words, prefilter, run in plan[min(sum(map(len, digit_runs)), len(plan) - 1)]:
+                if cue_words is not None:
+                    if cue_words.isdisjoint(words):
+                        continue
+                elif prefilter is not None and not prefilter(text, lower, words, runs):
+                    continue
+                run(text, lower, found)
         if "@" in text:
             for d in self.at:
                 d.detect(text, lower, found)

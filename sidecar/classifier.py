@@ -361,17 +361,19 @@ class Classifier:
     def tokens(self, query: str) -> tuple[list[str], list[float], list[bool]]:
         """Recommended tokens, the Zipf of what was typed for each, and whether it was changed."""
         toks, surf, changed, _ = self._tokens(query)
+        if surf is None or changed is None:  # nothing was changed: typed = recommended
+            return toks, [self.zipf.get(t, 0) / 100.0 for t in toks], [False] * len(toks)
         return toks, surf, changed
 
-    def _tokens(self, query: str) -> tuple[list[str], list[float], list[bool], list[str]]:
-        """:meth:`tokens` plus the raw tokens (the query is normalised once)."""
+    def _tokens(self, query: str) -> tuple[list[str], list[float] | None, list[bool] | None, list[str]]:
+        """:meth:`tokens` plus the raw tokens (the query is normalised once); ``None, None`` = nothing changed."""
         raw = tokenize(query)
         plain, zipf = self._plain, self.zipf
         for t in raw:  # fast path: no token needs a recommendation (a frozenset test per token)
             if t not in plain and len(t) >= 4:
                 break
         else:
-            return raw, [zipf.get(t, 0) / 100.0 for t in raw], [False] * len(raw), raw
+            return raw, None, None, raw
         toks: list[str] = []
         surf: list[float] = []
         changed: list[bool] = []
@@ -407,7 +409,8 @@ class Classifier:
         return self._units(self._tokens(query), phrases_over_corrections)
 
     def _units(
-        self, tokens: tuple[list[str], list[float], list[bool], list[str]], phrases_over_corrections: bool = True
+        self, tokens: tuple[list[str], list[float] | None, list[bool] | None, list[str]],
+        phrases_over_corrections: bool = True,
     ) -> list[Unit]:
         toks, surf, changed, _ = tokens
         out: list[Unit] = []
@@ -421,6 +424,7 @@ class Classifier:
                 end -= 1
                 continue
             found = None
+            cands = infl.get(last, ()) if last in zipf else bases(last)  # inflection bases of the span end
             lo = end - max_n if end > max_n else 0
             for start in range(lo, end - 1):  # longest span first: left-trimming
                 first = toks[start]
@@ -431,14 +435,13 @@ class Classifier:
                     continue
                 if end - start > 2 and first + " " + toks[start + 1] not in multi2:
                     continue  # no multiword key starts with these two words
-                if not phrases_over_corrections and any(changed[start:end]):
+                if not phrases_over_corrections and changed is not None and any(changed[start:end]):
                     continue
                 key = " ".join(toks[start:end])
                 e = lemmas.get(key)
                 if e is not None and not (curated_only and not e[0] & FLAG_CURATED):
                     found = (start, key, e)
                     break
-                cands = infl.get(last, ()) if last in zipf else bases(last)
                 if cands:
                     prefix = key[: len(key) - len(last)]
                     for b in cands:
@@ -453,7 +456,7 @@ class Classifier:
                 if e is not None:
                     found = (end - 1, last, e)
                 else:
-                    for b in infl.get(last, ()) if last in zipf else bases(last):
+                    for b in cands:
                         e = lemmas.get(b)
                         if e is not None:
                             found = (end - 1, b, e)
@@ -466,11 +469,12 @@ class Classifier:
             while m > 0 and start - m < MAX_MODIFIERS and toks[m - 1] in mods and toks[m - 1] not in stop:
                 m -= 1
             if end - m == 1:
-                out.append(Unit(last, key, zipf.get(last, 0) / 100.0, surf[m], entry))
+                z = zipf.get(last, 0) / 100.0
+                out.append(Unit(last, key, z, z if surf is None else surf[m], entry))
             else:
                 span = toks[m:end]
                 z = _combined_zipf([zipf.get(t, 0) / 100.0 for t in span])
-                out.append(Unit(" ".join(span), key, z, _combined_zipf(surf[m:end]), entry))
+                out.append(Unit(" ".join(span), key, z, z if surf is None else _combined_zipf(surf[m:end]), entry))
             end = m
         return out
 
@@ -505,7 +509,7 @@ class Classifier:
 
     def _script(self, raw: list[str]) -> Classification | None:
         """ODP World for queries written mostly in a non-Latin script (Cyrillic, Greek, Han...)."""
-        if all(t.isascii() for t in raw):
+        if "".join(raw).isascii():
             return None
         scripts: dict[str, int] = {}
         for t in raw:
@@ -558,9 +562,13 @@ class Classifier:
         foreign = self._foreign(tokens[3], units)
         if foreign is not None or not units:
             return foreign
-        units = [u for u in units if u.entry[2] >= MIN_SHARE]
-        if not units:
-            return None
+        if len(units) == 1:
+            if units[0].entry[2] < MIN_SHARE:
+                return None
+        else:
+            units = [u for u in units if u.entry[2] >= MIN_SHARE]
+            if not units:
+                return None
         raw = tokens[3]
         if len(raw) > 1 and not self._first_names.keys().isdisjoint(raw):
             names = self._name_words(raw)

@@ -101,7 +101,9 @@ class Scrubber:
         lower = text.lower()
         found: list[Span] = []
         words = _WORDS.findall(lower)
-        digit_runs = _RUNS.findall(text)
+        # letters and spaces only (most queries, most rescans): no digit, @ or network detector can match
+        plain = text.replace(" ", "").isalpha()
+        digit_runs = [] if plain else _RUNS.findall(text)
         runs: set[int] = set()
         if digit_runs:
             runs = set(map(len, digit_runs))
@@ -113,10 +115,10 @@ class Scrubber:
                 elif prefilter is not None and not prefilter(text, lower, words, runs):
                     continue
                 run(text, lower, found)
-        if "@" in text:
+        if not plain and "@" in text:
             for d in self.at:
                 d.detect(text, lower, found)
-        if ("." in text or ":" in text or "-" in text) and self.netcheck.search(text):
+        if not plain and ("." in text or ":" in text or "-" in text) and self.netcheck.search(text):
             for prefilter, run in self._net_plan:
                 if prefilter(text, lower, words, runs):
                     run(text, lower, found)

@@ -88,12 +88,12 @@ class Held:
     """One buffered event: its user half and its query half, and where each is still held.
 
     ``event`` is never modified (the output is a copy), so it can be written to
-    the state store at any time. ``uidx``/``qidx`` are the positions in the
-    bucket lists (O(1) random removal by swapping with the last element).
+    the state store at any time. ``qidx`` is its position in the bucket's query
+    list (O(1) random removal by swapping with the last element).
     """
 
     __slots__ = ("arrived", "event", "fmt", "new", "pair", "qbucket", "qidx", "row", "sender", "text",
-                 "ubucket", "uidx", "uvalues")
+                 "ubucket", "uvalues")
 
     def __init__(self, row: int, event: Event, sender: str, text: str, pair: int, arrived: float,
                  fmt: str | None, uvalues: tuple[Any, ...], bucket: str | None, new: bool) -> None:
@@ -107,7 +107,6 @@ class Held:
         self.uvalues = uvalues  # user role's value, the other user-side roles, then the user fields
         self.ubucket = bucket
         self.qbucket = bucket
-        self.uidx = -1
         self.qidx = -1
         self.new = new
 
@@ -124,29 +123,41 @@ def _dec(d: dict[Any, int], key: Any) -> None:
         del d[key]
 
 
+def _weighted(items: list[Any], weights: list[int], pick: int) -> Any:
+    """The item at position ``pick`` (0 <= pick < sum(weights)) of the items repeated by weight."""
+    for item, w in zip(items, weights):
+        if pick < w:
+            return item
+        pick -= w
+    raise ValueError("pick out of range")
+
+
 class Bucket:
     """One category's user set and query set, and its current k.
 
-    Both sets always have the same size: an arrival adds to both, a release
-    takes one from each.
+    The user set is kept per user (``by_name``: that user's held user halves),
+    so a user can be drawn uniformly among distinct users in O(distinct); the
+    query set is a list with O(1) random removal. Both sets always have the
+    same size: an arrival adds to both, a release takes one from each.
     """
 
-    __slots__ = ("base", "k", "name", "names", "queries", "senders", "users")
+    __slots__ = ("base", "by_name", "k", "name", "queries", "senders")
 
     def __init__(self, name: str, base: int) -> None:
         self.name = name
         self.base = base
         self.k = base
-        self.users: list[Held] = []
+        self.by_name: dict[str, list[Held]] = {}  # held user halves per user
         self.queries: list[Held] = []
-        self.names: dict[str, int] = {}  # held user halves per user
         self.senders: dict[str, int] = {}  # held query halves per sender
 
     def add_user(self, h: Held) -> None:
-        h.uidx = len(self.users)
         h.ubucket = self.name
-        self.users.append(h)
-        _inc(self.names, h.sender)
+        slots = self.by_name.get(h.sender)
+        if slots is None:
+            self.by_name[h.sender] = [h]
+        else:
+            slots.append(h)
 
     def add_query(self, h: Held) -> None:
         h.qidx = len(self.queries)
@@ -154,16 +165,23 @@ class Bucket:
         self.queries.append(h)
         _inc(self.senders, h.sender)
 
-    def pop_user(self, i: int) -> Held:
-        users = self.users
-        h = users[i]
-        last = users.pop()
+    def pop_user(self, name: str, i: int) -> Held:
+        slots = self.by_name[name]
+        h = slots[i]
+        last = slots.pop()
         if last is not h:
-            users[i] = last
-            last.uidx = i
-        _dec(self.names, h.sender)
+            slots[i] = last
+        if not slots:
+            del self.by_name[name]
         h.ubucket = None
         return h
+
+    def remove_user(self, h: Held) -> None:
+        slots = self.by_name[h.sender]
+        slots.remove(h)
+        if not slots:
+            del self.by_name[h.sender]
+        h.ubucket = None
 
     def pop_query(self, i: int) -> Held:
         queries = self.queries
@@ -175,6 +193,9 @@ class Bucket:
         _dec(self.senders, h.sender)
         h.qbucket = None
         return h
+
+    def users(self) -> list[Held]:
+        return [h for slots in self.by_name.values() for h in slots]
 
 
 class CategoryBufferFilter(Filter):
@@ -272,60 +293,43 @@ class CategoryBufferFilter(Filter):
 
     # --- drawing and releasing -----------------------------------------------------
 
-    def _draw(self, bucket: Bucket) -> tuple[int, int] | None:
-        """A valid (query index, user-slot index), or None when the bucket has no valid pair.
+    def _draw(self, bucket: Bucket) -> tuple[int, str, int] | None:
+        """A valid (query index, user, slot index), or None when the bucket has no valid pair.
 
         Valid: the user is not the query's sender and is not known to have sent
-        the same text. The query is uniform among the held queries; the user is
-        uniform among the valid *distinct* users (``user_draw: user``) or among
-        the valid held user slots (``slot``, the paper's multiset). Rejection
-        sampling first (a few tries), then exact enumeration, so the choice stays
-        uniform; a bucket whose users and senders are all one person is
-        recognised in O(1).
+        the same text. Query uniform among held queries; user uniform among the
+        distinct held users (``user_draw: user``) or weighted by their held
+        slots (``slot``, the paper's multiset). Rejection sampling (32 tries),
+        then an exact enumeration of the valid pairs, so the pair is uniform
+        among valid pairs; a bucket whose users and senders are all one person
+        is recognised in O(1).
         """
-        names, senders = bucket.names, bucket.senders
-        if len(names) == 1 and len(senders) == 1 and next(iter(names)) == next(iter(senders)):
+        by_name, senders = bucket.by_name, bucket.senders
+        if len(by_name) == 1 and len(senders) == 1 and next(iter(by_name)) == next(iter(senders)):
             return None
-        queries, users = bucket.queries, bucket.users
+        queries = bucket.queries
         below = self.pool.below
         avoided = self._avoided
         by_user = self.cfg.user_draw == "user"
+        names = list(by_name)
+        weights = None if by_user else [len(by_name[n]) for n in names]
+        total = sum(weights) if weights else 0
         nq = len(queries)
-        qi = below(nq)
-        q = queries[qi]
-        for _ in range(8):
-            ui = below(nq)
-            u = users[ui].sender
-            if by_user:
-                c = names[u]
-                if c > 1 and below(c):
-                    continue  # accept a slot with probability 1/count: uniform over distinct users
-            if u != q.sender and not avoided(u, q.text):
-                return qi, ui
-        rest = [i for i in range(nq) if i != qi]
-        for j in range(len(rest) - 1, 0, -1):  # Fisher-Yates: the other queries in random order
-            m = below(j + 1)
-            rest[j], rest[m] = rest[m], rest[j]
-        for cand in (qi, *rest):
-            q = queries[cand]
-            if by_user:
-                valid_names = [n for n in names if n != q.sender and not avoided(n, q.text)]
-                if valid_names:
-                    name = valid_names[below(len(valid_names))]
-                    slots = [i for i, h in enumerate(users) if h.sender == name]
-                    return cand, slots[below(len(slots))]
-                continue
-            ok: dict[str, bool] = {}
-            valid = []
-            for ui, h in enumerate(users):
-                v = ok.get(h.sender)
-                if v is None:
-                    v = ok[h.sender] = h.sender != q.sender and not avoided(h.sender, q.text)
-                if v:
-                    valid.append(ui)
-            if valid:
-                return cand, valid[below(len(valid))]
-        return None
+        for _ in range(32):
+            q = queries[qi := below(nq)]
+            name = names[below(len(names))] if by_user else _weighted(names, weights, below(total))  # type: ignore
+            if name != q.sender and not avoided(name, q.text):
+                return qi, name, below(len(by_name[name]))
+        valid = [(qi, name) for qi, q in enumerate(queries) for name in names
+                 if name != q.sender and not avoided(name, q.text)]
+        if not valid:
+            return None
+        if by_user:
+            qi, name = valid[below(len(valid))]
+        else:
+            w = [len(by_name[n]) for _, n in valid]
+            qi, name = _weighted(valid, w, below(sum(w)))
+        return qi, name, below(len(by_name[name]))
 
     def _gone_half(self, h: Held) -> None:
         """Bookkeeping after one half of ``h`` left its bucket."""
@@ -391,33 +395,27 @@ class CategoryBufferFilter(Filter):
         """
         cfg = self.cfg
         min_users = cfg.min_users or bucket.base
-        queries, users, names, senders = bucket.queries, bucket.users, bucket.names, bucket.senders
+        queries, by_name = bucket.queries, bucket.by_name
         emit = self._emit
         gone = self._gone_half
         pool = self.pool
-        by_user = cfg.user_draw == "user"
+        fast = cfg.user_draw == "user"
         held_pairs, batch_pairs = self.held_pairs, self._batch_pairs
         while len(queries) >= bucket.k:
-            drawn: tuple[int, int] | None = None
-            if len(names) >= min_users:
-                nq = len(queries)
+            drawn: tuple[int, str, int] | None = None
+            if len(by_name) >= min_users:
                 words, i = pool.words, pool.i
-                if i + 3 <= len(words):
-                    qi, ui = words[i] % nq, words[i + 1] % nq
-                    pool.i = i + 2
-                    q, u = queries[qi], users[ui]
-                    name = u.sender
-                    ok = name != q.sender
-                    if ok and by_user:
-                        c = names[name]
-                        if c > 1:
-                            pool.i = i + 3
-                            ok = words[i + 2] % c == 0
-                    if ok:
+                if fast and i + 3 <= len(words):
+                    pool.i = i + 3
+                    qi = words[i] % len(queries)
+                    q = queries[qi]
+                    names = list(by_name)
+                    name = names[words[i + 1] % len(names)]
+                    if name != q.sender:
                         pair = hash((name, q.text))
                         if (pair not in held_pairs and pair not in batch_pairs and pair not in self._recent
                                 and pair not in self._older):
-                            drawn = qi, ui
+                            drawn = qi, name, words[i + 2] % len(by_name[name])
                 if drawn is None:
                     drawn = self._draw(bucket)
             if drawn is None:
@@ -425,21 +423,9 @@ class CategoryBufferFilter(Filter):
                 self._dirty_k.add(bucket.name)
                 self.counts["k_raised"] += 1
                 return
-            qi, ui = drawn
-            u = users[ui]
-            last = users.pop()
-            if last is not u:
-                users[ui] = last
-                last.uidx = ui
-            _dec(names, u.sender)
-            u.ubucket = None
-            q = queries[qi]
-            last = queries.pop()
-            if last is not q:
-                queries[qi] = last
-                last.qidx = qi
-            _dec(senders, q.sender)
-            q.qbucket = None
+            qi, name, si = drawn
+            u = bucket.pop_user(name, si)
+            q = bucket.pop_query(qi)
             if u.qbucket is None or not u.new:
                 gone(u)
             if q.ubucket is None or not q.new:
@@ -460,8 +446,8 @@ class CategoryBufferFilter(Filter):
         for h in sorted(bucket.queries, key=lambda x: x.arrived)[:count]:
             bucket.pop_query(h.qidx)
             self._gone_half(h)
-        for h in sorted(bucket.users, key=lambda x: x.arrived)[:count]:
-            bucket.pop_user(h.uidx)
+        for h in sorted(bucket.users(), key=lambda x: x.arrived)[:count]:
+            bucket.remove_user(h)
             self._gone_half(h)
         self._held -= count
         self.counts[reason] += count
@@ -504,12 +490,12 @@ class CategoryBufferFilter(Filter):
             parent.add_query(h)
             if not h.new:
                 self._touched.add(h)
-        for h in bucket.users:
+        for h in bucket.users():
             parent.add_user(h)
             if not h.new:
                 self._touched.add(h)
-        bucket.queries, bucket.users = [], []
-        bucket.names.clear()
+        bucket.queries = []
+        bucket.by_name = {}
         bucket.senders.clear()
         self.counts["merged"] += moved
         log.info("bucket_merged", filter=self.NAME, count=moved)
@@ -606,13 +592,14 @@ class CategoryBufferFilter(Filter):
             h = Held(next_id, ev, sender, text, pair, now, fmt, (ev.user,) if simple else uvalues(ev), name, True)
             next_id += 1
             bucket = buckets.get(name) or self._bucket(name)
-            users, queries = bucket.users, bucket.queries
-            h.uidx = len(users)
-            users.append(h)
+            by_name, queries = bucket.by_name, bucket.queries
+            slots = by_name.get(sender)
+            if slots is None:
+                by_name[sender] = [h]
+            else:
+                slots.append(h)
             h.qidx = len(queries)
             queries.append(h)
-            names = bucket.names
-            names[sender] = names.get(sender, 0) + 1
             senders = bucket.senders
             senders[sender] = senders.get(sender, 0) + 1
             new_append(h)
@@ -656,8 +643,8 @@ class CategoryBufferFilter(Filter):
         """Held user halves by (user, bucket): what each user is still owed (for the profile invariant)."""
         out: Counter[tuple[str, str]] = Counter()
         for b in self.buckets.values():
-            for name, n in b.names.items():
-                out[(name, b.name)] += n
+            for name, slots in b.by_name.items():
+                out[(name, b.name)] += len(slots)
         return out
 
     def stats(self) -> dict[str, Any]:

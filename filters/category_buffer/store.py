@@ -56,10 +56,18 @@ def _fallback(obj: Any) -> Any:
 
 
 def pack_event(ev: Event) -> tuple[bytes, bool]:
-    """Serialise an event; the flag is False when its record could not be kept (then rebuilt from roles)."""
+    """Serialise an event; the flag is False when its record could not be kept (then rebuilt from roles).
+
+    TSV (list of fields) and JSON (dict) records are kept; other records (a gRPC
+    message) are not: such an event is re-encoded from its roles after a
+    restart, without its non-role attributes.
+    """
     fmt = getattr(ev.codec, "format", None) if ev.codec is not None else None
     head = [ev.user, ev.query, ev.time, ev.rank, ev.url]
     meta = ev.meta
+    if not isinstance(ev.record, list | dict | None):  # e.g. a protobuf message: roles only
+        blob = msgpack.packb([*head, None, None, ev.eol, fmt, meta], default=_fallback, use_bin_type=True)
+        return blob, False
     try:
         blob = msgpack.packb([*head, ev.record, ev.raw, ev.eol, fmt, meta], default=_fallback, use_bin_type=True)
         return blob, True

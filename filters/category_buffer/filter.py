@@ -141,7 +141,7 @@ class Bucket:
     same size: an arrival adds to both, a release takes one from each.
     """
 
-    __slots__ = ("base", "by_name", "k", "name", "queries", "senders")
+    __slots__ = ("base", "by_name", "k", "name", "queries")
 
     def __init__(self, name: str, base: int) -> None:
         self.name = name
@@ -149,7 +149,6 @@ class Bucket:
         self.k = base
         self.by_name: dict[str, list[Held]] = {}  # held user halves per user
         self.queries: list[Held] = []
-        self.senders: dict[str, int] = {}  # held query halves per sender
 
     def add_user(self, h: Held) -> None:
         h.ubucket = self.name
@@ -163,7 +162,6 @@ class Bucket:
         h.qidx = len(self.queries)
         h.qbucket = self.name
         self.queries.append(h)
-        _inc(self.senders, h.sender)
 
     def pop_user(self, name: str, i: int) -> Held:
         slots = self.by_name[name]
@@ -190,7 +188,6 @@ class Bucket:
         if last is not h:
             queries[i] = last
             last.qidx = i
-        _dec(self.senders, h.sender)
         h.qbucket = None
         return h
 
@@ -302,11 +299,13 @@ class CategoryBufferFilter(Filter):
         slots (``slot``, the paper's multiset). Rejection sampling (32 tries),
         then an exact enumeration of the valid pairs, so the pair is uniform
         among valid pairs; a bucket whose users and senders are all one person
-        is recognised in O(1).
+        is recognised in one pass.
         """
-        by_name, senders = bucket.by_name, bucket.senders
-        if len(by_name) == 1 and len(senders) == 1 and next(iter(by_name)) == next(iter(senders)):
-            return None
+        by_name = bucket.by_name
+        if len(by_name) == 1:
+            (only,) = by_name
+            if all(q.sender == only for q in bucket.queries):
+                return None
         queries = bucket.queries
         below = self.pool.below
         avoided = self._avoided
@@ -496,7 +495,6 @@ class CategoryBufferFilter(Filter):
                 self._touched.add(h)
         bucket.queries = []
         bucket.by_name = {}
-        bucket.senders.clear()
         self.counts["merged"] += moved
         log.info("bucket_merged", filter=self.NAME, count=moved)
         self._release(parent, out)
@@ -600,8 +598,6 @@ class CategoryBufferFilter(Filter):
                 slots.append(h)
             h.qidx = len(queries)
             queries.append(h)
-            senders = bucket.senders
-            senders[sender] = senders.get(sender, 0) + 1
             new_append(h)
             held_pairs[pair] = held_pairs.get(pair, 0) + 1
             if cap:

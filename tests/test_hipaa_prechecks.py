@@ -81,3 +81,26 @@ def corpus_texts() -> list[str]:
 def test_prechecks_block_nothing_on_the_corpus(corpus_texts: list[str]) -> None:
     """Same spans on a corpus sample with and without pre-checks."""
     assert [spans(GATED, q) for q in corpus_texts] == [spans(UNGATED, q) for q in corpus_texts]
+
+
+CUE_TEXT = st.lists(
+    st.sampled_from(
+        [
+            "mrn", "mrn:", "medical record", "medrec", "member id", "policy #", "account number", "acct",
+            "a/c", "s/n", "sn", "serial no.", "license plate", "drivers license", "dl", "vin", "card",
+            "cardno12345678", "4account", "x", "is", "=", "#", "00123456", "ab-1234", "1999", "12",
+            "yrg07598386", "9957903289", "ABC1234",
+        ]
+    ),
+    min_size=1,
+    max_size=6,
+).map(" ".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(CUE_TEXT)
+def test_cue_scan_finds_what_the_full_scan_finds(text: str) -> None:
+    """ContextNumberDetector tries its pattern only where a cue starts: same matches as a full scan."""
+    d = next(x for x in GATED.digit if type(x).__name__ == "ContextNumberDetector")
+    lower = text.lower()
+    assert [m.span() for m in d.matches(lower)] == [m.span() for m in d.combined.finditer(lower)]

@@ -5,11 +5,20 @@ account, certificate/license, device serial and vehicle plate numbers; and VINs 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from filters.hipaa_scrub.detectors import Detector, Pattern, Span
 
 _NUM = r"(?:\s*(?:number|numbers|num|no\.?|nbr|#|id|code))?\s*(?:is|=|:|#)?\s*"
 VALUE = r"(?P<v>(?=[a-z0-9-]*\d[a-z0-9-]*\d)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){3,24})(?![\w-])"
+
+
+CUE_STARTS = (
+    "plate|tag|lic|mrn|med|patient|chart|hospital|member|subscriber|polic|health|insurance|group|beneficiary|"
+    "hicn|mbi|claim|acc|a/c|bank|routing|aba|iban|customer|loan|card|driver|dl|cert|npi|dea|permit|passport|"
+    "registration|badge|serial|s/n|sn|imei|meid|esn|device|udid|model"
+)
+"""Prefixes of every cue of :class:`ContextNumberDetector` (``lic`` covers license, licence, lic)."""
 
 
 def _cue(words: str) -> str:
@@ -111,9 +120,23 @@ class ContextNumberDetector(Detector):
         # one scan for all cues: the alternatives become named groups (kind_v holds the value)
         parts = [p.regex.replace("(?P<v>", f"(?P<{p.name}_v>") for p in self.PATTERNS]
         self.combined = re.compile("|".join(f"(?:{r})" for r in parts), self.FLAGS)
+        # every cue starts with one of these: a cheap scan finds the places worth trying the full pattern
+        self.starts = re.compile(rf"(?<![\w])(?:{CUE_STARTS})", self.FLAGS)
+
+    def matches(self, lower: str) -> Iterator[re.Match[str]]:
+        """The matches of ``combined.finditer(lower)``, trying the full pattern only where a cue starts."""
+        search, match = self.starts.search, self.combined.match
+        pos = 0
+        while (s := search(lower, pos)) is not None:
+            m = match(lower, s.start())
+            if m is None:
+                pos = s.start() + 1
+            else:
+                yield m
+                pos = m.end()
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        for m in self.combined.finditer(lower):
+        for m in self.matches(lower):
             group = m.lastgroup
             if group is None:
                 continue

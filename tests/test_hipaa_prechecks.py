@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from filters.hipaa_scrub import HipaaScrubConfig, Scrubber
 from filters.hipaa_scrub.corpus import Corpus
+from filters.hipaa_scrub.detectors import scan_from_starts
 
 
 def ungated(cfg: HipaaScrubConfig | None = None) -> Scrubber:
@@ -104,3 +105,27 @@ def test_cue_scan_finds_what_the_full_scan_finds(text: str) -> None:
     d = next(x for x in GATED.digit if type(x).__name__ == "ContextNumberDetector")
     lower = text.lower()
     assert [m.span() for m in d.matches(lower)] == [m.span() for m in d.combined.finditer(lower)]
+
+
+DATE_TEXT = st.lists(
+    st.sampled_from(
+        [
+            "born", "birth day", "birthdate", "dob", "d.o.b.", "died", "passed away", "admitted on", "discharge date",
+            "march", "mar.", "sept", "september", "may", "june", "3", "15th", "31", "of", ",", "1980", "2006",
+            "3/15", "x", "obituary", "bday",
+        ]
+    ),
+    min_size=1,
+    max_size=7,
+).map(" ".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(DATE_TEXT)
+def test_date_scans_find_what_the_full_scans_find(text: str) -> None:
+    """Written dates and cued dates are tried only where a month or a cue starts: same matches."""
+    d = next(x for x in GATED.digit if type(x).__name__ == "DateDetector")
+    _, _, mdy, _, cue = (rx for _, rx in d.compiled)
+    lower = text.lower()
+    for starts, full in ((d._month_start, mdy), (d._cue_start, cue)):
+        assert [m.span() for m in scan_from_starts(starts, full, lower)] == [m.span() for m in full.finditer(lower)]

@@ -9,6 +9,7 @@ pass before the detector runs at all (most queries have no digit, no ``@``...).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -121,6 +122,23 @@ def luhn_ok(digits: str) -> bool:
                 d -= 9
         total += d
     return total % 10 == 0
+
+
+def scan_from_starts(starts: re.Pattern[str], full: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """``full.finditer(text)``, trying ``full`` only where ``starts`` matches.
+
+    ``starts`` must match at every position where ``full`` can match (a cheap scan for the words a
+    match begins with): then the matches are the same, without trying a long alternation everywhere.
+    """
+    search, match = starts.search, full.match
+    pos = 0
+    while (s := search(text, pos)) is not None:
+        m = match(text, s.start())
+        if m is None:
+            pos = s.start() + 1
+        else:
+            yield m
+            pos = m.end() if m.end() > m.start() else m.start() + 1
 
 
 def context_before(lower: str, start: int, words: re.Pattern[str], window: int = 24) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from filters.hipaa_scrub.detectors import Detector, Pattern, Span
+from filters.hipaa_scrub.detectors import Detector, Pattern, Span, scan_from_starts
 
 _NUM = r"(?:\s*(?:number|numbers|num|no\.?|nbr|#|id|code))?\s*(?:is|=|:|#)?\s*"
 VALUE = r"(?P<v>(?=[a-z0-9-]*\d[a-z0-9-]*\d)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){3,24})(?![\w-])"
@@ -125,15 +125,7 @@ class ContextNumberDetector(Detector):
 
     def matches(self, lower: str) -> Iterator[re.Match[str]]:
         """The matches of ``combined.finditer(lower)``, trying the full pattern only where a cue starts."""
-        search, match = self.starts.search, self.combined.match
-        pos = 0
-        while (s := search(lower, pos)) is not None:
-            m = match(lower, s.start())
-            if m is None:
-                pos = s.start() + 1
-            else:
-                yield m
-                pos = m.end()
+        return scan_from_starts(self.starts, self.combined, lower)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         for m in self.matches(lower):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from filters.hipaa_scrub.detectors import Detector, Pattern, Span
+from filters.hipaa_scrub.detectors import Detector, Pattern, Span, scan_from_starts
 
 MONTHS = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
@@ -91,6 +91,11 @@ class DateDetector(Detector):
 
     _mid = re.compile(r"\d([/.-])\d\d?\1\d")  # numeric and ISO dates: a 1-2 digit group between two separators
     _year = re.compile(r"(?:1[89]|20)\d\d")
+    # where a written date (month first) or a cue can start: the full patterns are tried there only
+    _month_start = re.compile(r"(?<![\w])(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)", re.IGNORECASE)
+    _cue_start = re.compile(
+        r"(?<![\w])(?:born|birth|dob|d\.o\.b|died|death|deceased|passed|admi|discharg)", re.IGNORECASE
+    )
     _CUE_PARTS = ("born", "birth", "dob", "d.o.b", "died", "death", "deceased", "passed", "admi", "discharg")
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
@@ -112,11 +117,12 @@ class DateDetector(Detector):
                     out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(1)))
         month = self._month.search(lower) is not None
         if month and self._year.search(lower) is not None:
-            for rx in (mdy, dmy):
-                for m in rx.finditer(lower):
-                    out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
+            for m in scan_from_starts(self._month_start, mdy, lower):
+                out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
+            for m in dmy.finditer(lower):
+                out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
         if (month or self._sep.search(lower) is not None) and any(c in lower for c in self._CUE_PARTS):
-            for m in cue.finditer(lower):
+            for m in scan_from_starts(self._cue_start, cue, lower):
                 out.append(Span(m.start(1), m.end(1), "date", self.PRIORITY, general=""))
 
 

@@ -97,6 +97,11 @@ def evaluate_cmd(kb_path: Path | None, data_dir: Path | None, per_category: bool
         for mode, fn in (("classify", clf.classify), ("paper Alg. 1", clf.classify_paper)):
             s = ev.score(fn, rows)
             click.echo(f"{name:20} {mode:13} n={s.total:>6,}  coverage {s.coverage:6.1%}  accuracy {s.accuracy:6.1%}")
+            if name.startswith("magnetic") and mode == "classify":
+                for half in (0, 1):  # deterministic halves by hash: tune on one, check the other
+                    hs = ev.score(fn, [(q, c) for q, c in rows if ev.half_of(q) == half])
+                    click.echo(f"  {f'half {half} (crc32)':18} {mode:13} n={hs.total:>6,}  coverage {hs.coverage:6.1%}"
+                               f"  accuracy {hs.accuracy:6.1%}")
             if per_category and mode == "classify":
                 for cat, (n, cov, ok) in sorted(s.per_category.items()):
                     acc = ok / cov if cov else 0.0

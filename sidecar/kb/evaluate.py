@@ -12,6 +12,7 @@ coverage is the share it categorises. Only counts are reported, never queries.
 from __future__ import annotations
 
 import csv
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -91,6 +92,11 @@ def read_aol_queries(path: Path) -> list[str]:
         header = next(reader, [])
         qi = header.index("Query") if "Query" in header else 1
         return [row[qi] for row in reader if len(row) > qi]
+
+
+def half_of(query: str) -> int:
+    """Deterministic half (0 or 1) of a query, by CRC-32: a tuning half and a held-out half."""
+    return zlib.crc32(query.encode("utf-8", errors="replace")) & 1
 
 
 def score(classify: Callable[[str], object | None], rows: Iterable[tuple[str, str]]) -> Score:

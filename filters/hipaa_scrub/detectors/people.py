@@ -304,7 +304,7 @@ class NameDetector(Detector):
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         words = self.words.findall(lower)
-        toks = [(m.start(), m.end(), m.group().rstrip(".")) for m in self.compiled[0][1].finditer(lower)]
+        toks = [(m.start(), m.end(), m[0].rstrip(".")) for m in self.compiled[0][1].finditer(lower)]
         n = len(toks)
         cue = not CUES.isdisjoint(words)
         threshold = self.cue_threshold if cue else self.threshold

@@ -212,7 +212,7 @@ class PlaceDetector(Detector):
         return False
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        toks = [(m.start(), m.end(), m.group()) for m in self.compiled[0][1].finditer(lower)]
+        toks = [(m.start(), m.end(), m[0]) for m in self.compiled[0][1].finditer(lower)]
         geo = self.geo
         n = len(toks)
         taken_until = -1

@@ -5,9 +5,10 @@ from __future__ import annotations
 import urllib.request
 from pathlib import Path
 
+from grpc_helpers import sidecar, write_config
+
 from sidecar.gen.querylog.v1.querylog_pb2 import EventBatch, QueryEvent
 from sidecar.gen.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
-from tests.grpc_helpers import sidecar, write_config
 
 
 def test_metrics_endpoint_counts_without_values(tmp_path: Path) -> None:

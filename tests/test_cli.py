@@ -28,7 +28,7 @@ ALL = _commands(main)
 def test_the_foundation_commands_exist() -> None:
     """serve/replay/check-config/generate/filters/bench are part of the CLI (issue 2)."""
     names = {c[0] for c in ALL}
-    assert {"replay", "check-config", "generate", "filters", "bench"} <= names
+    assert {"serve", "send", "demo", "replay", "check-config", "generate", "filters", "bench"} <= names
 
 
 @pytest.mark.parametrize("path", ALL, ids=[" ".join(c) for c in ALL])
@@ -43,6 +43,8 @@ def test_every_command_has_help(path: tuple[str, ...]) -> None:
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"Usage: main {' '.join(path)}")
     assert cmd.get_short_help_str(200).strip() in " ".join(result.output.split())
+    undocumented = [p.name for p in cmd.params if isinstance(p, click.Option) and not p.help]
+    assert not undocumented, f"{' '.join(path)}: options without help: {undocumented}"
 
 
 def test_filters_lists_builtins_with_options_as_json() -> None:

@@ -70,9 +70,9 @@ def run_filter(name: str, options: dict[str, object], events: list[Event], batch
 
 
 @click.command("buffer")
-@click.option("--events", default=500_000, show_default=True)
-@click.option("--users", default=10_000, show_default=True)
-@click.option("--k", default=5, show_default=True)
+@click.option("--events", default=500_000, show_default=True, help="Events in the synthetic stream.")
+@click.option("--users", default=10_000, show_default=True, help="Distinct users in the stream.")
+@click.option("--k", default=5, show_default=True, help="Buffer size k of every category.")
 @click.option("--batch", default=1000, show_default=True, help="Events per process() call (one commit each).")
 @click.option("--seed", default=1, show_default=True, help="Seed of the synthetic log (draws use the CSPRNG).")
 def COMMAND(events: int, users: int, k: int, batch: int, seed: int) -> None:

@@ -69,7 +69,7 @@ def _line(label: str, count: int, walls: list[float], cpus: list[float], note: s
 @click.option("--queries", "n", default=200_000, show_default=True,
               help="Length of the cached stream (and size of the generated pool without AOL data).")
 @click.option("--repeat", default=3, show_default=True, help="Timed runs per mode (median reported).")
-@click.option("--seed", default=1, show_default=True)
+@click.option("--seed", default=1, show_default=True, help="Seed of generated queries (when the AOL sample is absent).")
 @click.option("--kb", "kb_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="KB file.")
 @click.option("--aol", "aol", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="AOL-format TSV to draw queries from (default: <repo>/../shared/data/aol-sample.tsv if present).")

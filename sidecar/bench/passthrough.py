@@ -211,7 +211,7 @@ def bench_grpc(events: int, seed: int, repeat: int, echo: bool) -> list[str]:
 
 @click.command("passthrough")
 @click.option("--events", default=1_000_000, show_default=True, help="Events in the synthetic log.")
-@click.option("--seed", default=1, show_default=True)
+@click.option("--seed", default=1, show_default=True, help="Seed of the synthetic log.")
 @click.option("--repeat", default=3, show_default=True, help="Runs; the best is reported.")
 @click.option("--file/--no-file", "do_file", default=True, show_default=True, help="File replay part.")
 @click.option("--grpc/--no-grpc", "do_grpc", default=True, show_default=True, help="gRPC Filter part.")

@@ -15,10 +15,10 @@ from sidecar.bench.buffer import categorised_events, run_filter
 
 
 @click.command("profile")
-@click.option("--events", default=500_000, show_default=True)
-@click.option("--users", default=10_000, show_default=True)
+@click.option("--events", default=500_000, show_default=True, help="Events in the synthetic stream.")
+@click.option("--users", default=10_000, show_default=True, help="Distinct users in the stream.")
 @click.option("--batch", default=1000, show_default=True, help="Events per process() call (one commit each).")
-@click.option("--seed", default=1, show_default=True)
+@click.option("--seed", default=1, show_default=True, help="Seed of the synthetic stream.")
 def COMMAND(events: int, users: int, batch: int, seed: int) -> None:
     """Events/s of the profile filter on one core, counts durable in SQLite (WAL)."""
     from sidecar.logs import configure_logging

@@ -55,7 +55,9 @@ def _planted_left(protected: Path, values: list[str]) -> int:
               type=click.Path(dir_okay=False, exists=True), help="Sidecar config.")
 @click.option("--out-dir", default="demo-out", show_default=True, type=click.Path(file_okay=False),
               help="Where the input, the protected output and the server log go.")
-@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100_000))
+@click.option(
+    "--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100_000), help="Events per Filter request."
+)
 def demo_cmd(users: int, seed: int, config_file: str, out_dir: str, batch_size: int) -> None:
     """Generate a log, run it through the sidecar over gRPC, write the protected output, print a summary."""
     from adapters.grpc_client import channel, get_stats, send_file, wait_serving

@@ -179,10 +179,11 @@ def run(config: Path, users: int, replicas: int, batch: int, seed: int, order: s
 
 
 @click.command("default")
-@click.option("--config", "-c", "config_file", default=str(REPO / "config" / "default.yaml"), show_default=True,
+@click.option("--config", "-c", "config_file", default=str(REPO / "config" / "default.yaml"),
+              show_default="config/default.yaml",
               type=click.Path(exists=True, dir_okay=False), help="The chain to measure.")
 @click.option("--users", default=4000, show_default=True, help="Users in the generated log.")
-@click.option("--replicas", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1, 64),
+@click.option("--replicas", default=os.cpu_count() or 1, show_default="the number of cores", type=click.IntRange(1, 64),
               help="Sidecar processes (events routed by user id hash).")
 @click.option("--batch", default=1000, show_default=True, help="Events per Filter request.")
 @click.option("--seed", default=1, show_default=True, help="Seed of the generated log.")

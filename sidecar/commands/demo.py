@@ -51,7 +51,7 @@ def _planted_left(protected: Path, values: list[str]) -> int:
 @click.command("demo")
 @click.option("--users", default=2000, show_default=True, type=click.IntRange(1, 1_000_000), help="Synthetic users.")
 @click.option("--seed", default=1, show_default=True, help="Seed of the synthetic log.")
-@click.option("--config", "-c", "config_file", default=str(DEFAULT_CONFIG), show_default=True,
+@click.option("--config", "-c", "config_file", default=str(DEFAULT_CONFIG), show_default="config/default.yaml",
               type=click.Path(dir_okay=False, exists=True), help="Sidecar config.")
 @click.option("--out-dir", default="demo-out", show_default=True, type=click.Path(file_okay=False),
               help="Where the input, the protected output and the server log go.")

@@ -59,7 +59,12 @@ class LineReader:
     """Reads lines in batches, dead-lettering what cannot be a record."""
 
     def __init__(
-        self, path: str, dead: DeadLetters, max_record_bytes: int, stop: Callable[[], bool] | None = None
+        self,
+        path: str,
+        dead: DeadLetters,
+        max_record_bytes: int,
+        stop: Callable[[], bool] | None = None,
+        skip_through: int = 0,
     ) -> None:
         self.path = path
         self.dead = dead
@@ -67,6 +72,7 @@ class LineReader:
         self.stop = stop  # checked while waiting on stdin, so SIGTERM stops an idle stream
         self.bytes_read = 0
         self._lineno = 0  # line number of the last line handed out or dead-lettered
+        self.skip_through = skip_through  # lines up to here were handled by an earlier run: not reported again
 
     @property
     def lines_seen(self) -> int:
@@ -74,7 +80,8 @@ class LineReader:
         return self._lineno
 
     def _bad(self, reason: str, record: bytes | None) -> None:
-        self.dead.add(reason, self.path, self._lineno, record)
+        if self._lineno > self.skip_through or self._lineno == 0:
+            self.dead.add(reason, self.path, self._lineno, record)
 
     def _decode(self, blob: bytes) -> tuple[list[str], list[int] | None]:
         """Decode complete lines (joined by \\n, no trailing newline); bad lines dead-lettered.
@@ -221,12 +228,18 @@ def _prepend(first: LineBatch | None, rest: Iterator[LineBatch]) -> Iterator[Lin
 class TextWriter:
     """Writes encoded lines, keeping the input's final-newline state."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, resume_at: int | None = None) -> None:
+        """``resume_at``: keep the first ``resume_at`` bytes of an existing plain file and append after them."""
         self.path = path
         if path == "-":
             self.stream: IO[str] = sys.stdout
         else:
-            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+            if resume_at is None:
+                fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+            else:
+                fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+                os.ftruncate(fd, resume_at)
+                os.lseek(fd, resume_at, os.SEEK_SET)
             binary: IO[bytes] = os.fdopen(fd, "wb")
             if path.endswith(".gz"):
                 binary = gzip.GzipFile(fileobj=binary, mode="wb", compresslevel=6)  # type: ignore[assignment]
@@ -274,8 +287,16 @@ class FileSink(Sink):
     Config = FileSinkConfig
     SUMMARY = "write events to a file or stdout (TSV/JSONL, .gz), same schema as the input"
 
-    def __init__(self, config: FileSinkConfig, ctx: BuildContext, schema: SchemaConfig | None = None) -> None:
+    def __init__(
+        self,
+        config: FileSinkConfig,
+        ctx: BuildContext,
+        schema: SchemaConfig | None = None,
+        resume_at: int | None = None,
+    ) -> None:
+        """``resume_at``: continue a plain output file after its first ``resume_at`` bytes (no header again)."""
         super().__init__(config, ctx)
+        self.resume_at = resume_at
         self.cfg = config
         self.schema = schema or ctx.schema or SchemaConfig()
         path = config.path
@@ -298,8 +319,8 @@ class FileSink(Sink):
                 header = h + "\n" if h is not None else None
             else:
                 header = None
-        self.writer = TextWriter(self.path)
-        if header:
+        self.writer = TextWriter(self.path, self.resume_at)
+        if header and not self.resume_at:
             self.writer.write_text(header, header.endswith("\n"))
 
     def write(self, events: list[Event]) -> None:
@@ -321,6 +342,16 @@ class FileSink(Sink):
                 self.writer.stream.flush()
                 with contextlib.suppress(OSError, io.UnsupportedOperation):
                     os.fsync(self.writer.stream.buffer.fileno())
+
+    def durable_size(self) -> int:
+        """Flush and fsync a plain output file; its size in bytes (the resume point)."""
+        if self.writer is None:
+            self.start(None, None)
+        assert self.writer is not None
+        self.writer.flush()
+        fd = self.writer.stream.buffer.fileno()
+        os.fsync(fd)
+        return os.fstat(fd).st_size
 
     def close(self) -> None:
         if self.writer is not None:

@@ -86,9 +86,16 @@ def filters_cmd() -> None:
 )
 @click.option("--seed", type=int, default=None, help="Seed the random choices (tests and benchmarks only).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
-def replay_cmd(config_file: str, input_path: str, output: str | None, seed: int | None, progress: bool | None) -> None:
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Exactly once across crashes: commit output (fsync) with the state per batch; rerun to continue.",
+)
+def replay_cmd(
+    config_file: str, input_path: str, output: str | None, seed: int | None, progress: bool | None, resume: bool
+) -> None:
     """Replay a log file (TSV or JSON lines, .gz; `-` = stdin) through the chain."""
-    from sidecar.replay import StopFlag, replay
+    from sidecar.replay import ResumeError, StopFlag, replay
 
     cfg = load(config_file)
     setup_logs(cfg)
@@ -99,9 +106,12 @@ def replay_cmd(config_file: str, input_path: str, output: str | None, seed: int 
     stop.install()
     show = sys.stderr.isatty() if progress is None else progress
     try:
-        summary = replay(cfg, input_path, output, seed=seed, progress=show, stop=stop)
+        summary = replay(cfg, input_path, output, seed=seed, progress=show, stop=stop, resume=resume)
     except ConfigError as exc:
         fail_config(exc)
+    except ResumeError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
     except OSError as exc:  # unwritable output or state folder: the path and the reason, no traceback
         click.echo(f"{exc.filename or input_path}: {exc.strerror or type(exc).__name__}", err=True)
         sys.exit(2)
@@ -121,3 +131,4 @@ def _register_commands() -> None:
 
 
 _register_commands()
+

@@ -43,6 +43,48 @@ class ReplaySummary:
         )
 
 
+class ResumeError(ValueError):
+    """``--resume`` asked for with an output it cannot resume."""
+
+
+def _after(batch: LineBatch, done_line: int) -> LineBatch:
+    """The part of ``batch`` after input line ``done_line`` (handled by an earlier run)."""
+    n = len(batch.lines)
+    if batch.line_number(n - 1) <= done_line:
+        return batch.sub(n, n, batch.last_eol)
+    start = next(i for i in range(n) if batch.line_number(i) > done_line)
+    return batch if start == 0 else batch.sub(start, n, batch.last_eol)
+
+
+class Checkpoint:
+    """Input position and output size of a ``--resume`` replay, committed with the filters' state."""
+
+    def __init__(self, pipeline: Pipeline, input_path: str, output_path: str) -> None:
+        self.conn = pipeline.state.conn
+        self.key = f"{os.path.abspath(input_path)}\0{output_path}"
+        pipeline.state.migrate(
+            "replay",
+            [lambda db: db["replay_checkpoints"].create({"key": str, "line": int, "bytes": int}, pk="key")],
+        )
+
+    def load(self) -> tuple[int, int]:
+        row = self.conn.execute("SELECT line, bytes FROM replay_checkpoints WHERE key = ?", (self.key,)).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self, line: int, sink: FileSink) -> None:
+        """fsync the output, record how far input and output got, commit the batch's state with it."""
+        size = sink.durable_size()
+        self.conn.execute(
+            "INSERT INTO replay_checkpoints(key, line, bytes) VALUES (?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET line = excluded.line, bytes = excluded.bytes",
+            (self.key, line, size),
+        )
+        self.conn.execute("COMMIT")
+
+
 class StopFlag:
     """Set by SIGTERM/SIGINT: stop reading, finish the batch in flight, flush, close."""
 
@@ -86,21 +128,39 @@ def replay(
     seed: int | None = None,
     progress: bool = False,
     stop: StopFlag | None = None,
+    resume: bool = False,
 ) -> ReplaySummary:
-    """Replay ``input_path`` through the configured chain. Output: ``output``, else the sinks, else stdout."""
+    """Replay ``input_path`` through the configured chain. Output: ``output``, else the sinks, else stdout.
+
+    ``resume``: exactly-once mode for a plain output file. Each batch's output is
+    fsynced and committed together with the filters' state and the input position;
+    after a crash (even kill -9) the same command truncates the output to the last
+    commit and continues from there: every event is released once or still held.
+    """
     started = time.perf_counter()
     stop = stop if stop is not None else StopFlag()  # `or` would drop an unset flag (it is falsy)
+    if resume and (output is None or output == "-" or output.endswith(".gz")):
+        raise ResumeError("--resume needs -o OUTPUT, a plain (not .gz) file")
     pipeline = Pipeline(config, seed=seed, with_sinks=output is None)
     summary = ReplaySummary()
     sinks: list[Sink] = pipeline.sinks
     own_sinks: list[Sink] = []
+    checkpoint: Checkpoint | None = None
+    done_line = 0
     if output is not None or not sinks:
         path = os.path.abspath(output) if output and output != "-" else "-"  # -o is relative to the cwd
-        own_sinks = [FileSink(FileSinkConfig(path=path), pipeline.ctx, config.sidecar.schema)]
+        resume_at = None
+        if resume:
+            checkpoint = Checkpoint(pipeline, input_path, path)
+            done_line, resume_at = checkpoint.load()
+        own_sinks = [FileSink(FileSinkConfig(path=path), pipeline.ctx, config.sidecar.schema, resume_at)]
         sinks = own_sinks
     try:
         codec = codec_for(config.sidecar.schema, input_path)
-        reader = LineReader(input_path, pipeline.dead, config.sidecar.limits.max_record_bytes, stop=stop.__bool__)
+        reader = LineReader(
+            input_path, pipeline.dead, config.sidecar.limits.max_record_bytes, stop=stop.__bool__,
+            skip_through=done_line,
+        )
         batches: Iterator[LineBatch] = reader.batches(config.sidecar.limits.batch_size)
         header = None
         if codec.format == "tsv" and config.sidecar.schema.header:
@@ -115,6 +175,12 @@ def replay(
         dead = pipeline.dead
         decode_many = codec.decode_many  # type: ignore[attr-defined]
         for batch in _progress(batches, reader, input_path, progress):
+            if done_line:
+                batch = _after(batch, done_line)
+                if not batch.lines:
+                    continue
+            if checkpoint is not None:
+                checkpoint.begin()
             bad: list[tuple[int, str]] = []
             events = decode_many(batch.lines, "\n", bad)
             for idx, reason in bad:
@@ -125,13 +191,19 @@ def replay(
             out = pipeline.process(events)
             for sink in sinks:
                 sink.write(out)
+            if checkpoint is not None:
+                checkpoint.commit(batch.line_number(len(batch.lines) - 1), own_sinks[0])
             if stop:
                 break
         summary.interrupted = bool(stop)
+        if checkpoint is not None:
+            checkpoint.begin()
         out = pipeline.flush(final=True)
         for sink in sinks:
             sink.write(out)
             sink.flush()
+        if checkpoint is not None:
+            checkpoint.commit(max(done_line, reader.lines_seen), own_sinks[0])
         summary.records_in = reader.lines_seen - (1 if header is not None else 0)
         stats = pipeline.stats()
         summary.events_out = stats["events_out"]

@@ -77,9 +77,6 @@ class Event:
             self.meta = {}
         self.meta[key] = value
 
-    def get(self, role: str) -> Any:
-        return getattr(self, role)
-
     def __repr__(self) -> str:  # never show values: events end up in tracebacks
         return f"<Event codec={type(self.codec).__name__} meta_keys={sorted(self.meta or ())}>"
 

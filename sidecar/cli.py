@@ -118,11 +118,6 @@ def replay_cmd(
     click.echo(summary.line(), err=True)
 
 
-def register(command: click.Command) -> None:
-    """Add a command defined in another module."""
-    main.add_command(command)
-
-
 def _register_commands() -> None:
     from sidecar import bench, commands
 

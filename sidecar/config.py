@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -89,6 +89,8 @@ class LoadedConfig:
     sidecar: SidecarConfig
     filters: tuple[ComponentSpec, ...]
     sinks: tuple[ComponentSpec, ...]
+    #: The parsed file with the line of every key, for errors found when components are built.
+    doc: Located = field(compare=False, repr=False)
 
     @property
     def config_dir(self) -> Path:
@@ -137,4 +139,4 @@ def load_config(path: Path | str, text: str | None = None) -> LoadedConfig:
     sidecar_cfg = build_config(SidecarConfig, doc.data, doc, "")
     filters = _components(doc, "filters", sidecar_cfg.filters, FILTERS)
     sinks = _components(doc, "sinks", sidecar_cfg.sinks, SINKS)
-    return LoadedConfig(Path(path).resolve(), sidecar_cfg, filters, sinks)
+    return LoadedConfig(Path(path).resolve(), sidecar_cfg, filters, sinks, doc)

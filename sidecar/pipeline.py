@@ -12,7 +12,7 @@ import structlog
 from sidecar.api import BuildContext, ConfigValueError, Event, Filter, Sink
 from sidecar.chain import Chain
 from sidecar.config import ComponentSpec, LoadedConfig
-from sidecar.configload import ConfigError, load_yaml
+from sidecar.configload import ConfigError
 from sidecar.deadletter import DeadLetters
 from sidecar.state import StateStore
 
@@ -40,7 +40,7 @@ class Pipeline:
         )
         self.dead = DeadLetters(config.dead_letter_path)
         self.ctx.dead_letters = self.dead
-        doc = load_yaml(config.file)
+        doc = config.doc
         filters: list[Filter] = []
         try:
             for spec in config.filters:

@@ -56,9 +56,6 @@ class Codec:
 
     format: str = ""
 
-    def header(self) -> str | None:
-        return None
-
     def accept_header(self, line: str) -> None:
         """Called with the first line when the format has a header."""
 
@@ -94,9 +91,6 @@ class TsvCodec(Codec):
             names = ", ".join(f"{r}={roles[r]}" for r in missing)
             raise ConfigValueError("schema.roles", f"role column(s) not in the record's columns: {names}", self.columns)
         self.idx = tuple(index[col] if col is not None else None for col in roles.values())
-
-    def header(self) -> str | None:
-        return self._header_line
 
     def accept_header(self, line: str) -> None:
         self._header_line = line

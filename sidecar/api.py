@@ -24,7 +24,7 @@ import os
 import random
 import secrets
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -163,6 +163,8 @@ class Filter:
     SUMMARY: ClassVar[str] = ""
     #: True when the filter holds events between calls (it then implements held/flush).
     BUFFERING: ClassVar[bool] = False
+    #: True when the filter learns from a first pass over an archive (``replay --prescan``).
+    PRESCAN: ClassVar[bool] = False
 
     def __init__(self, config: FilterConfig, ctx: BuildContext) -> None:
         self.config = config
@@ -172,6 +174,13 @@ class Filter:
 
     def process(self, batch: list[Event]) -> list[Event]:
         raise NotImplementedError  # abstract: every filter defines it
+
+    def prescan(self, batches: Iterable[list[Event]]) -> None:
+        """Read every event of an archive, as it will later arrive here, before the replay starts.
+
+        Called once by ``replay --prescan`` on filters with ``PRESCAN`` set; the
+        events went through the (stateless) filters in front of this one.
+        """
 
     def flush(self, final: bool) -> list[Event]:
         """Release what may be released now; ``final`` on shutdown. Default: nothing held."""

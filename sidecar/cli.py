@@ -91,10 +91,17 @@ def filters_cmd() -> None:
     is_flag=True,
     help="Exactly once across crashes: commit output (fsync) with the state per batch; rerun to continue.",
 )
+@click.option(
+    "--prescan",
+    is_flag=True,
+    help="Read the input once first, so category_buffer never pairs a user with a text they send later.",
+)
 def replay_cmd(
-    config_file: str, input_path: str, output: str | None, seed: int | None, progress: bool | None, resume: bool
+    config_file: str, input_path: str, output: str | None, seed: int | None, progress: bool | None, resume: bool,
+    prescan: bool,
 ) -> None:
     """Replay a log file (TSV or JSON lines, .gz; `-` = stdin) through the chain."""
+    from sidecar.prescan import PrescanError
     from sidecar.replay import ResumeError, StopFlag, replay
 
     cfg = load(config_file)
@@ -106,10 +113,12 @@ def replay_cmd(
     stop.install()
     show = sys.stderr.isatty() if progress is None else progress
     try:
-        summary = replay(cfg, input_path, output, seed=seed, progress=show, stop=stop, resume=resume)
+        summary = replay(
+            cfg, input_path, output, seed=seed, progress=show, stop=stop, resume=resume, prescan=prescan
+        )
     except ConfigError as exc:
         fail_config(exc)
-    except ResumeError as exc:
+    except (ResumeError, PrescanError) as exc:
         click.echo(str(exc), err=True)
         sys.exit(2)
     except OSError as exc:  # unwritable output or state folder: the path and the reason, no traceback

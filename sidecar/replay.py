@@ -16,6 +16,7 @@ from sidecar.api import ConfigValueError, Sink
 from sidecar.config import LoadedConfig
 from sidecar.configload import ConfigError
 from sidecar.pipeline import Pipeline
+from sidecar.prescan import run_prescan
 from sidecar.records import codec_for
 
 
@@ -129,6 +130,7 @@ def replay(
     progress: bool = False,
     stop: StopFlag | None = None,
     resume: bool = False,
+    prescan: bool = False,
 ) -> ReplaySummary:
     """Replay ``input_path`` through the configured chain. Output: ``output``, else the sinks, else stdout.
 
@@ -136,6 +138,9 @@ def replay(
     fsynced and committed together with the filters' state and the input position;
     after a crash (even kill -9) the same command truncates the output to the last
     commit and continues from there: every event is released once or still held.
+
+    ``prescan``: read the whole input once first, for the filters that learn from
+    the future of an archive (:mod:`sidecar.prescan`).
     """
     started = time.perf_counter()
     stop = stop if stop is not None else StopFlag()  # `or` would drop an unset flag (it is falsy)
@@ -170,6 +175,8 @@ def replay(
                     codec.accept_header(header.rstrip("\n"))
                 except ConfigValueError as exc:
                     raise ConfigError(input_path, 1, "header", exc.problem) from None
+        if prescan:
+            run_prescan(config, pipeline, input_path)
         for sink in sinks:
             sink.start(header, codec)
         dead = pipeline.dead

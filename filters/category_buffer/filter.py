@@ -20,6 +20,10 @@ What this implementation does differently, and why:
   log matcher finds no protected (user, query) identical to an original one,
   except when that user sends that text only later (a streaming filter cannot
   know the future beyond its batch; popular queries make this happen).
+  When an archive is replayed with ``replay --prescan``, the future is known:
+  a first pass (:meth:`CategoryBufferFilter.prescan`) collects every pair whose
+  text more than one user sends (only those can be re-created), and none of
+  them is created either, so the matcher finds none at all.
 * **k distinct users, not just k events.** The paper releases as soon as the
   set holds k events and one user other than the arriving one, so a query's
   anonymity set can be two users. When users arrive one after another (the
@@ -63,9 +67,12 @@ from __future__ import annotations
 
 import math
 import time as _time
+from array import array
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import structlog
 
 from filters.category_buffer.config import CategoryBufferConfig
@@ -202,6 +209,7 @@ class CategoryBufferFilter(Filter):
     Config = CategoryBufferConfig
     SUMMARY = "k-anonymous re-pairing of users and queries within category buffers (paper 001 Alg. 2), in SQLite"
     BUFFERING = True
+    PRESCAN = True
 
     def __init__(self, config: CategoryBufferConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
@@ -215,6 +223,7 @@ class CategoryBufferFilter(Filter):
         self._recent: set[int] = set()  # two generations of recently seen pairs
         self._older: set[int] = set()
         self._batch_pairs: set[int] = set()
+        self._future: set[int] = set()  # pairs the archive holds later (replay --prescan)
         self.codecs: dict[str | None, Any] = {}
         self.user_roles = tuple(r for r in config.user_roles if r != "user")
         #: fast path: only the user id travels with the user, time is the query's or the release time
@@ -286,7 +295,8 @@ class CategoryBufferFilter(Filter):
 
     def _avoided(self, user: str, text: str) -> bool:
         pair = hash((user, text))
-        return pair in self.held_pairs or pair in self._batch_pairs or pair in self._recent or pair in self._older
+        return (pair in self.held_pairs or pair in self._batch_pairs or pair in self._recent or pair in self._older
+                or pair in self._future)
 
     # --- drawing and releasing -----------------------------------------------------
 
@@ -399,7 +409,7 @@ class CategoryBufferFilter(Filter):
         gone = self._gone_half
         pool = self.pool
         fast = cfg.user_draw == "user"
-        held_pairs, batch_pairs = self.held_pairs, self._batch_pairs
+        held_pairs, batch_pairs, future = self.held_pairs, self._batch_pairs, self._future
         while len(queries) >= bucket.k:
             drawn: tuple[int, str, int] | None = None
             if len(by_name) >= min_users:
@@ -413,7 +423,7 @@ class CategoryBufferFilter(Filter):
                     if name != q.sender:
                         pair = hash((name, q.text))
                         if (pair not in held_pairs and pair not in batch_pairs and pair not in self._recent
-                                and pair not in self._older):
+                                and pair not in self._older and pair not in future):
                             drawn = qi, name, words[i + 2] % len(by_name[name])
                 if drawn is None:
                     drawn = self._draw(bucket)
@@ -543,6 +553,30 @@ class CategoryBufferFilter(Filter):
         self._dirty_k = set()
 
     # --- the Filter contract ------------------------------------------------------
+
+    def prescan(self, batches: Iterable[list[Event]]) -> None:
+        """Learn the archive's (user, text) pairs whose text has more than one sender.
+
+        Only such a pair can be re-created (a user gets another sender's copy of
+        a text they send themselves), so only those are kept: in memory, as
+        salted 64-bit hashes, until the process ends. The pass itself takes
+        16 bytes per event (numpy), freed when it ends.
+        """
+        texts, pairs = array("q"), array("q")
+        for batch in batches:
+            for ev in batch:
+                text = " ".join(str(ev.query).casefold().split())
+                texts.append(hash(text))
+                pairs.append(hash((str(ev.user), text)))
+        self.counts["prescanned"] += len(pairs)
+        if not pairs:
+            return
+        unique_pairs, first = np.unique(np.frombuffer(pairs, dtype=np.int64), return_index=True)
+        pair_texts = np.frombuffer(texts, dtype=np.int64)[first]
+        values, senders = np.unique(pair_texts, return_counts=True)
+        shared = unique_pairs[np.isin(pair_texts, values[senders > 1])]
+        self._future.update(shared.tolist())
+        self.counts["prescan_shared_pairs"] = len(self._future)
 
     def process(self, batch: list[Event]) -> list[Event]:
         out: list[Event] = []

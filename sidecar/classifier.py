@@ -72,6 +72,10 @@ FUNCTION_WORDS: dict[str, str] = {
     **dict.fromkeys(["il", "di", "della", "che", "gli"], "it"),
     **dict.fromkeys(["os", "dos", "da", "ao", "em", "um", "uma"], "pt"),
 }
+#: Inflections that make a rare token a form of a known word (then it gets no spelling recommendation).
+KNOWN_SUFFIXES: tuple[tuple[str, str], ...] = (
+    ("ies", "y"), ("es", ""), ("s", ""), ("ing", ""), ("ed", ""), ("er", ""), ("ers", ""), ("ly", ""),
+)
 RECOMMEND_MIN = 300  # only words at least this common (Zipf 3.0) are recommended
 #: Recommendation indexes by KB hash, shared by the classifiers of one process.
 _DELETE_INDEXES: dict[str, dict[str, tuple[str, ...]]] = {}
@@ -198,7 +202,7 @@ def _tables(kb: KnowledgeBase) -> _Tables:
         multi_first2=frozenset(" ".join(k.split(" ", 2)[:2]) for k in lemmas if k.count(" ") >= 2),
         last_words=last,
         infl={w: b for w in maybe_plural if (b := _inflection_bases(w, exc, last))},
-        plain=words | STOPWORDS | foreign | common,
+        plain=words | kb.known | STOPWORDS | foreign | common,
         segment_words=frozenset(w for w in STOPWORDS if len(w) >= 2)
         | frozenset(w for w in words if len(w) >= 3 and zipf.get(w, 0) >= MIN_SEGMENT_ZIPF),
         foreign_words=foreign,
@@ -277,10 +281,10 @@ class Classifier:
         if (
             token.isalpha()
             and len(token) >= 4
-            and token not in self.words
-            and token not in STOPWORDS
-            and token not in self.kb.foreign
-            and self.zipf.get(token, 0) < CORRECT_BELOW
+            and token not in self._plain
+            and not self._known_form(token)
+            and token not in self._first_names
+            and token not in self._last_names
         ):
             best = self._correct(token)
             if best is not None:
@@ -291,6 +295,18 @@ class Classifier:
             self._fixes.clear()
         self._fixes[token] = out
         return out
+
+    def _known_form(self, token: str) -> bool:
+        """An inflected form (plural, -ing, -ed, -er) of a known word: a real word, not a typo."""
+        plain = self._plain
+        for suffix, repl in KNOWN_SUFFIXES:
+            if token.endswith(suffix) and len(token) > len(suffix) + 2:
+                stem = token[: -len(suffix)]
+                if stem + repl in plain or (repl == "" and suffix in ("ing", "ed", "er") and stem + "e" in plain):
+                    return True
+                if repl == "" and len(stem) > 2 and stem[-1] == stem[-2] and stem[:-1] in plain:
+                    return True  # doubled consonant: running -> run
+        return False
 
     def prepare(self) -> None:
         """Build the lazy spelling-recommendation index now (it is otherwise built on first need)."""

@@ -196,6 +196,7 @@ class _Compiler:
                 noun_weight[key] = noun_weight.get(key, 0.0) + total
             adj_dist, modifiers = self._adjectives(wn, offsets, counts, resolver, noun_weight)
             noun_exc = self._exceptions(self.source.folder / "noun.exc")
+            known = {w for name in offsets for w in key_of(name).split() if w.isalpha()}
         lemmas: dict[str, list[int]] = {}
         for key in sorted(set(noun_dist) | set(adj_dist)):
             if key in noun_dist:
@@ -216,6 +217,8 @@ class _Compiler:
         lemmas = dict(sorted(lemmas.items()))
         zipf, foreign = self._frequencies(lemmas, modifiers)
         noun_exc = {f: b for f, b in sorted(noun_exc.items()) if b in lemmas and f not in lemmas}
+        lemma_words = {w for k in lemmas for w in k.split()} | modifiers
+        known -= lemma_words  # WordNet words with no category: real words, never "corrected"
         paths = [PATH_SEP.join(p) for p, _ in sorted(self.paths.items(), key=lambda kv: kv[1])]
         meta = {
             "builder": BUILDER_VERSION,
@@ -231,6 +234,7 @@ class _Compiler:
                 "paths": len(paths),
                 "frequencies": len(zipf),
                 "modifiers": len(modifiers),
+                "known_words": len(known),
                 "foreign_words": len(foreign),
             },
         }
@@ -243,6 +247,7 @@ class _Compiler:
             "lemmas": lemmas,
             "zipf": pack_table(zipf),
             "modifiers": "\n".join(sorted(modifiers)),
+            "known": "\n".join(sorted(known)),
             "noun_exc": noun_exc,
             "foreign": pack_table({w: codes.index(lang) for w, lang in foreign.items()}),
             "foreign_codes": list(codes),

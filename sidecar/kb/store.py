@@ -49,6 +49,7 @@ class KnowledgeBase:
     lemmas: dict[str, tuple[int, ...]]
     zipf: dict[str, int]
     modifiers: frozenset[str]
+    known: frozenset[str]  # other WordNet words (any part of speech, no category): never spell-corrected
     noun_exc: dict[str, str]
     foreign: dict[str, str]
     foreign_category: int
@@ -126,6 +127,7 @@ def decode(data: bytes) -> KnowledgeBase:
             lemmas=p["lemmas"],
             zipf=unpack_table(p["zipf"]),
             modifiers=frozenset(p["modifiers"].split("\n")),
+            known=frozenset(p["known"].split("\n")),
             noun_exc=p["noun_exc"],
             foreign={w: codes[i] for w, i in unpack_table(p["foreign"]).items()},
             foreign_category=int(p["foreign_category"]),

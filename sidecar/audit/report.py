@@ -33,7 +33,7 @@ def classifier_categorise(kb_path: Path | None = None) -> Categorise:
     return categorise
 
 
-def _categories(records: list[Record], categorise: Categorise, cache: dict[str, str]) -> list[str]:
+def categories_of(records: list[Record], categorise: Categorise, cache: dict[str, str]) -> list[str]:
     todo = sorted({r.query for r in records if r.query not in cache})
     for i in range(0, len(todo), 5000):
         chunk = todo[i:i + 5000]
@@ -56,8 +56,8 @@ def run_audit(
     original, bad_o = read_log(original_path, schema)
     protected, bad_p = read_log(protected_path, schema)
     cache: dict[str, str] = {}
-    cat_o = _categories(original, categorise, cache)
-    cat_p = _categories(protected, categorise, cache)
+    cat_o = categories_of(original, categorise, cache)
+    cat_p = categories_of(protected, categorise, cache)
     result: dict[str, Any] = {
         "records_original": len(original),
         "records_protected": len(protected),

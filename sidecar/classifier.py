@@ -47,6 +47,8 @@ from sidecar.kb.text import NOUN_SUFFIXES, STOPWORDS, tokenize
 
 CACHE_SIZE = 200_000
 MAX_MODIFIERS = 2
+#: Shorter tokens get no recommendation: one edit turns most 4-letter acronyms and names into some word.
+MIN_FIX_LEN = 5
 CORRECT_BELOW = 300  # tokens rarer than Zipf 3.0 that no lemma uses get a recommendation
 CORRECT_GAIN = 80  # ...if a known word one edit away is at least Zipf 0.8 more frequent
 MIN_SEGMENT_ZIPF = 250
@@ -280,7 +282,7 @@ class Classifier:
         out: tuple[str, ...] = (token,)
         if (
             token.isalpha()
-            and len(token) >= 4
+            and len(token) >= MIN_FIX_LEN
             and token not in self._plain
             and not self._known_form(token)
             and token not in self._first_names
@@ -386,7 +388,7 @@ class Classifier:
         raw = tokenize(query)
         plain, zipf = self._plain, self.zipf
         for t in raw:  # fast path: no token needs a recommendation (a frozenset test per token)
-            if t not in plain and len(t) >= 4:
+            if t not in plain and len(t) >= MIN_FIX_LEN:
                 break
         else:
             return raw, None, None, raw
@@ -395,7 +397,7 @@ class Classifier:
         changed: list[bool] = []
         for t in raw:
             z = zipf.get(t, 0) / 100.0
-            if t in plain or len(t) < 4:
+            if t in plain or len(t) < MIN_FIX_LEN:
                 toks.append(t)
                 surf.append(z)
                 changed.append(False)

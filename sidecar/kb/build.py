@@ -35,6 +35,9 @@ DOMAIN_EDGE = 2  # a topic-domain link counts as this many hypernym steps
 #: off is better (domain members are often not about the domain's topic: labelled 85% vs 84%,
 #: magnetic 63% vs 62%), so the hypernym graph alone decides.
 USE_DOMAINS = False
+#: Synsets no anchor reaches take their topic domain's category (``thrombosis`` -> medicine) at this
+#: distance, at half weight like the lexicographer-file fallback.
+DOMAIN_FALLBACK = 25
 LEXNAME_DISTANCE = 50  # fallback through the lexicographer file: far behind any anchor
 ZIPF_MIN = 1.5  # words rarer than this are not stored (absent = rarest)
 FOREIGN_MIN_ZIPF = 3.3  # a word this common in another language...
@@ -87,12 +90,20 @@ class _Resolver:
             parents = sorted(s.hypernyms() + s.instance_hypernyms(), key=lambda p: p.name())
             for p in parents:
                 r = self.resolve(p)
+                if r is not None and DOMAIN_FALLBACK <= r[0] < LEXNAME_DISTANCE:
+                    continue  # a parent's domain fallback is not inherited
                 if r is not None and (best is None or r[0] + 1 < best[0]):
                     best = (r[0] + 1, r[1], (*r[2], label))
             for d in sorted(s.topic_domains(), key=lambda p: p.name()) if USE_DOMAINS else ():
                 r = self.resolve(d)
                 if r is not None and (best is None or r[0] + DOMAIN_EDGE < best[0]):
                     best = (r[0] + DOMAIN_EDGE, r[1], (*r[2], label))
+            # No anchor above: the synset's own topic domain, far behind any anchor.
+            if best is None and DOMAIN_FALLBACK < LEXNAME_DISTANCE and not USE_DOMAINS:
+                for d in sorted(s.topic_domains(), key=lambda p: p.name()):
+                    r = self.resolve(d)
+                    if r is not None and r[0] < DOMAIN_FALLBACK and (best is None or r[0] + DOMAIN_FALLBACK < best[0]):
+                        best = (r[0] + DOMAIN_FALLBACK, r[1], (*r[2], label))
             lex = s.lexname()
             if best is None and lex in self.lexnames:
                 best = (LEXNAME_DISTANCE, self.lexnames[lex], (lex.split(".", 1)[1], label))
@@ -175,6 +186,7 @@ class _Compiler:
                     continue
                 senses = []
                 total = 0.0
+                by_domain: list[tuple[float, int, tuple[str, ...]]] = []  # used when no other sense has a category
                 for rank, off in enumerate(noun_offs):
                     s = wn.synset_from_pos_and_offset("n", off)
                     cnt = 0
@@ -186,13 +198,16 @@ class _Compiler:
                     total += w
                     r = resolver.resolve(s)
                     if r is not None:
-                        scale = 0.5 if r[0] >= LEXNAME_DISTANCE else 1.0
-                        senses.append((w * scale, r[1], (names[r[1]], *r[2])))
+                        scale = 0.5 if r[0] >= DOMAIN_FALLBACK else 1.0
+                        if DOMAIN_FALLBACK <= r[0] < LEXNAME_DISTANCE:
+                            by_domain.append((w * scale, r[1], (names[r[1]], *r[2])))
+                        else:
+                            senses.append((w * scale, r[1], (names[r[1]], *r[2])))
                     if rank == 0:
                         ident[key] = (FLAG_IDENT if _is_ident(s, ident_names) else 0) | (
                             FLAG_PLACE if _is_ident(s, place_names) else 0
                         )
-                noun_dist.setdefault(key, []).extend(senses)
+                noun_dist.setdefault(key, []).extend(senses or by_domain)
                 noun_weight[key] = noun_weight.get(key, 0.0) + total
             adj_dist, modifiers = self._adjectives(wn, offsets, counts, resolver, noun_weight)
             noun_exc = self._exceptions(self.source.folder / "noun.exc")

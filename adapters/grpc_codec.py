@@ -87,9 +87,10 @@ class ProtoCodec:
         A filter may emit a new :class:`Event` that shares a decoded event's message
         (category_buffer re-pairs a query with another user): every role is then
         written into that message. An event whose message was not kept (restored
-        from a state store) gets a fresh one.
+        from a state store without it) gets a fresh one; one restored with its
+        message (its codec another ProtoCodec) gets that message back.
         """
-        if event.codec is self and type(event.record) is QueryEvent:
+        if type(event.record) is QueryEvent and (event.codec is self or isinstance(event.codec, ProtoCodec)):
             m: QueryEvent = event.record
             if type(event) is not ProtoEvent:
                 m.user, m.query = _text(event.user), _text(event.query)

@@ -312,3 +312,32 @@ class TestConfig:
         root = Path(__file__).resolve().parents[1]
         cfg = load_config(root / "config" / "k-anonymity.yaml")
         assert [s.name for s in cfg.filters][-2:] == ["category_buffer", "profile"]
+
+
+def test_grpc_events_keep_their_message_across_a_restart(tmp_path: Path) -> None:
+    """Held gRPC events come back after a restart with their seq and attributes, encoded by any ProtoCodec."""
+    from adapters.grpc_codec import ProtoCodec, QueryEvent
+
+    def proto_events(codec: ProtoCodec, start: int, n: int) -> list[Event]:
+        msgs = [QueryEvent(user=f"u{i}", query=f"q{i}", time=f"t{i}", seq=1000 + i,
+                           attributes={"session": f"s{i}", "ip": f"10.0.0.{i}"}) for i in range(start, start + n)]
+        events = codec.decode_batch(msgs)
+        for e in events:
+            e.annotate("category", "Sports")
+        return list(events)
+
+    first = make(tmp_path, k=5)
+    assert first.process(proto_events(ProtoCodec(), 0, 4)) == []
+    first.close()
+    first.ctx.state.close()  # type: ignore[union-attr]
+    second = make(tmp_path, k=5)
+    assert second.held() == 4
+    out = second.process(proto_events(ProtoCodec(), 4, 6))
+    assert len(out) >= 1
+    server_codec = ProtoCodec()  # the serving process's own instance
+    for m in server_codec.encode_batch(out):
+        i = m.seq - 1000
+        assert m.query == f"q{i}"  # the query side travels with its message
+        assert dict(m.attributes) == {"session": f"s{i}", "ip": f"10.0.0.{i}"}
+        assert m.user != f"u{i}"
+    assert second.counts["record_not_kept"] == 0

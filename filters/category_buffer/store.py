@@ -25,8 +25,12 @@ from typing import Any
 import msgpack
 import sqlite_utils
 
+from adapters.grpc_codec import ProtoCodec, QueryEvent
 from sidecar.api import Event
 from sidecar.state import StateStore
+
+PROTO_EXT = 1  # msgpack extension type of a serialised QueryEvent record
+PROTO_CODEC = ProtoCodec()  # restored gRPC events: any ProtoCodec encodes them back into their message
 
 COMPONENT = "category_buffer"
 HELD = "category_buffer_held"
@@ -58,13 +62,16 @@ def _fallback(obj: Any) -> Any:
 def pack_event(ev: Event) -> tuple[bytes, bool]:
     """Serialise an event; the flag is False when its record could not be kept (then rebuilt from roles).
 
-    TSV (list of fields) and JSON (dict) records are kept; other records (a gRPC
-    message) are not: such an event is re-encoded from its roles after a
-    restart, without its non-role attributes.
+    TSV (list of fields), JSON (dict) and gRPC ``QueryEvent`` records are kept
+    (the message as its wire bytes, with ``seq`` and ``attributes``); any other
+    record is not: such an event is re-encoded from its roles after a restart.
     """
     fmt = getattr(ev.codec, "format", None) if ev.codec is not None else None
     head = [ev.user, ev.query, ev.time, ev.rank, ev.url]
     meta = ev.meta
+    if type(ev.record) is QueryEvent:
+        record = msgpack.ExtType(PROTO_EXT, ev.record.SerializeToString())
+        return msgpack.packb([*head, record, None, ev.eol, fmt, meta], default=_fallback, use_bin_type=True), True
     if not isinstance(ev.record, list | dict | None):  # e.g. a protobuf message: roles only
         blob = msgpack.packb([*head, None, None, ev.eol, fmt, meta], default=_fallback, use_bin_type=True)
         return blob, False
@@ -76,10 +83,16 @@ def pack_event(ev: Event) -> tuple[bytes, bool]:
         return blob, False
 
 
+def _ext(code: int, data: bytes) -> Any:
+    if code == PROTO_EXT:
+        return QueryEvent.FromString(data)
+    return msgpack.ExtType(code, data)
+
+
 def unpack_event(blob: bytes) -> tuple[Event, str | None]:
     """Rebuild an event (codec left None: the filter attaches the runtime's codec) and its format name."""
-    user, query, time, rank, url, record, raw, eol, fmt, meta = msgpack.unpackb(blob, raw=False)
-    ev = Event(user, query, time, rank, url, record, raw, None, eol)
+    user, query, time, rank, url, record, raw, eol, fmt, meta = msgpack.unpackb(blob, raw=False, ext_hook=_ext)
+    ev = Event(user, query, time, rank, url, record, raw, PROTO_CODEC if type(record) is QueryEvent else None, eol)
     if meta:
         path = meta.get("category_path")
         if isinstance(path, list):

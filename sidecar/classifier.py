@@ -5,12 +5,14 @@ Per query:
 1. **Tokens** — case-folded words (``www.ebay.com`` -> ``www ebay com``). A rare
    token that no lemma uses gets a **spelling recommendation** (the most frequent
    known word one edit away: ``artic`` -> ``arctic``) or, for glued words, a
-   **segmentation** (``bankofamerica`` -> ``bank of america``).
+   **segmentation** (``bankofamerica`` -> ``bank of america``). Real words get
+   none: tokens under five letters, WordNet words of any part of speech and their
+   inflections, and census names.
 2. **Semantic units** — right to left: the longest span ending at the current
    token that is a KB lemma (WordNet noun, multiword included, plurals
    normalised; a curated term), found by **progressive left-trimming**; adjectives
    just before it join the unit (``european soccer``). Stop words never start or
-   end a unit, except that a curated term may start with one (``t mobile``).
+   end a unit, except in a curated term (``t mobile``, ``realtor com``).
    Units that name a city or a person (HIPAA identifiers, which paper 001
    removes) are the main unit only when nothing else is left; in the voting of
    :meth:`Classifier.classify` named states, countries and regions are outvoted
@@ -23,7 +25,8 @@ Per query:
    context can overrule one ambiguous word; the main unit reported is then the
    most specific unit of the winning category. Two kinds of unit do not vote
    there: a unit whose senses reach a category with under ``MIN_SHARE`` of their
-   weight (its main senses have no category: no evidence), and the words of a
+   weight (``MIN_SHARE_COMMON`` for everyday words such as ``home`` or ``life``:
+   its main senses have no category, so it is no evidence), and the words of a
    person's name (a census first name then a census surname, far likelier as a
    name than as words: ``katy perry``), an identifier rather than a topic; a query
    left with no voting unit is uncategorisable.
@@ -64,6 +67,10 @@ NAME_MIN_SCORE = 2.0
 #: A unit whose senses reach a category with less than this share (permille) of their weight is no
 #: evidence: its main senses have no category (``job`` -> 1/1000 each for three categories).
 MIN_SHARE = 50
+#: ...and a word this common (Zipf x 100: ``home``, ``state``, ``life``) must reach MIN_SHARE_COMMON:
+#: everyday words have many senses, and a minor one with a category is weak evidence.
+COMMON_ZIPF = 520
+MIN_SHARE_COMMON = 200
 LATIN_END = 0x24F  # last code point of Latin Extended-B: letters above it are another script
 #: Function words of the foreign languages that are also English tokens or stop words (``la``, ``de``):
 #: they count as foreign once a query has a foreign content word.
@@ -116,6 +123,11 @@ class Unit(NamedTuple):
         return [(e[i], e[i + 1] / 1000.0, e[i + 2]) for i in range(1, len(e), 3)]
 
 
+def _min_share(u: Unit) -> int:
+    """Share (permille) of its sense weight a unit's top category needs for the unit to count as evidence."""
+    return MIN_SHARE_COMMON if u.zipf * 100 >= COMMON_ZIPF and not u.entry[0] & FLAG_CURATED else MIN_SHARE
+
+
 def _one_edit(a: str, b: str) -> bool:
     """Damerau-Levenshtein distance of ``a`` and ``b`` is exactly 1."""
     if a == b:
@@ -148,6 +160,7 @@ class _Tables:
     segment_words: frozenset[str]  # pieces a glued token may split into
     foreign_words: frozenset[str]
     curated_stop_first: frozenset[str]  # stop words that start a curated term (``t mobile``)
+    curated_stop_last: frozenset[str]  # stop words that end a multiword curated term (``cars com``)
     first_names: dict[str, float]  # census first names -> name score (see _name_scores)
     last_names: dict[str, float]
     paths: list[tuple[str, ...] | None]  # path tuples, filled on first use
@@ -208,6 +221,10 @@ def _tables(kb: KnowledgeBase) -> _Tables:
         segment_words=frozenset(w for w in STOPWORDS if len(w) >= 2)
         | frozenset(w for w in words if len(w) >= 3 and zipf.get(w, 0) >= MIN_SEGMENT_ZIPF),
         foreign_words=foreign,
+        curated_stop_last=frozenset(
+            k.rpartition(" ")[2] for k, e in lemmas.items()
+            if e[0] & FLAG_CURATED and " " in k and k.rpartition(" ")[2] in STOPWORDS
+        ),
         curated_stop_first=frozenset(
             k.split(" ", 1)[0] for k, e in lemmas.items() if e[0] & FLAG_CURATED and k.split(" ", 1)[0] in STOPWORDS
         ),
@@ -259,6 +276,7 @@ class Classifier:
         self._segment_words = t.segment_words
         self._foreign_words = t.foreign_words
         self._curated_stop_first = t.curated_stop_first
+        self._curated_stop_last = t.curated_stop_last
         self._first_names = t.first_names
         self._last_names = t.last_names
         self._paths = t.paths
@@ -435,10 +453,12 @@ class Classifier:
         end = len(toks)
         mods, multi, multi2, zipf, lemmas = self.modifiers, self.multi_first, self.multi_first2, self.zipf, self.lemmas
         infl, bases, stop, stop_ok = self._infl, self._bases, STOPWORDS, self._curated_stop_first
+        stop_last = self._curated_stop_last
         max_n = self.max_ngram
         while end > 0:
             last = toks[end - 1]
-            if last in stop:
+            stop_end = last in stop  # only a curated term may end with a stop word (``realtor com``)
+            if stop_end and last not in stop_last:
                 end -= 1
                 continue
             found = None
@@ -448,9 +468,9 @@ class Classifier:
                 first = toks[start]
                 if first not in multi:
                     continue
-                curated_only = first in stop  # only a curated term may start with a stop word
-                if curated_only and first not in stop_ok:
+                if first in stop and first not in stop_ok:  # only a curated term may start with a stop word
                     continue
+                curated_only = stop_end or first in stop
                 if end - start > 2 and first + " " + toks[start + 1] not in multi2:
                     continue  # no multiword key starts with these two words
                 if not phrases_over_corrections and changed is not None and any(changed[start:end]):
@@ -469,6 +489,9 @@ class Classifier:
                             break
                     if found is not None:
                         break
+            if found is None and stop_end:
+                end -= 1
+                continue
             if found is None:
                 e = lemmas.get(last)
                 if e is not None:
@@ -581,10 +604,10 @@ class Classifier:
         if foreign is not None or not units:
             return foreign
         if len(units) == 1:
-            if units[0].entry[2] < MIN_SHARE:
+            if units[0].entry[2] < _min_share(units[0]):
                 return None
         else:
-            units = [u for u in units if u.entry[2] >= MIN_SHARE]
+            units = [u for u in units if u.entry[2] >= _min_share(u)]
             if not units:
                 return None
         raw = tokens[3]

@@ -97,6 +97,13 @@ class DateDetector(Detector):
         r"(?<![\w])(?:born|birth|dob|d\.o\.b|died|death|deceased|passed|admi|discharg)", re.IGNORECASE
     )
     _CUE_PARTS = ("born", "birth", "dob", "d.o.b", "died", "death", "deceased", "passed", "admi", "discharg")
+    _cue_part = re.compile("|".join(map(re.escape, _CUE_PARTS)))  # one search instead of ten ``in`` tests
+    # necessary conditions of the written patterns, cheaper than trying them at every position:
+    # month-day-year has a day (digits, ordinal suffix) then the year; day-month-year a day then a month
+    _day_year = re.compile(r"\d(?:st|nd|rd|th)?,?\s+(?:1[89]|20)\d\d", re.IGNORECASE)
+    _day_month = re.compile(
+        r"\d(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)", re.IGNORECASE
+    )
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         numeric, iso, mdy, dmy, cue = (rx for _, rx in self.compiled)
@@ -117,11 +124,13 @@ class DateDetector(Detector):
                     out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(1)))
         month = self._month.search(lower) is not None
         if month and self._year.search(lower) is not None:
-            for m in scan_from_starts(self._month_start, mdy, lower):
-                out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
-            for m in dmy.finditer(lower):
-                out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
-        if (month or self._sep.search(lower) is not None) and any(c in lower for c in self._CUE_PARTS):
+            if self._day_year.search(lower) is not None:
+                for m in scan_from_starts(self._month_start, mdy, lower):
+                    out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
+            if self._day_month.search(lower) is not None:
+                for m in dmy.finditer(lower):
+                    out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
+        if (month or self._sep.search(lower) is not None) and self._cue_part.search(lower) is not None:
             for m in scan_from_starts(self._cue_start, cue, lower):
                 out.append(Span(m.start(1), m.end(1), "date", self.PRIORITY, general=""))
 

@@ -31,7 +31,8 @@ class IpDetector(Detector):
     GATE = r"\d\.\d"
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
-        return ":" in lower or super().prefilter(text, lower, words, runs)
+        """IPv6 has two colons or more; IPv4 three dots, and a digit dot digit."""
+        return lower.count(":") >= 2 or (lower.count(".") >= 3 and super().prefilter(text, lower, words, runs))
     PRIORITY = 12
     PATTERNS = (
         Pattern("ipv4", r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\w]|\.\d)"),
@@ -75,8 +76,15 @@ class MacDetector(Detector):
     KINDS = ("mac",)
     NEEDS = "dot_or_colon_or_dash"
 
+    CISCO = re.compile(r"[0-9a-f]{4}\.[0-9a-f]{4}\.[0-9a-f]{4}", re.IGNORECASE)
+
     def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
-        return lower.count(":") >= 5 or lower.count("-") >= 5 or lower.count(".") >= 2
+        """Six pairs need five separators of a kind; Cisco triples two dots between hex groups of 4."""
+        return (
+            lower.count(":") >= 5
+            or lower.count("-") >= 5
+            or (lower.count(".") >= 2 and self.CISCO.search(lower) is not None)
+        )
     PRIORITY = 11
     PATTERNS = (
         Pattern("pairs", r"(?<![\w:-])[0-9a-f]{2}([:-])[0-9a-f]{2}(?:\1[0-9a-f]{2}){4}(?![\w:-])"),
@@ -179,6 +187,14 @@ class UrlDetector(Detector):
         super().__init__()
         self.scrub_bare = bare_domains == "scrub"
         self.all_paths = url_paths == "all"
+        # unless bare domains are scrubbed, a URL is scrubbed for its path or a personal host
+        self.path_or_host = re.compile(r"[/?#~]|" + "|".join(re.escape("." + h) for h in self.PERSONAL_HOSTS))
+
+    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+        """A dot before a letter; and, unless bare domains are scrubbed, a path character or a personal host."""
+        return self.gate.search(lower) is not None and (  # type: ignore[union-attr]
+            self.scrub_bare or self.path_or_host.search(lower) is not None
+        )
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         for m in self.compiled[0][1].finditer(lower):

@@ -64,11 +64,12 @@ class PhoneDetector(Detector):
     )
     FAX = re.compile(r"\bfax(?:\s*(?:number|no|num|#))?\b")
     LAST_RUNS = frozenset({4, 7, 10, 11})
+    TAIL = re.compile(r"\d{3}[\s.-]?\d{4}")  # how every NANP and local number ends
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
         """A NANP or local number ends in a bounded digit run of 4 (after a separator), 7 (ddd-dddd
-        after a separator), 10 or 11 (all joined); an international one starts with ``+``."""
-        return "+" in text or not self.LAST_RUNS.isdisjoint(runs)
+        after a separator), 10 or 11 (all joined), after 3 digits; an international one starts with ``+``."""
+        return "+" in text or (not self.LAST_RUNS.isdisjoint(runs) and self.TAIL.search(text) is not None)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         plus = "+" in text
@@ -173,9 +174,10 @@ class LongNumberDetector(Detector):
         if self.mixed_gate.search(lower):
             matches += self.mixed.finditer(lower)
         for m in matches:
-            digits = _NON_DIGIT.sub("", m.group())
-            if len(digits) == 13 and digits.startswith(("978", "979")) and _isbn13_ok(digits):
-                continue  # a book, not a person
+            if m.end() - m.start() >= 13:  # an ISBN-13 has 13 digits
+                digits = _NON_DIGIT.sub("", m.group())
+                if len(digits) == 13 and digits.startswith(("978", "979")) and _isbn13_ok(digits):
+                    continue  # a book, not a person
             out.append(Span(m.start(), m.end(), "id", self.PRIORITY))
 
 

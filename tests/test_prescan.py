@@ -107,3 +107,28 @@ def test_prescan_refusals(tmp_path: Path, filters: str, stdin: bool, message: st
     assert proc.returncode == 2
     assert message in proc.stderr.decode()
     assert "u1" not in proc.stderr.decode() and "q1" not in proc.stderr.decode()
+
+
+def test_prescan_sees_events_as_the_buffer_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With pseudonymize in front, the first pass learns the pseudonymised pairs: still no match."""
+    from filters.pseudonymize import PseudonymizeConfig, PseudonymizeFilter
+    from sidecar.api import BuildContext
+
+    monkeypatch.setenv("QL_PRESCAN_KEY", "p" * 32)
+    src = tmp_path / "in.tsv"
+    rows = shared_text_log(src, 11, 1500, 30, 10, 2)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"state_dir: {tmp_path / 'state'}\ndead_letter_file: null\nschema: {{format: tsv, header: true}}\n"
+        "filters:\n  - pseudonymize: {key_env: QL_PRESCAN_KEY}\n"
+        "  - category_buffer: {k: 3, category_field: Cat, avoid_repeat_pairs: 0}\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.tsv"
+    summary = replay(load_config(cfg), str(src), str(out), seed=5, prescan=True)
+    pseudo = PseudonymizeFilter(PseudonymizeConfig(key_env="QL_PRESCAN_KEY"), BuildContext(config_dir=tmp_path))
+    original = {(pseudo.pseudonym(u), q) for u, q in rows}
+    pairs = protected_pairs(out)
+    assert pairs and all(u in {p for p, _ in original} for u, _ in pairs)  # the output users are pseudonyms
+    assert not [p for p in pairs if p in original]
+    assert summary.events_out + summary.events_held == 1500

@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 from sidecar.kb import KnowledgeBase, load_kb
 from sidecar.kb.store import FLAG_CURATED, FLAG_IDENT, FLAG_PLACE
-from sidecar.kb.text import NOUN_SUFFIXES, STOPWORDS, tokenize
+from sidecar.kb.text import NOUN_SUFFIXES, STOPWORDS, WEB_WORDS, tokenize
 
 CACHE_SIZE = 200_000
 MAX_MODIFIERS = 2
@@ -457,8 +457,10 @@ class Classifier:
         max_n = self.max_ngram
         while end > 0:
             last = toks[end - 1]
-            stop_end = last in stop  # only a curated term may end with a stop word (``realtor com``)
-            if stop_end and last not in stop_last:
+            # Only a curated term may end with a function word (``realtor com``), a WordNet phrase with a
+            # web word (``home page``).
+            stop_end = last in stop
+            if stop_end and last not in stop_last and last not in WEB_WORDS:
                 end -= 1
                 continue
             found = None
@@ -468,9 +470,10 @@ class Classifier:
                 first = toks[start]
                 if first not in multi:
                     continue
-                if first in stop and first not in stop_ok:  # only a curated term may start with a stop word
+                stop_first = first in stop and first not in WEB_WORDS
+                if stop_first and first not in stop_ok:  # only a curated term may start with a function word
                     continue
-                curated_only = stop_end or first in stop
+                curated_only = stop_first or (stop_end and last not in WEB_WORDS)
                 if end - start > 2 and first + " " + toks[start + 1] not in multi2:
                     continue  # no multiword key starts with these two words
                 if not phrases_over_corrections and changed is not None and any(changed[start:end]):

@@ -26,6 +26,15 @@ STOPWORDS: frozenset[str] = frozenset(
     """.split()  # noqa: SIM905 - a word list reads best as text
 )
 
+#: The stop words that are content words on the web rather than function words: a WordNet phrase may
+#: start or end with one (``search engine``, ``home page``), whereas ``the who`` needs a curated term.
+WEB_WORDS: frozenset[str] = frozenset(
+    """
+    get got find search look looking want need show tell give make go going site sites website websites web
+    page pages online free
+    """.split()  # noqa: SIM905 - a word list reads best as text
+)
+
 #: WordNet's regular noun inflection rules (morphy), tried on the last word of a span.
 NOUN_SUFFIXES: tuple[tuple[str, str], ...] = (
     ("ies", "y"), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),

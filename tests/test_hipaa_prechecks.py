@@ -26,6 +26,7 @@ def ungated(cfg: HipaaScrubConfig | None = None) -> Scrubber:
     s._digit_by_count = [everything] * len(s._digit_by_count)
     s._net_plan = [(lambda *_: True, d.detect) for d in s.net]
     s._alpha_plan = [(lambda *_: True, d.detect) for d in s.alpha]
+    s._alpha_words = None
     s.netcheck = re.compile("")
     return s
 
@@ -35,6 +36,9 @@ UNGATED = ungated()
 STRICT = HipaaScrubConfig(city_keep_population=None, name_threshold=0.0, name_cue_threshold=-1.0)
 GATED_STRICT = Scrubber(STRICT)
 UNGATED_STRICT = ungated(STRICT)
+BARE = HipaaScrubConfig(bare_domains="scrub")
+GATED_BARE = Scrubber(BARE)
+UNGATED_BARE = ungated(BARE)
 
 PIECES = st.sampled_from(
     [
@@ -66,6 +70,7 @@ def spans(s: Scrubber, text: str) -> list[tuple[int, int, str]]:
 def test_prechecks_block_nothing(text: str) -> None:
     assert spans(GATED, text) == spans(UNGATED, text)
     assert spans(GATED_STRICT, text) == spans(UNGATED_STRICT, text)
+    assert spans(GATED_BARE, text) == spans(UNGATED_BARE, text)
 
 
 @settings(max_examples=200, deadline=None)
@@ -129,3 +134,26 @@ def test_date_scans_find_what_the_full_scans_find(text: str) -> None:
     lower = text.lower()
     for starts, full in ((d._month_start, mdy), (d._cue_start, cue)):
         assert [m.span() for m in scan_from_starts(starts, full, lower)] == [m.span() for m in full.finditer(lower)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(DATE_TEXT)
+def test_date_gates_hold_wherever_a_pattern_matches(text: str) -> None:
+    """DateDetector tries its written and cued patterns only when a cheaper search passes first."""
+    d = next(x for x in GATED.digit if type(x).__name__ == "DateDetector")
+    _, _, mdy, dmy, cue = (rx for _, rx in d.compiled)
+    lower = text.lower()
+    if mdy.search(lower):
+        assert d._day_year.search(lower)
+    if dmy.search(lower):
+        assert d._day_month.search(lower)
+    if cue.search(lower):
+        assert d._cue_part.search(lower)
+
+
+def test_a_text_without_trigger_words_skips_the_word_detectors() -> None:
+    """One set test replaces the per-detector word checks; a name or a town still gets through."""
+    assert GATED._alpha_words is not None
+    assert GATED._alpha_words.isdisjoint(["cheap", "flights", "weather"])
+    assert spans(GATED, "obituary john smith") == [(9, 19, "name")]
+    assert spans(GATED, "cheap flights weather") == []

@@ -94,6 +94,11 @@ class Scrubber:
         ]
         self._net_plan = [(d.prefilter, d.detect) for d in self.net]
         self._alpha_plan = [(d.wants, d.detect) for d in self.alpha]
+        # most texts have no trigger word of any word-based detector: one set test skips them all
+        triggers = [d.trigger_words() for d in self.alpha]
+        self._alpha_words: frozenset[str] | None = (
+            frozenset().union(*triggers) if all(t is not None for t in triggers) else None  # type: ignore[arg-type]
+        )
         # one combined pre-check: most queries have none of these
         self.netcheck = re.compile(r"[.:]\S|-[0-9a-f]{2}-", re.IGNORECASE)
 
@@ -144,9 +149,10 @@ class Scrubber:
             for prefilter, run in self._net_plan:
                 if prefilter(text, lower, words, runs):
                     run(text, lower, found)
-        for wants, run in self._alpha_plan:
-            if wants(lower, words):
-                run(text, lower, found)
+        if self._alpha_words is None or not self._alpha_words.isdisjoint(words):
+            for wants, run in self._alpha_plan:
+                if wants(lower, words):
+                    run(text, lower, found)
         if len(found) <= 1:
             return found
         found.sort(key=_rank)

@@ -107,6 +107,11 @@ class Detector:
         """Word-based pre-check (``NEEDS = "alpha"`` detectors): False skips ``detect``."""
         return True
 
+    def trigger_words(self) -> frozenset[str] | None:
+        """Words of which one must occur for :meth:`wants` to pass (None: no such set). The scrubber
+        skips every word-based detector at once when a text has none of their trigger words."""
+        return None
+
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         raise NotImplementedError  # abstract: every detector defines it
 
@@ -124,20 +129,16 @@ def luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
-def scan_from_starts(
-    starts: re.Pattern[str], full: re.Pattern[str], text: str, by_start: dict[str, re.Pattern[str]] | None = None
-) -> Iterator[re.Match[str]]:
+def scan_from_starts(starts: re.Pattern[str], full: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     """``full.finditer(text)``, trying ``full`` only where ``starts`` matches.
 
     ``starts`` must match at every position where ``full`` can match (a cheap scan for the words a
     match begins with): then the matches are the same, without trying a long alternation everywhere.
-    ``by_start`` optionally maps a text of ``starts`` to a pattern that matches exactly where ``full``
-    does at a position where the text begins with it (``full`` restricted to the alternatives that can).
     """
     search, match = starts.search, full.match
     pos = 0
     while (s := search(text, pos)) is not None:
-        m = (match if by_start is None else by_start.get(s.group(), full).match)(text, s.start())
+        m = match(text, s.start())
         if m is None:
             pos = s.start() + 1
         else:

@@ -25,23 +25,6 @@ def _cue(words: str) -> str:
     return rf"(?<![\w])(?:{words}){_NUM}{VALUE}"
 
 
-_LITERAL = re.compile(r"[a-z/]*")
-
-
-def _may_begin(regex: str, start: str) -> bool:
-    """Whether a cue of ``_cue(...)`` pattern ``regex`` can begin where the text begins with ``start``:
-    the literal head of one of its alternatives (up to the first regex syntax) and ``start`` agree."""
-    words = regex[len(r"(?<![\w])(?:") : regex.index(_NUM)]
-    alternatives = re.split(r"\|(?![^(]*\))", words[:-1])  # top-level alternatives of the cue group
-    for alt in alternatives:
-        head = _LITERAL.match(alt).group()  # type: ignore[union-attr]
-        if alt[len(head) : len(head) + 1] in ("?", "*", "{"):
-            head = head[:-1]  # the last letter is optional
-        if head.startswith(start) or start.startswith(head):
-            return True
-    return False
-
-
 class ContextNumberDetector(Detector):
     """An alphanumeric value with 2+ digits right after an identifier cue (``mrn 00123456``)."""
 
@@ -139,16 +122,10 @@ class ContextNumberDetector(Detector):
         self.combined = re.compile("|".join(f"(?:{r})" for r in parts), self.FLAGS)
         # every cue starts with one of these: a cheap scan finds the places worth trying the full pattern
         self.starts = re.compile(rf"(?<![\w])(?:{CUE_STARTS})", self.FLAGS)
-        # where the text starts with a given cue start, only the alternatives whose cues can begin with
-        # it are tried (in the same order, so the first that matches is the same as in ``combined``)
-        self.by_start: dict[str, re.Pattern[str]] = {}
-        for start in CUE_STARTS.split("|"):
-            keep = [r for p, r in zip(self.PATTERNS, parts, strict=True) if _may_begin(p.regex, start)]
-            self.by_start[start] = re.compile("|".join(f"(?:{r})" for r in keep), self.FLAGS)
 
     def matches(self, lower: str) -> Iterator[re.Match[str]]:
         """The matches of ``combined.finditer(lower)``, trying the full pattern only where a cue starts."""
-        return scan_from_starts(self.starts, self.combined, lower, self.by_start)
+        return scan_from_starts(self.starts, self.combined, lower)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         for m in self.matches(lower):

@@ -80,13 +80,27 @@ class DateDetector(Detector):
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
         """Numeric and ISO dates have a digit run of 1 or 2 between separators; written dates a month
-        word and either a 4-digit year or a cue word (``born march 3``)."""
-        if (1 in runs or 2 in runs) and self._sep.search(lower) is not None:
+        word and either a 4-digit year or a cue word (``born march 3``). Past these, the checks
+        :meth:`detect` makes before each of its scans: one of them must pass."""
+        one_two = 1 in runs or 2 in runs
+        if one_two and self._mid.search(lower) is not None:
+            return True  # numeric or ISO: a 1-2 digit run between two separators
+        if not (
+            (one_two and self._sep.search(lower) is not None)
+            or (
+                not self.GATE_WORDS.isdisjoint(words)  # type: ignore[union-attr]
+                and (4 in runs or not self.CUE_WORDS.isdisjoint(words))
+            )
+        ):
+            return False
+        month = self._month.search(lower) is not None
+        if (
+            month
+            and self._year.search(lower) is not None
+            and (self._day_year.search(lower) is not None or self._day_month.search(lower) is not None)
+        ):
             return True
-        return (
-            not self.GATE_WORDS.isdisjoint(words)  # type: ignore[union-attr]
-            and (4 in runs or not self.CUE_WORDS.isdisjoint(words))
-        )
+        return (month or self._sep.search(lower) is not None) and self._cue_part.search(lower) is not None
     _month = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)")
 
     _mid = re.compile(r"\d([/.-])\d\d?\1\d")  # numeric and ISO dates: a 1-2 digit group between two separators

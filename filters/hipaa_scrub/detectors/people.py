@@ -253,6 +253,10 @@ class NameDetector(Detector):
                 return max(p for p in parts if p is not None)
         return s
 
+    def trigger_words(self) -> frozenset[str]:
+        """A first name or a title: every name rule starts with one or has one second."""
+        return self.triggers
+
     def wants(self, lower: str, words: list[str]) -> bool:
         """Some adjacent words could score as a name: a necessary condition of :meth:`detect`.
 

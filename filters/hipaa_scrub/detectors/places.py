@@ -195,6 +195,10 @@ class PlaceDetector(Detector):
                 return width, code
         return None
 
+    def trigger_words(self) -> frozenset[str]:
+        """``county`` or the first word of a state name or code."""
+        return self.state_first | {"county"}
+
     def wants(self, lower: str, words: list[str]) -> bool:
         """A necessary condition of :meth:`detect`: ``county``, or a state word right after the last
         word of a town of that state small enough to be scrubbed (``dallas tx`` needs no tokenizing)."""

@@ -68,6 +68,18 @@ def test_artic_monkeys_paper_failure_and_fix() -> None:
         ("rose garden", "Home"),  # census first name + word: not a person's name
         ("bill payment", "Business"),
         ("mark twain", "Arts"),  # a WordNet person: the lemma, not a name to drop
+        ("search engine optimization", "Computers"),  # a WordNet phrase may start with a web word...
+        ("my home page", "Computers"),  # ...or end with one
+        ("texas state flag", "Society"),  # a flag is an emblem (civic symbol), the state is outvoted
+        ("legal advice", "Society"),  # law, not the legal profession as a business
+        ("world wide web", "Computers"),
+        ("computer virus", "Computers"),
+        ("flu virus", "Health"),  # virus.n.01, the infectious agent
+        ("marathon runner", "Sports"),  # runner.n.06, the athlete (not runner.n.01, a smuggler)
+        ("baseball diamond", "Sports"),  # no anchor above it: its topic domain (baseball) decides
+        ("fractal", "Science"),  # likewise: mathematics
+        ("georgia classifieds", "Shopping"),
+        ("online dating", "Society"),
     ],
 )
 def test_known_queries(query: str, category: str) -> None:
@@ -80,6 +92,46 @@ def test_uncategorisable_is_none(query: str) -> None:
     """Negatives: no semantic unit -> None, never an exception."""
     assert classifier().classify(query) is None
     assert classifier().classify_paper(query) is None
+
+
+@pytest.mark.parametrize("query", ["life", "living", "the way of life"])
+def test_everyday_words_with_mostly_uncategorised_senses_are_no_evidence(query: str) -> None:
+    """``life`` reaches a category only through a minor sense (under 20% of its weight): not evidence."""
+    assert classifier().classify(query) is None
+
+
+@pytest.mark.parametrize(
+    ("query", "unit"),
+    [("realtor.com", "realtor com"), ("cars.com for sale", "cars com"), ("t mobile", "t mobile")],
+)
+def test_curated_terms_may_start_or_end_with_a_stop_word(query: str, unit: str) -> None:
+    r = classifier().classify(query)
+    assert r is not None and r.main_unit == unit
+
+
+def test_function_words_do_not_start_a_wordnet_phrase() -> None:
+    """Negative: ``a list`` is a WordNet lemma, but a function word starts only curated terms."""
+    assert "a list" in classifier().lemmas
+    assert [u.key for u in classifier().units("a list")] == ["list"]
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "retardation",  # a WordNet noun without a category
+        "teething", "breastfeeding",  # WordNet words of other parts of speech / inflections
+        "hostels", "scrolls",  # plurals of known words
+        "neeson", "cuoco",  # census surnames
+        "koco", "fips",  # under five letters: one edit away from too many words
+    ],
+)
+def test_real_words_and_names_get_no_recommendation(token: str) -> None:
+    assert classifier().recommend(token) == (token,)
+
+
+@pytest.mark.parametrize(("token", "fixed"), [("dictonary", "dictionary"), ("tequilla", "tequila")])
+def test_misspellings_still_get_a_recommendation(token: str, fixed: str) -> None:
+    assert classifier().recommend(token) == (fixed,)
 
 
 @pytest.mark.parametrize("query", ["katy perry", "alicia keys"])

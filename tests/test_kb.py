@@ -31,6 +31,12 @@ def test_kb_content() -> None:
     assert kb.meta["counts"]["lemmas"] > 50_000
     assert "soccer" in kb.lemmas and "european" in kb.modifiers
     assert kb.path(kb.lemmas["soccer"][3])[0] == "Sports"
+    # WordNet words without a category are kept apart (never spell-corrected), disjoint from lemma words
+    assert "retardation" in kb.known and "retardation" not in kb.lemmas and "soccer" not in kb.known
+    # a sense no anchor reaches takes its own topic domain's category...
+    assert kb.categories[kb.lemmas["fractal"][1]] == "Science"
+    # ...but only when no other sense of the lemma has one (``port``: harbour and wine, not the computer port)
+    assert {kb.categories[c] for c in kb.lemmas["port"][1::3]} == {"Regional", "Home"}
 
 
 @pytest.mark.parametrize(

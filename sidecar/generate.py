@@ -245,7 +245,7 @@ class _User:
         self.categories = _Zipf(chosen, 1.2)
         self.pets = {c.name: tuple(c.topics.pick(rng) for _ in range(1 + rng.randrange(4))) for c in chosen}
         self.nav = _Zipf([vocab.navigational.pick(rng) for _ in range(1 + rng.randrange(3))], 1.0)
-        self.p_nav = rng.uniform(0.02, 0.35)
+        self.p_nav = rng.uniform(0.01, 0.2)  # navigational share ~4.5% of lines, as in the AOL sample
         self.p_click = rng.uniform(0.3, 0.75)
         self.p_pet = rng.uniform(0.4, 0.8)
         self.home = vocab.places.pick(rng)  # local queries are mostly about the user's own town

@@ -168,9 +168,8 @@ class VinDetector(Detector):
     RUN17 = re.compile(r"(?<![a-z0-9])[a-z0-9]{17}(?![a-z0-9])", re.IGNORECASE)
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
-        """A VIN is a bounded run of 17 letters and digits: some whitespace-separated chunk is that long,
-        and holds such a run."""
-        return len(lower) >= 17 and max(map(len, lower.split())) >= 17 and self.RUN17.search(lower) is not None
+        """A VIN is a bounded run of 17 letters and digits."""
+        return len(lower) >= 17 and self.RUN17.search(lower) is not None
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         for m in self.compiled[0][1].finditer(lower):

@@ -85,14 +85,17 @@ class DateDetector(Detector):
         one_two = 1 in runs or 2 in runs
         if one_two and self._mid.search(lower) is not None:
             return True  # numeric or ISO: a 1-2 digit run between two separators
-        if not (
-            (one_two and self._sep.search(lower) is not None)
-            or (
-                not self.GATE_WORDS.isdisjoint(words)  # type: ignore[union-attr]
-                and (4 in runs or not self.CUE_WORDS.isdisjoint(words))
-            )
-        ):
+        if not self.GATE_WORDS.isdisjoint(words):  # type: ignore[union-attr]
+            if not (
+                4 in runs or not self.CUE_WORDS.isdisjoint(words) or (one_two and self._sep.search(lower) is not None)
+            ):
+                return False
+        elif not (one_two and self._sep.search(lower) is not None):
             return False
+        elif lower.isascii():
+            # no month word: in ASCII text a written date (its month is a whole word) cannot match,
+            # only a cued day and month (``born 3/15``)
+            return self._cue_part.search(lower) is not None
         month = self._month.search(lower) is not None
         if (
             month

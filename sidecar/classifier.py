@@ -544,6 +544,8 @@ class Classifier:
             hits += [(t, FUNCTION_WORDS[t]) for t in words if t in FUNCTION_WORDS and t not in foreign]
         if not hits or len(hits) * 2 < len(words) or len(hits) <= sum(len(u.text.split()) for u in units) - 1:
             return None
+        if len(hits) == 1 and hits[0][0] in kb.foreign_weak:
+            return None  # one word, not much commoner there than in English: likelier a brand or a name
         langs: dict[str, int] = {}
         for _, lang in hits:
             langs[lang] = langs.get(lang, 0) + 1

@@ -62,6 +62,8 @@ def test_artic_monkeys_paper_failure_and_fix() -> None:
         ("новости погоды", "World"),  # another script
         ("la familia crianza de los hijos", "World"),  # function words count after a foreign content word
         ("la lakers", "Sports"),  # ...but not alone
+        ("trabajo", "World"),  # one word far commoner in Spanish than in English
+        ("casseroles", "Home"),  # one word about as rare in French as in English: no evidence alone
         ("diabetis diet", "Health"),  # misspelling recommended
         ("t mobile", "Computers"),  # a curated term may start with a stop word
         ("weight loss tips", "Health"),
@@ -92,6 +94,13 @@ def test_uncategorisable_is_none(query: str) -> None:
     """Negatives: no semantic unit -> None, never an exception."""
     assert classifier().classify(query) is None
     assert classifier().classify_paper(query) is None
+
+
+@pytest.mark.parametrize("query", ["sentra", "vizio"])
+def test_one_word_not_much_commoner_abroad_is_not_foreign(query: str) -> None:
+    """Negatives of the World rule: a lone word only slightly commoner in another language (a brand)."""
+    r = classifier().classify(query)
+    assert r is None or r.category != "World"
 
 
 @pytest.mark.parametrize("query", ["life", "living", "the way of life"])

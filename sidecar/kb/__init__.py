@@ -20,7 +20,7 @@ from sidecar.kb.store import KBCorrupt, KnowledgeBase, decode
 __all__ = ["KBUnavailable", "KnowledgeBase", "default_kb_path", "kb_status", "load_kb"]
 
 #: Bumped whenever the builder's output changes; a KB from another version is stale.
-BUILDER_VERSION = "4"
+BUILDER_VERSION = "5"
 #: The project's categories file.
 DEFAULT_CATEGORIES = Path(__file__).resolve().parents[2] / "config" / "categories.yaml"
 

@@ -42,6 +42,9 @@ LEXNAME_DISTANCE = 50  # fallback through the lexicographer file: far behind any
 ZIPF_MIN = 1.5  # words rarer than this are not stored (absent = rarest)
 FOREIGN_MIN_ZIPF = 3.3  # a word this common in another language...
 FOREIGN_MAX_EN_ZIPF = 2.3  # ...and this rare in English marks a non-English query
+#: ...but alone only when it is at least this much (Zipf) more common there than in English: ``trabajo``
+#: (5.8 vs 2.2) is Spanish, ``sentra`` (3.97 in Indonesian vs 2.2) is likelier a brand.
+FOREIGN_ALONE_MARGIN = 2.4
 #: Instance hypernyms that make a lemma a HIPAA-style identifier (a person's name, a place below
 #: state level). Such units are the main unit only when nothing else is left (paper 001).
 IDENT_ANCHORS = ("city.n.01", "town.n.01", "village.n.02", "municipality.n.01", "port.n.01", "person.n.01")
@@ -230,7 +233,7 @@ class _Compiler:
                     lemmas[k] = [FLAG_CURATED, ci, 1000, self.path_id((c.name, label.lower(), k))]
                     curated += 1
         lemmas = dict(sorted(lemmas.items()))
-        zipf, foreign = self._frequencies(lemmas, modifiers)
+        zipf, foreign, foreign_weak = self._frequencies(lemmas, modifiers)
         noun_exc = {f: b for f, b in sorted(noun_exc.items()) if b in lemmas and f not in lemmas}
         lemma_words = {w for k in lemmas for w in k.split()} | modifiers
         known -= lemma_words  # WordNet words with no category: real words, never "corrected"
@@ -265,6 +268,7 @@ class _Compiler:
             "known": "\n".join(sorted(known)),
             "noun_exc": noun_exc,
             "foreign": pack_table({w: codes.index(lang) for w, lang in foreign.items()}),
+            "foreign_weak": "\n".join(sorted(foreign_weak)),
             "foreign_codes": list(codes),
             "foreign_category": fcat,
             "max_ngram": MAX_NGRAM,
@@ -337,7 +341,9 @@ class _Compiler:
                     out.setdefault(key_of(parts[0]), key_of(parts[1]))
         return out
 
-    def _frequencies(self, lemmas: dict[str, list[int]], modifiers: set[str]) -> tuple[dict[str, int], dict[str, str]]:
+    def _frequencies(
+        self, lemmas: dict[str, list[int]], modifiers: set[str]
+    ) -> tuple[dict[str, int], dict[str, str], set[str]]:
         from wordfreq import get_frequency_dict
 
         en = get_frequency_dict("en")
@@ -350,13 +356,17 @@ class _Compiler:
             if z >= ZIPF_MIN or w in vocab:
                 zipf[w] = round(z * 100)
         foreign: dict[str, str] = {}
+        weak: set[str] = set()
         for lang in self.tax.foreign_languages:
             for w, f in get_frequency_dict(lang).items():
                 if f <= 0 or len(w) < 3 or key_of(w) != w or w in foreign or w in lemmas or w in STOPWORDS:
                     continue
-                if math.log10(f) + 9 >= FOREIGN_MIN_ZIPF and zipf.get(w, 0) < FOREIGN_MAX_EN_ZIPF * 100:
+                z = math.log10(f) + 9
+                if z >= FOREIGN_MIN_ZIPF and zipf.get(w, 0) < FOREIGN_MAX_EN_ZIPF * 100:
                     foreign[w] = lang
-        return dict(sorted(zipf.items())), dict(sorted(foreign.items()))
+                    if z - zipf.get(w, 0) / 100.0 < FOREIGN_ALONE_MARGIN:
+                        weak.add(w)
+        return dict(sorted(zipf.items())), dict(sorted(foreign.items())), weak
 
 
 def compile_kb(categories: Path | str | None = None, source: WordNetSource | None = None) -> bytes:

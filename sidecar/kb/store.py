@@ -52,6 +52,7 @@ class KnowledgeBase:
     known: frozenset[str]  # other WordNet words (any part of speech, no category): never spell-corrected
     noun_exc: dict[str, str]
     foreign: dict[str, str]
+    foreign_weak: frozenset[str]  # foreign words that are no evidence alone (close to their English frequency)
     foreign_category: int
     max_ngram: int
     sha256: str
@@ -130,6 +131,7 @@ def decode(data: bytes) -> KnowledgeBase:
             known=frozenset(p["known"].split("\n")),
             noun_exc=p["noun_exc"],
             foreign={w: codes[i] for w, i in unpack_table(p["foreign"]).items()},
+            foreign_weak=frozenset(p["foreign_weak"].split("\n")),
             foreign_category=int(p["foreign_category"]),
             max_ngram=int(p["max_ngram"]),
             sha256=digest.hex(),

@@ -46,6 +46,22 @@ def _rank(s: Span) -> tuple[int, int, int]:
     return (s.start - s.end, s.priority, s.start)
 
 
+def _resolve(found: list[Span]) -> list[Span]:
+    """The spans kept when overlaps are resolved by :func:`_rank`, in text order."""
+    found.sort(key=_rank)
+    kept = [found[0]]
+    for s in found[1:]:
+        start, end = s.start, s.end
+        for k in kept:
+            if end > k.start and start < k.end:
+                break  # overlaps a span that ranks higher
+        else:
+            kept.append(s)
+    if len(kept) > 1:
+        kept.sort(key=_START)
+    return kept
+
+
 class Scrubber:
     """Detect and scrub identifiers in short texts. Build once (loads name and place data)."""
 
@@ -117,20 +133,26 @@ class Scrubber:
     def detect(self, text: str) -> list[Span]:
         """Non-overlapping spans, in text order (longer spans win; then the detector's priority)."""
         lower = text.lower()
-        found: list[Span] = []
-        # letters and spaces only (most queries, most rescans): no digit, @ or network detector can match
-        plain = text.replace(" ", "").isalpha()
+        if text.replace(" ", "").isalpha():
+            # letters and spaces only (most queries, most rescans): no digit, @ or network detector can
+            # match, and most such texts have no trigger word of a word-based detector either
+            words = lower.split() if text.isascii() else _WORDS.findall(lower)
+            if self._alpha_words is not None and self._alpha_words.isdisjoint(words):
+                return []
+            found: list[Span] = []
+            for wants, run in self._alpha_plan:
+                if wants(lower, words):
+                    run(text, lower, found)
+            return found if len(found) <= 1 else _resolve(found)
         digit_runs: list[bytes] | list[str]
-        if not text.isascii():
-            words = _WORDS.findall(lower)
-            digit_runs = [] if plain else _RUNS.findall(text)
-        elif plain:
-            words = lower.split()
-            digit_runs = []
-        else:
+        if text.isascii():
             raw = lower.encode()
             words = raw.translate(_KEEP_LETTERS).decode().split()
             digit_runs = raw.translate(_KEEP_DIGITS).split()
+        else:
+            words = _WORDS.findall(lower)
+            digit_runs = _RUNS.findall(text)
+        found = []
         runs: set[int] = set()
         if digit_runs:
             runs = set(map(len, digit_runs))
@@ -142,10 +164,10 @@ class Scrubber:
                 elif prefilter is not None and not prefilter(text, lower, words, runs):
                     continue
                 run(text, lower, found)
-        if not plain and "@" in text:
+        if "@" in text:
             for d in self.at:
                 d.detect(text, lower, found)
-        if not plain and ("." in text or ":" in text or "-" in text) and self.netcheck.search(text):
+        if ("." in text or ":" in text or "-" in text) and self.netcheck.search(text):
             for prefilter, run in self._net_plan:
                 if prefilter(text, lower, words, runs):
                     run(text, lower, found)
@@ -153,20 +175,7 @@ class Scrubber:
             for wants, run in self._alpha_plan:
                 if wants(lower, words):
                     run(text, lower, found)
-        if len(found) <= 1:
-            return found
-        found.sort(key=_rank)
-        kept = [found[0]]
-        for s in found[1:]:
-            start, end = s.start, s.end
-            for k in kept:
-                if end > k.start and start < k.end:
-                    break  # overlaps a span that ranks higher
-            else:
-                kept.append(s)
-        if len(kept) > 1:
-            kept.sort(key=_START)
-        return kept
+        return found if len(found) <= 1 else _resolve(found)
 
     def _apply(self, text: str, spans: Iterable[Span], counts: dict[str, int], count_kept: bool = True) -> str:
         """Apply each span's policy; whitespace is tidied where something was removed."""

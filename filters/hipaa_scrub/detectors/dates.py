@@ -82,7 +82,8 @@ class DateDetector(Detector):
         """Numeric and ISO dates have a digit run of 1 or 2 between separators; written dates a month
         word and either a 4-digit year or a cue word (``born march 3``). Past these, the checks
         :meth:`detect` makes before each of its scans: one of them must pass."""
-        one_two = 1 in runs or 2 in runs
+        # a numeric date, and the separator test below, need a separator
+        one_two = (1 in runs or 2 in runs) and ("-" in lower or "/" in lower or "." in lower)
         if one_two and self._mid.search(lower) is not None:
             return True  # numeric or ISO: a 1-2 digit run between two separators
         if not self.GATE_WORDS.isdisjoint(words):  # type: ignore[union-attr]

@@ -81,17 +81,15 @@ class PhoneDetector(Detector):
         return "+" in text or (not self.LAST_RUNS.isdisjoint(runs) and self.TAIL.search(text) is not None)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        plus = "+" in text
-        for name, rx in self.compiled:
-            if name == "international" and not plus:
-                continue
+        (_, nanp), (_, local), (_, international) = self.compiled
+        fax = "fax" in lower  # the fax cue is tried only when the word occurs at all
+        for rx in (nanp, local, international) if "+" in text else (nanp, local):
             for m in rx.finditer(text):
-                if name == "international":
-                    digits = sum(map(str.isdigit, m.group()))
-                    if not 8 <= digits <= 15:
-                        continue
-                kind = "fax" if context_before(lower, m.start(), self.FAX, 20) else "phone"
-                out.append(Span(m.start(), m.end(), kind, self.PRIORITY))
+                start = m.start()
+                if rx is international and not 8 <= sum(map(str.isdigit, m.group())) <= 15:
+                    continue
+                kind = "fax" if fax and context_before(lower, start, self.FAX, 20) else "phone"
+                out.append(Span(start, m.end(), kind, self.PRIORITY))
 
 
 class CardDetector(Detector):

@@ -22,8 +22,8 @@ from filters.hipaa_scrub.detectors import scan_from_starts
 def ungated(cfg: HipaaScrubConfig | None = None) -> Scrubber:
     """A scrubber that runs every detector on every text."""
     s = Scrubber(cfg)
-    everything = [(None, None, d.detect) for d in s.digit]
-    s._digit_by_count = [everything] * len(s._digit_by_count)
+    everything: list = [[], [], [d.detect for d in s.digit]]
+    s._digit_by_count = [everything] * len(s._digit_by_count)  # type: ignore[list-item]
     s._net_plan = [(lambda *_: True, d.detect) for d in s.net]
     s._alpha_plan = [(lambda *_: True, d.detect) for d in s.alpha]
     s._alpha_words = None

@@ -4,7 +4,7 @@ apply the per-type policies, repeat until the text is stable (scrubbing is idemp
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from operator import attrgetter
 
 from filters.hipaa_scrub.config import HipaaScrubConfig
@@ -28,6 +28,9 @@ TOKENS = {k: "[" + k.upper() + "]" for k in KINDS}
 """Replacement tokens of the ``replace`` policy (``[PHONE]``, ``[NAME]``...)."""
 
 PreCheck = Callable[[str, str, list[str], set[int]], bool]
+Run = Callable[[str, str, list[Span]], None]
+DigitPlan = tuple[list[tuple[frozenset[str], Run]], list[tuple[PreCheck, Run]], list[Run]]
+"""Digit detectors to try: (gated by cue words, gated by a pre-check, ungated)."""
 
 MAX_PASSES = 64
 _RUNS = re.compile(r"\d+")
@@ -105,9 +108,19 @@ class Scrubber:
         self._digit_plan = [(d.MIN_DIGITS, *self._gates(d), d.detect) for d in self.digit]
         # the digit detectors a text with n digits can need, by n (capped): no per-detector count check
         top = max((d.MIN_DIGITS for d in self.digit), default=0)
-        self._digit_by_count = [
-            [(cue, pre, run) for need, cue, pre, run in self._digit_plan if n >= need] for n in range(top + 1)
-        ]
+        # each split three ways (no per-detector branching at run time): detectors gated by cue words,
+        # by a pre-check method, and ungated ones. The order detectors run in does not matter: every
+        # detector has its own priority, so overlaps resolve the same way
+        self._digit_by_count: list[DigitPlan] = []
+        for n in range(top + 1):
+            plan = [(cue, pre, run) for need, cue, pre, run in self._digit_plan if n >= need]
+            self._digit_by_count.append(
+                (
+                    [(cue, run) for cue, _, run in plan if cue is not None],
+                    [(pre, run) for cue, pre, run in plan if cue is None and pre is not None],
+                    [run for cue, pre, run in plan if cue is None and pre is None],
+                )
+            )
         self._net_plan = [(d.prefilter, d.detect) for d in self.net]
         self._alpha_plan = [(d.wants, d.detect) for d in self.alpha]
         # most texts have no trigger word of any word-based detector: one set test skips them all
@@ -156,13 +169,15 @@ class Scrubber:
         runs: set[int] = set()
         if digit_runs:
             runs = set(map(len, digit_runs))
-            plan = self._digit_by_count
-            for cue_words, prefilter, run in plan[min(sum(map(len, digit_runs)), len(plan) - 1)]:
-                if cue_words is not None:
-                    if cue_words.isdisjoint(words):
-                        continue
-                elif prefilter is not None and not prefilter(text, lower, words, runs):
-                    continue
+            plans = self._digit_by_count
+            by_words, by_check, ungated = plans[min(sum(map(len, digit_runs)), len(plans) - 1)]
+            for cue_words, run in by_words:
+                if not cue_words.isdisjoint(words):
+                    run(text, lower, found)
+            for prefilter, run in by_check:
+                if prefilter(text, lower, words, runs):
+                    run(text, lower, found)
+            for run in ungated:
                 run(text, lower, found)
         if "@" in text:
             for d in self.at:
@@ -177,8 +192,22 @@ class Scrubber:
                     run(text, lower, found)
         return found if len(found) <= 1 else _resolve(found)
 
-    def _apply(self, text: str, spans: Iterable[Span], counts: dict[str, int], count_kept: bool = True) -> str:
+    def _apply(self, text: str, spans: list[Span], counts: dict[str, int], count_kept: bool = True) -> str:
         """Apply each span's policy; whitespace is tidied where something was removed."""
+        if len(spans) == 1:  # the usual case, without the list building below
+            s = spans[0]
+            kind = s.kind
+            policy = self.policies[kind]
+            if policy == "keep":
+                if count_kept:
+                    counts[kind] = counts.get(kind, 0) + 1
+                return text
+            counts[kind] = counts.get(kind, 0) + 1
+            if policy == "replace":
+                return text[: s.start] + TOKENS[kind] + (" " + s.residue if s.residue else "") + text[s.end :]
+            repl = s.general if policy == "generalize" and s.general is not None else s.residue
+            new = text[: s.start] + repl + text[s.end :]
+            return new if repl else " ".join(new.split())
         out: list[str] = []
         pos = 0
         removed = False

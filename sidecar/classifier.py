@@ -32,7 +32,8 @@ Per query:
    left with no voting unit is uncategorisable.
 
 Queries made mostly of words common in other languages and rare in English go to
-the ``foreign`` category (ODP's World). A query with no unit is uncategorisable:
+the ``foreign`` category (ODP's World); a lone such word must be far commoner there
+than in English (``trabajo``, not the brand-like ``sentra``). A query with no unit is uncategorisable:
 :meth:`Classifier.classify` returns None.
 """
 

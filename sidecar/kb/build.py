@@ -1,13 +1,17 @@
 """Compile WordNet + wordfreq + ``categories.yaml`` into one KB file.
 
 For every WordNet noun synset the builder finds the nearest category anchor up
-its hypernym / instance-hypernym graph (topic domains count as a longer edge);
-the chain from the anchor down to the synset is the L2..L5 path. Each noun
+its hypernym / instance-hypernym graph; the chain from the anchor down to the
+synset is the L2..L5 path. A synset no anchor reaches falls back to its own
+topic domain (not inherited by its hyponyms; used only for lemmas without an
+anchored sense), then to its lexicographer file. Each noun
 lemma (multiword ones included) then gets a category distribution from its
 senses, weighted by SemCor sense counts (``cntlist.rev``) and sense rank.
 Adjectives reach nouns through pertainyms (``medical`` -> medicine). Curated
-terms from ``categories.yaml`` override WordNet. Everything is emitted in sorted
-order, so equal sources give equal bytes.
+terms from ``categories.yaml`` override WordNet. The other WordNet words (any
+part of speech, no category) are kept as ``known`` words, which the classifier
+never spell-corrects. Everything is emitted in sorted order, so equal sources
+give equal bytes.
 """
 
 from __future__ import annotations

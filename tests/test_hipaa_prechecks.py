@@ -56,6 +56,9 @@ PIECES = st.sampled_from(
         "ssn", "fax", "zip", "main", "ave", "box", "po", "apt", "4b",
         "jane@aol.com", "192.168.1.1", "1.5.0.4", "2001:db8::1", "1a-fd-c9-b2-c4-54", "c797.ff08.a6cd",
         "myspace.com/jsmith", "jane.blogspot.com", "www.google.com",
+        "2001:0db8:85a3:0000:0000:8a2e:0370:7334", "::ffff:192.0.2.1", "1:2:3:4:5:6:10.0.0.1", "25:7b:cf:5e:12:65",
+        "social security", "soc sec #", "ss#", "555.123.4567", "1-800-555-1234", "(555)123-4567", "5551234",
+        "12-25-1980", "1980/12/25", "7.4.2006", "3-15",
     ]
 )
 TEXTS = st.lists(PIECES, min_size=1, max_size=8).map(" ".join)

@@ -107,7 +107,9 @@ class DateDetector(Detector):
         return (month or self._sep.search(lower) is not None) and self._cue_part.search(lower) is not None
     _month = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)")
 
-    _mid = re.compile(r"\d([/.-])\d\d?\1\d")  # numeric and ISO dates: a 1-2 digit group between two separators
+    # numeric and ISO dates: a 1-2 (or 4) digit group at a boundary, then a 1-2 digit group between two
+    # separators (the start of both patterns)
+    _mid = re.compile(r"(?<![\w/.-])(?:\d{1,2}|\d{4})([/.-])\d\d?\1\d")
     _year = re.compile(r"(?:1[89]|20)\d\d")
     # where a written date (month first) or a cue can start: the full patterns are tried there only
     _month_start = re.compile(r"(?<![\w])(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)", re.IGNORECASE)

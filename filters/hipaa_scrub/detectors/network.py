@@ -31,8 +31,13 @@ class IpDetector(Detector):
     GATE = r"\d\.\d"
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
-        """IPv6 has two colons or more; IPv4 three dots, and a digit dot digit."""
-        return lower.count(":") >= 2 or (lower.count(".") >= 3 and super().prefilter(text, lower, words, runs))
+        """A valid IPv6 address has ``::`` or 6 colons or more (8 groups, or 6 and an IPv4 tail);
+        IPv4 three dots, and a digit dot digit."""
+        return (
+            "::" in lower
+            or lower.count(":") >= 6
+            or (lower.count(".") >= 3 and super().prefilter(text, lower, words, runs))
+        )
     PRIORITY = 12
     PATTERNS = (
         Pattern("ipv4", r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\w]|\.\d)"),

@@ -33,8 +33,9 @@ class SsnDetector(Detector):
     INVALID = frozenset({"078051120", "219099999", "123456789"})  # famous published/sample numbers
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
-        """Both patterns are bounded digit runs: 9 digits, or runs of 3, 2 and 4."""
-        return 9 in runs or (4 in runs and 2 in runs and 3 in runs)
+        """Both patterns are bounded digit runs: runs of 3, 2 and 4, or 9 digits after a cue (which
+        has ``ss`` or ``soc``)."""
+        return (4 in runs and 2 in runs and 3 in runs) or (9 in runs and ("ss" in lower or "soc" in lower))
 
     @classmethod
     def valid(cls, area: str, group: str, serial: str) -> bool:
@@ -73,7 +74,8 @@ class PhoneDetector(Detector):
     )
     FAX = re.compile(r"\bfax(?:\s*(?:number|no|num|#))?\b")
     LAST_RUNS = frozenset({4, 7, 10, 11})
-    TAIL = re.compile(r"\d{3}[\s.-]?\d{4}")  # how every NANP and local number ends
+    # how every NANP number (area code digits or ``)``, 3 digits, 4 digits) and local number ends
+    TAIL = re.compile(r"[\d)][\s.-]?\d{3}[\s.-]?\d{4}|\d{3}[-.]\d{4}")
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
         """A NANP or local number ends in a bounded digit run of 4 (after a separator), 7 (ddd-dddd

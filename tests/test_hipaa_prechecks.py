@@ -160,3 +160,48 @@ def test_a_text_without_trigger_words_skips_the_word_detectors() -> None:
     assert GATED._alpha_words.isdisjoint(["cheap", "flights", "weather"])
     assert spans(GATED, "obituary john smith") == [(9, 19, "name")]
     assert spans(GATED, "cheap flights weather") == []
+
+
+def _ascii_pairs() -> list[tuple[re.Pattern[str], re.Pattern[str]]]:
+    """Every case-insensitive pattern that detectors run on lowercased text, with its ASCII variant."""
+    pairs = []
+    for d in GATED.digit + GATED.net + GATED.at + GATED.alpha:
+        pairs += [(rx, fast) for (_, rx), (_, fast) in zip(d.compiled, d.compiled_ascii, strict=True)]
+        for name in ("ascii", "starts_ascii", "gates_ascii"):
+            if hasattr(d, name):
+                slow = {
+                    "ascii": lambda d: (d.starts, d.combined),
+                    "starts_ascii": lambda d: (d._month_start, d._cue_start),
+                    "gates_ascii": lambda d: (d._day_year, d._day_month),
+                }[name](d)
+                pairs += list(zip(slow, getattr(d, name), strict=True))
+        if hasattr(d, "mixed_ascii"):
+            pairs.append((d.mixed, d.mixed_ascii))
+        if hasattr(d, "RUN17_ASCII"):
+            pairs.append((d.RUN17, d.RUN17_ASCII))
+    return pairs
+
+
+ASCII_PAIRS = _ascii_pairs()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(TEXTS, st.text(alphabet="0123456789abcdefxyzABCDEFXYZ -./:()+@,#'", max_size=40)))
+def test_ascii_variants_match_like_the_case_insensitive_patterns(text: str) -> None:
+    """On ASCII lowercased text the case-sensitive variants find exactly the same matches."""
+    lower = text.lower()
+    assert lower.isascii()
+    for slow, fast in ASCII_PAIRS:
+        assert [m.span() for m in fast.finditer(lower)] == [m.span() for m in slow.finditer(lower)], slow.pattern
+
+
+def test_ascii_variant_keeps_patterns_with_capitals_and_drops_only_ignorecase() -> None:
+    from filters.hipaa_scrub.detectors import ascii_variant
+
+    capital = re.compile(r"X\d", re.IGNORECASE)
+    assert ascii_variant(capital) is capital
+    plain = re.compile(r"x\d")
+    assert ascii_variant(plain) is plain
+    named = ascii_variant(re.compile(r"(?P<v>ab)\S", re.IGNORECASE))
+    assert not named.flags & re.IGNORECASE
+    assert any(not fast.flags & re.IGNORECASE for _, fast in ASCII_PAIRS)

@@ -86,6 +86,8 @@ class Detector:
 
     def __init__(self) -> None:
         self.compiled = tuple((p.name, re.compile(p.regex, self.FLAGS)) for p in self.PATTERNS)
+        #: the same, for ASCII lowercased text (see :func:`ascii_variant`)
+        self.compiled_ascii = tuple((name, ascii_variant(rx)) for name, rx in self.compiled)
         self.gate = re.compile(self.GATE) if self.GATE else None
 
     def has_prefilter(self) -> bool:
@@ -114,6 +116,18 @@ class Detector:
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         raise NotImplementedError  # abstract: every detector defines it
+
+
+_ESCAPE = re.compile(r"\\.|\(\?P[<=]")  # escapes (``\d``, ``\S``) and named-group syntax are not letters
+
+
+def ascii_variant(rx: re.Pattern[str]) -> re.Pattern[str]:
+    """``rx`` without ``IGNORECASE`` when that changes nothing on ASCII lowercase text (no letter of
+    the pattern outside escapes is uppercase), else ``rx`` itself. Case-insensitive matching is
+    markedly slower in ``re``; use the variant only on ``lower`` when ``lower.isascii()``."""
+    if not rx.flags & re.IGNORECASE or any(c.isupper() for c in _ESCAPE.sub("", rx.pattern)):
+        return rx
+    return re.compile(rx.pattern, rx.flags & ~re.IGNORECASE)
 
 
 def luhn_ok(digits: str) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from filters.hipaa_scrub.detectors import Detector, Pattern, Span, scan_from_starts
+from filters.hipaa_scrub.detectors import Detector, Pattern, Span, ascii_variant, scan_from_starts
 
 _NUM = r"(?:\s*(?:number|numbers|num|no\.?|nbr|#|id|code))?\s*(?:is|=|:|#)?\s*"
 VALUE = r"(?P<v>(?=[a-z0-9-]*\d[a-z0-9-]*\d)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){3,24})(?![\w-])"
@@ -122,9 +122,12 @@ class ContextNumberDetector(Detector):
         self.combined = re.compile("|".join(f"(?:{r})" for r in parts), self.FLAGS)
         # every cue starts with one of these: a cheap scan finds the places worth trying the full pattern
         self.starts = re.compile(rf"(?<![\w])(?:{CUE_STARTS})", self.FLAGS)
+        self.ascii = (ascii_variant(self.starts), ascii_variant(self.combined))
 
     def matches(self, lower: str) -> Iterator[re.Match[str]]:
         """The matches of ``combined.finditer(lower)``, trying the full pattern only where a cue starts."""
+        if lower.isascii():
+            return scan_from_starts(*self.ascii, lower)
         return scan_from_starts(self.starts, self.combined, lower)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
@@ -167,11 +170,13 @@ class VinDetector(Detector):
     CUE = re.compile(r"\bvin\b")
     RUN17 = re.compile(r"(?<![a-z0-9])[a-z0-9]{17}(?![a-z0-9])", re.IGNORECASE)
 
+    RUN17_ASCII = ascii_variant(RUN17)
+
     def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
         """A VIN is a bounded run of 17 letters and digits."""
-        return len(lower) >= 17 and self.RUN17.search(lower) is not None
+        return len(lower) >= 17 and (self.RUN17_ASCII if lower.isascii() else self.RUN17).search(lower) is not None
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        for m in self.compiled[0][1].finditer(lower):
+        for m in (self.compiled_ascii if lower.isascii() else self.compiled)[0][1].finditer(lower):
             if vin_check_ok(m.group()) or self.CUE.search(lower, max(0, m.start() - 16), m.start()):
                 out.append(Span(m.start(), m.end(), "vin", self.PRIORITY))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from filters.hipaa_scrub.detectors import Detector, Pattern, Span, scan_from_starts
+from filters.hipaa_scrub.detectors import Detector, Pattern, Span, ascii_variant, scan_from_starts
 
 MONTHS = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
@@ -125,8 +125,17 @@ class DateDetector(Detector):
         r"\d(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)", re.IGNORECASE
     )
 
+    def __init__(self) -> None:
+        super().__init__()
+        # case-sensitive variants for ASCII text (see ``ascii_variant``)
+        self.starts_ascii = (ascii_variant(self._month_start), ascii_variant(self._cue_start))
+        self.gates_ascii = (ascii_variant(self._day_year), ascii_variant(self._day_month))
+
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        numeric, iso, mdy, dmy, cue = (rx for _, rx in self.compiled)
+        is_ascii = lower.isascii()
+        numeric, iso, mdy, dmy, cue = (rx for _, rx in (self.compiled_ascii if is_ascii else self.compiled))
+        month_start, cue_start = self.starts_ascii if is_ascii else (self._month_start, self._cue_start)
+        day_year, day_month = self.gates_ascii if is_ascii else (self._day_year, self._day_month)
         if self._mid.search(lower) is not None:
             for m in numeric.finditer(lower):
                 a, sep, b, y = int(m.group(1)), m.group(2), int(m.group(3)), m.group(4)
@@ -144,14 +153,14 @@ class DateDetector(Detector):
                     out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(1)))
         month = self._month.search(lower) is not None
         if month and self._year.search(lower) is not None:
-            if self._day_year.search(lower) is not None:
-                for m in scan_from_starts(self._month_start, mdy, lower):
+            if day_year.search(lower) is not None:
+                for m in scan_from_starts(month_start, mdy, lower):
                     out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
-            if self._day_month.search(lower) is not None:
+            if day_month.search(lower) is not None:
                 for m in dmy.finditer(lower):
                     out.append(Span(m.start(), m.end(), "date", self.PRIORITY, general=m.group(3)))
         if (month or self._sep.search(lower) is not None) and self._cue_part.search(lower) is not None:
-            for m in scan_from_starts(self._cue_start, cue, lower):
+            for m in scan_from_starts(cue_start, cue, lower):
                 out.append(Span(m.start(1), m.end(1), "date", self.PRIORITY, general=""))
 
 
@@ -171,7 +180,7 @@ class AgeDetector(Detector):
     )
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        for name, rx in self.compiled:
+        for name, rx in self.compiled_ascii if lower.isascii() else self.compiled:
             for m in rx.finditer(lower):
                 age = int(m.group(1))
                 if not 90 <= age <= 125:

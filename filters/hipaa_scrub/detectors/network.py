@@ -99,7 +99,7 @@ class MacDetector(Detector):
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         # six pairs need five separators, three Cisco groups two dots
         wanted = {"pairs": lower.count(":") >= 5 or lower.count("-") >= 5, "cisco": lower.count(".") >= 2}
-        for name, rx in self.compiled:
+        for name, rx in self.compiled_ascii if lower.isascii() else self.compiled:
             if not wanted[name]:
                 continue
             for m in rx.finditer(lower):
@@ -202,7 +202,7 @@ class UrlDetector(Detector):
         )
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        for m in self.compiled[0][1].finditer(lower):
+        for m in (self.compiled_ascii if lower.isascii() else self.compiled)[0][1].finditer(lower):
             path = m.group("path")
             full = m.group()
             host_start = m.start() + self.SCHEME.match(full).end()  # type: ignore[union-attr]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from filters.hipaa_scrub.detectors import Detector, Pattern, Span, context_before, luhn_ok
+from filters.hipaa_scrub.detectors import Detector, Pattern, Span, ascii_variant, context_before, luhn_ok
 from filters.hipaa_scrub.geo import zip3
 
 _NON_DIGIT = re.compile(r"\D")
@@ -168,6 +168,7 @@ class LongNumberDetector(Detector):
         long_digits, mixed = self.PATTERNS[0].regex.split("|(?<![\\w-])(?=[0-9-]*[a-z])", 1)
         self.digits_only = re.compile(long_digits, self.FLAGS)
         self.mixed = re.compile("(?<![\\w-])(?=[0-9-]*[a-z])" + mixed, self.FLAGS)
+        self.mixed_ascii = ascii_variant(self.mixed)
         self.mixed_gate = re.compile(r"[a-z]\d|\d[a-z]")
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
@@ -181,7 +182,7 @@ class LongNumberDetector(Detector):
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         matches = list(self.digits_only.finditer(lower))
         if self.mixed_gate.search(lower):
-            matches += self.mixed.finditer(lower)
+            matches += (self.mixed_ascii if lower.isascii() else self.mixed).finditer(lower)
         for m in matches:
             if m.end() - m.start() >= 13:  # an ISBN-13 has 13 digits
                 digits = _NON_DIGIT.sub("", m.group())

@@ -108,7 +108,7 @@ class AddressDetector(Detector):
     )
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        (_, street), (_, box) = self.compiled
+        (_, street), (_, box) = self.compiled_ascii if lower.isascii() else self.compiled
         for m in street.finditer(lower):
             name = m.group("name")
             words = name.split()

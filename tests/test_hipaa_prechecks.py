@@ -205,3 +205,23 @@ def test_ascii_variant_keeps_patterns_with_capitals_and_drops_only_ignorecase() 
     named = ascii_variant(re.compile(r"(?P<v>ab)\S", re.IGNORECASE))
     assert not named.flags & re.IGNORECASE
     assert any(not fast.flags & re.IGNORECASE for _, fast in ASCII_PAIRS)
+
+
+SPAN = st.tuples(st.integers(0, 12), st.integers(0, 5), st.sampled_from([5, 20, 20, 90]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(SPAN, min_size=2, max_size=4))
+def test_overlap_resolution_matches_the_greedy_rule(raw: list[tuple[int, int, int]]) -> None:
+    """Two spans take a shortcut; any number resolve like the plain greedy rule: by rank (longer,
+    then lower priority number, then earlier), keep what overlaps nothing kept, in text order."""
+    from filters.hipaa_scrub.detectors import Span
+    from filters.hipaa_scrub.scrubber import _rank, _resolve
+
+    found = [Span(a, a + n, "id", p, general=str(i)) for i, (a, n, p) in enumerate(raw)]
+    kept: list[Span] = []
+    for s in sorted(found, key=_rank):
+        if all(s.end <= k.start or s.start >= k.end for k in kept):
+            kept.append(s)
+    expected = [s.general for s in sorted(kept, key=lambda s: s.start)]
+    assert [s.general for s in _resolve(list(found))] == expected

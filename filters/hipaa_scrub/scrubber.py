@@ -51,6 +51,14 @@ def _rank(s: Span) -> tuple[int, int, int]:
 
 def _resolve(found: list[Span]) -> list[Span]:
     """The spans kept when overlaps are resolved by :func:`_rank`, in text order."""
+    if len(found) == 2:  # the usual case (a catch-all number under a specific one), without sorting
+        a, b = found
+        a_first = _rank(a) <= _rank(b)  # the order a stable sort by rank gives
+        if a.end > b.start and a.start < b.end:
+            return [a if a_first else b]  # overlap: the higher ranked one stays
+        if a.start != b.start:
+            a_first = a.start < b.start
+        return [a, b] if a_first else [b, a]
     found.sort(key=_rank)
     kept = [found[0]]
     for s in found[1:]:

@@ -22,7 +22,7 @@ from filters.hipaa_scrub.detectors import scan_from_starts
 def ungated(cfg: HipaaScrubConfig | None = None) -> Scrubber:
     """A scrubber that runs every detector on every text."""
     s = Scrubber(cfg)
-    everything: list = [[], [], [d.detect for d in s.digit]]
+    everything: list = [[], [], [(None, d.detect) for d in s.digit]]
     s._digit_by_count = [everything] * len(s._digit_by_count)  # type: ignore[list-item]
     s._net_plan = [(lambda *_: True, d.detect) for d in s.net]
     s._alpha_plan = [(lambda *_: True, d.detect) for d in s.alpha]
@@ -225,3 +225,18 @@ def test_overlap_resolution_matches_the_greedy_rule(raw: list[tuple[int, int, in
             kept.append(s)
     expected = [s.general for s in sorted(kept, key=lambda s: s.start)]
     assert [s.general for s in _resolve(list(found))] == expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(TEXTS, DATE_TEXT, st.text(alphabet="0123456789abx -./:,#", max_size=30)))
+def test_run_lengths_hold_wherever_a_detector_finds_something(text: str) -> None:
+    """A detector that declares RUNS finds nothing in a text without a digit run of those lengths."""
+    lower = text.lower()
+    runs = {len(r) for r in re.findall(r"\d+", text)}
+    for d in GATED.digit:
+        if d.RUNS is None:
+            continue
+        out: list = []
+        d.detect(text, lower, out)
+        if out:
+            assert not d.RUNS.isdisjoint(runs), (type(d).__name__, sorted(runs))

@@ -27,10 +27,15 @@ from filters.hipaa_scrub.names import common_words, load_names
 TOKENS = {k: "[" + k.upper() + "]" for k in KINDS}
 """Replacement tokens of the ``replace`` policy (``[PHONE]``, ``[NAME]``...)."""
 
-PreCheck = Callable[[str, str, list[str], set[int]], bool]
+PreCheck = Callable[[str, str, list[str], frozenset[int]], bool]
 Run = Callable[[str, str, list[Span]], None]
 DigitPlan = tuple[list[tuple[frozenset[str], Run]], list[tuple[PreCheck, Run]], list[Run]]
 """Digit detectors to try: (gated by cue words, gated by a pre-check, ungated)."""
+Lens = frozenset[int] | None
+RunsPlan = tuple[list[tuple[Lens, frozenset[str], Run]], list[tuple[Lens, PreCheck, Run]], list[tuple[Lens, Run]]]
+"""A :data:`DigitPlan` whose detectors still carry their digit-run lengths (``Detector.RUNS``)."""
+_NO_RUNS: frozenset[int] = frozenset()
+_PLAN_CACHE_SIZE = 4096
 
 MAX_PASSES = 64
 _RUNS = re.compile(r"\d+")
@@ -113,22 +118,26 @@ class Scrubber:
         # bound methods and gates looked up once: the per-query loop does no attribute lookups
         # (least digits, cue words of which one must occur, other pre-check, detect): a detector whose
         # pre-check is only its GATE_WORDS is gated here without a method call
-        self._digit_plan = [(d.MIN_DIGITS, *self._gates(d), d.detect) for d in self.digit]
+        self._digit_plan = [(d.MIN_DIGITS, d.RUNS, *self._gates(d), d.detect) for d in self.digit]
         # the digit detectors a text with n digits can need, by n (capped): no per-detector count check
         top = max((d.MIN_DIGITS for d in self.digit), default=0)
         # each split three ways (no per-detector branching at run time): detectors gated by cue words,
-        # by a pre-check method, and ungated ones. The order detectors run in does not matter: every
-        # detector has its own priority, so overlaps resolve the same way
-        self._digit_by_count: list[DigitPlan] = []
+        # by a pre-check method, and ungated ones, each with its digit-run lengths (RUNS). The order
+        # detectors run in does not matter: every detector has its own priority, so overlaps resolve
+        # the same way
+        self._digit_by_count: list[RunsPlan] = []
         for n in range(top + 1):
-            plan = [(cue, pre, run) for need, cue, pre, run in self._digit_plan if n >= need]
+            plan = [(lens, cue, pre, run) for need, lens, cue, pre, run in self._digit_plan if n >= need]
             self._digit_by_count.append(
                 (
-                    [(cue, run) for cue, _, run in plan if cue is not None],
-                    [(pre, run) for cue, pre, run in plan if cue is None and pre is not None],
-                    [run for cue, pre, run in plan if cue is None and pre is None],
+                    [(lens, cue, run) for lens, cue, _, run in plan if cue is not None],
+                    [(lens, pre, run) for lens, cue, pre, run in plan if cue is None and pre is not None],
+                    [(lens, run) for lens, cue, pre, run in plan if cue is None and pre is None],
                 )
             )
+        # those plans without the detectors whose RUNS a text lacks, by (digit count, run lengths):
+        # few distinct keys occur, so the filtering is done once per key (the cache is bounded)
+        self._plan_cache: dict[tuple[int, frozenset[int]], DigitPlan] = {}
         self._net_plan = [(d.prefilter, d.detect) for d in self.net]
         self._alpha_plan = [(d.wants, d.detect) for d in self.alpha]
         # most texts have no trigger word of any word-based detector: one set test skips them all
@@ -138,6 +147,18 @@ class Scrubber:
         )
         # one combined pre-check: most queries have none of these
         self.netcheck = re.compile(r"[.:]\S|-[0-9a-f]{2}-", re.IGNORECASE)
+
+    def _plan_for(self, count: int, runs: frozenset[int]) -> DigitPlan:
+        """The digit plan for ``count`` digits without the detectors none of whose RUNS occur."""
+        by_words, by_check, ungated = self._digit_by_count[count]
+        plan: DigitPlan = (
+            [(cue, run) for lens, cue, run in by_words if lens is None or not lens.isdisjoint(runs)],
+            [(pre, run) for lens, pre, run in by_check if lens is None or not lens.isdisjoint(runs)],
+            [run for lens, run in ungated if lens is None or not lens.isdisjoint(runs)],
+        )
+        if len(self._plan_cache) < _PLAN_CACHE_SIZE:
+            self._plan_cache[(count, runs)] = plan
+        return plan
 
     @staticmethod
     def _gates(d: Detector) -> tuple[frozenset[str] | None, PreCheck | None]:
@@ -174,11 +195,14 @@ class Scrubber:
             words = _WORDS.findall(lower)
             digit_runs = _RUNS.findall(text)
         found = []
-        runs: set[int] = set()
+        runs: frozenset[int] = _NO_RUNS
         if digit_runs:
-            runs = set(map(len, digit_runs))
-            plans = self._digit_by_count
-            by_words, by_check, ungated = plans[min(sum(map(len, digit_runs)), len(plans) - 1)]
+            runs = frozenset(map(len, digit_runs))
+            key = (min(sum(map(len, digit_runs)), len(self._digit_by_count) - 1), runs)
+            plan = self._plan_cache.get(key)
+            if plan is None:
+                plan = self._plan_for(*key)
+            by_words, by_check, ungated = plan
             for cue_words, run in by_words:
                 if not cue_words.isdisjoint(words):
                     run(text, lower, found)

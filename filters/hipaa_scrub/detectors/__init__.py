@@ -78,6 +78,9 @@ class Detector:
     FLAGS: ClassVar[int] = re.IGNORECASE
     #: Digit-based detectors are skipped on texts with fewer digits than this.
     MIN_DIGITS: ClassVar[int] = 1
+    #: Digit-run lengths of which one must occur (a run is a maximal ``\d+``); None: no such set.
+    #: The scrubber drops the detector from a text's plan without calling anything when none occurs.
+    RUNS: ClassVar[frozenset[int] | None] = None
     #: Optional cheap regex on the lowercased text; no match skips ``detect``.
     GATE: ClassVar[str | None] = None
     #: Optional words (``[a-z]+`` runs of the lowercased text) of which one must occur; faster
@@ -94,7 +97,7 @@ class Detector:
         """False when :meth:`prefilter` always passes (the scrubber then skips the call)."""
         return type(self).prefilter is not Detector.prefilter or self.gate is not None or self.GATE_WORDS is not None
 
-    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+    def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """Cheap pre-check: ``GATE`` matches or one of ``GATE_WORDS`` occurs (either, when both are set).
 
         ``words`` are the ``[a-z]+`` runs of ``lower``, ``runs`` the lengths of its digit runs.

@@ -111,7 +111,7 @@ class ContextNumberDetector(Detector):
     )
     SKIP = re.compile(r"^(?:19|20)\d\d$|^\d{1,3}$")
 
-    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+    def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """A cue word, or ``a/c`` / ``s/n`` (one-letter words are too common in codes to gate on)."""
         return not self.GATE_WORDS.isdisjoint(words) or "a/c" in lower or "s/n" in lower  # type: ignore[union-attr]
 
@@ -172,7 +172,7 @@ class VinDetector(Detector):
 
     RUN17_ASCII = ascii_variant(RUN17)
 
-    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+    def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """A VIN is a bounded run of 17 letters and digits."""
         return len(lower) >= 17 and (self.RUN17_ASCII if lower.isascii() else self.RUN17).search(lower) is not None
 

@@ -59,6 +59,9 @@ class DateDetector(Detector):
         ]
     )
     MIN_DIGITS = 1
+    # every pattern has a day or month of 1-2 digits standing alone (bounded by separators, spaces,
+    # a suffix or the cue): a digit run of 1 or 2
+    RUNS = frozenset({1, 2})
     PRIORITY = 25
     NEEDS = "digit"
     PATTERNS = (
@@ -78,7 +81,7 @@ class DateDetector(Detector):
         | {"discharged", "admission", "discharge"}
     )
 
-    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+    def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """Numeric and ISO dates have a digit run of 1 or 2 between separators; written dates a month
         word and either a 4-digit year or a cue word (``born march 3``). Past these, the checks
         :meth:`detect` makes before each of its scans: one of them must pass."""
@@ -170,6 +173,7 @@ class AgeDetector(Detector):
     KINDS = ("age",)
     GATE_WORDS = frozenset(["age", "aged", "ages", "yr", "yrs", "year", "years", "yo", "y"])
     MIN_DIGITS = 2
+    RUNS = frozenset({2, 3})  # the age is a bounded run of 2-3 digits
     PRIORITY = 26
     PATTERNS = (
         Pattern("age_before", r"(?<![\w])(?:age|aged|ages)\s*:?\s*(\d{2,3})(?![\d+]|\s*(?:%|percent|dollars?|mph))"),

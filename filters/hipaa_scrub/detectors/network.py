@@ -30,7 +30,7 @@ class IpDetector(Detector):
     NEEDS = "dot_or_colon"
     GATE = r"\d\.\d"
 
-    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+    def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """A valid IPv6 address has ``::`` or 6 colons or more (8 groups, or 6 and an IPv4 tail);
         IPv4 three dots, and a digit dot digit."""
         return (
@@ -83,7 +83,7 @@ class MacDetector(Detector):
 
     CISCO = re.compile(r"[0-9a-f]{4}\.[0-9a-f]{4}\.[0-9a-f]{4}", re.IGNORECASE)
 
-    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+    def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """Six pairs need five separators of a kind; Cisco triples two dots between hex groups of 4."""
         return (
             lower.count(":") >= 5
@@ -195,7 +195,7 @@ class UrlDetector(Detector):
         # unless bare domains are scrubbed, a URL is scrubbed for its path or a personal host
         self.path_or_host = re.compile(r"[/?#~]|" + "|".join(re.escape("." + h) for h in self.PERSONAL_HOSTS))
 
-    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+    def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """A dot before a letter; and, unless bare domains are scrubbed, a path character or a personal host."""
         return self.gate.search(lower) is not None and (  # type: ignore[union-attr]
             self.scrub_bare or self.path_or_host.search(lower) is not None

@@ -24,6 +24,7 @@ class SsnDetector(Detector):
 
     KINDS = ("ssn",)
     MIN_DIGITS = 9
+    RUNS = frozenset({3, 9})  # the area number, or the bare 9 digits
     PRIORITY = 10
     PATTERNS = (
         Pattern("ssn_separated", r"(?<![\w.-])(\d{3})([- ])(\d{2})\2(\d{4})(?![\w-]|\.\d)"),
@@ -32,7 +33,7 @@ class SsnDetector(Detector):
     CONTEXT = re.compile(r"\b(?:ssn|ss#|ss no|soc(?:ial)?\s*sec(?:urity)?(?:\s*(?:number|no|num|#))?)\b|ss#")
     INVALID = frozenset({"078051120", "219099999", "123456789"})  # famous published/sample numbers
 
-    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+    def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """Both patterns are bounded digit runs: runs of 3, 2 and 4, or 9 digits after a cue (which
         has ``ss`` or ``soc``)."""
         return (4 in runs and 2 in runs and 3 in runs) or (9 in runs and ("ss" in lower or "soc" in lower))
@@ -77,7 +78,7 @@ class PhoneDetector(Detector):
     # how every NANP number (area code digits or ``)``, 3 digits, 4 digits) and local number ends
     TAIL = re.compile(r"[\d)][\s.-]?\d{3}[\s.-]?\d{4}|\d{3}[-.]\d{4}")
 
-    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+    def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """A NANP or local number ends in a bounded digit run of 4 (after a separator), 7 (ddd-dddd
         after a separator), 10 or 11 (all joined), after 3 digits; an international one starts with ``+``."""
         return "+" in text or (not self.LAST_RUNS.isdisjoint(runs) and self.TAIL.search(text) is not None)
@@ -119,6 +120,7 @@ class ZipDetector(Detector):
 
     KINDS = ("zip",)
     MIN_DIGITS = 5
+    RUNS = frozenset({5})  # the 5 digits are a bounded run (the whole pre-check)
     PRIORITY = 40
     PATTERNS = (Pattern("zip", r"(?<![\w$#.,/:-])(\d{5})(?:-(\d{4}))?(?![\w%/:-]|[.,]\d)"),)
     BEFORE = re.compile(
@@ -131,10 +133,6 @@ class ZipDetector(Detector):
         r"mhz|ghz|watts?|w|volts?|v|gb|mb|bc|ad|bce|yen|euros?|people|calories|points|words|hours|years|b\.c)\b"
     )
     ZIP_CUE = re.compile(r"\bzip(?:\s*code)?\s*:?\s*$|\bzipcode\s*:?\s*$")
-
-    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
-        """The 5 digits are a bounded digit run."""
-        return 5 in runs
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         for m in self.compiled[0][1].finditer(text):
@@ -171,7 +169,7 @@ class LongNumberDetector(Detector):
         self.mixed_ascii = ascii_variant(self.mixed)
         self.mixed_gate = re.compile(r"[a-z]\d|\d[a-z]")
 
-    def prefilter(self, text: str, lower: str, words: list[str], runs: set[int]) -> bool:
+    def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """9+ joined digits, 10+ digits with dashes, or letters touching digits (the mixed form)."""
         return (
             max(runs) >= 9

@@ -92,6 +92,7 @@ class AddressDetector(Detector):
 
     KINDS = ("address",)
     MIN_DIGITS = 1
+    RUNS = frozenset(range(1, 7))  # the house or box number is a bounded run of 1-6 digits
     PRIORITY = 8
     PATTERNS = (
         Pattern(

@@ -240,3 +240,10 @@ def test_run_lengths_hold_wherever_a_detector_finds_something(text: str) -> None
         d.detect(text, lower, out)
         if out:
             assert not d.RUNS.isdisjoint(runs), (type(d).__name__, sorted(runs))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789abz -._٣", max_size=20))
+def test_letter_touching_digit_gate_is_the_plain_alternation(text: str) -> None:
+    d = next(x for x in GATED.digit if type(x).__name__ == "LongNumberDetector")
+    assert (d.mixed_gate.search(text) is None) == (re.search(r"[a-z]\d|\d[a-z]", text) is None)

@@ -167,14 +167,15 @@ class LongNumberDetector(Detector):
         self.digits_only = re.compile(long_digits, self.FLAGS)
         self.mixed = re.compile("(?<![\\w-])(?=[0-9-]*[a-z])" + mixed, self.FLAGS)
         self.mixed_ascii = ascii_variant(self.mixed)
-        self.mixed_gate = re.compile(r"[a-z]\d|\d[a-z]")
+        # a letter touching a digit (``[a-z]\d|\d[a-z]``), written to start with the digit: faster in ``re``
+        self.mixed_gate = re.compile(r"\d(?:(?<=[a-z]\d)|[a-z])")
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """9+ joined digits, 10+ digits with dashes, or letters touching digits (the mixed form)."""
         return (
             max(runs) >= 9
-            or self.mixed_gate.search(lower) is not None
             or ("-" in text and _digit_count(text) >= 10)
+            or self.mixed_gate.search(lower) is not None
         )
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:

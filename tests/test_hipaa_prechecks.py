@@ -247,3 +247,15 @@ def test_run_lengths_hold_wherever_a_detector_finds_something(text: str) -> None
 def test_letter_touching_digit_gate_is_the_plain_alternation(text: str) -> None:
     d = next(x for x in GATED.digit if type(x).__name__ == "LongNumberDetector")
     assert (d.mixed_gate.search(text) is None) == (re.search(r"[a-z]\d|\d[a-z]", text) is None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789", max_size=20))
+def test_luhn_matches_the_textbook_loop(digits: str) -> None:
+    from filters.hipaa_scrub.detectors import luhn_ok
+
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch) * (2 if i % 2 else 1)
+        total += d - 9 if d > 9 else d
+    assert luhn_ok(digits) == (total % 10 == 0)

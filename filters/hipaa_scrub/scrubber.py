@@ -135,9 +135,9 @@ class Scrubber:
                     [(lens, run) for lens, cue, pre, run in plan if cue is None and pre is None],
                 )
             )
-        # those plans without the detectors whose RUNS a text lacks, by (digit count, run lengths):
-        # few distinct keys occur, so the filtering is done once per key (the cache is bounded)
-        self._plan_cache: dict[tuple[int, frozenset[int]], DigitPlan] = {}
+        # those plans without the detectors whose RUNS a text lacks, by the lengths of the text's digit
+        # runs: few distinct keys occur, so the filtering is done once per key (the cache is bounded)
+        self._plan_cache: dict[tuple[int, ...], tuple[DigitPlan, frozenset[int]]] = {}
         self._net_plan = [(d.prefilter, d.detect) for d in self.net]
         self._alpha_plan = [(d.wants, d.detect) for d in self.alpha]
         # most texts have no trigger word of any word-based detector: one set test skips them all
@@ -148,17 +148,19 @@ class Scrubber:
         # one combined pre-check: most queries have none of these
         self.netcheck = re.compile(r"[.:]\S|-[0-9a-f]{2}-", re.IGNORECASE)
 
-    def _plan_for(self, count: int, runs: frozenset[int]) -> DigitPlan:
-        """The digit plan for ``count`` digits without the detectors none of whose RUNS occur."""
-        by_words, by_check, ungated = self._digit_by_count[count]
+    def _plan_for(self, lengths: tuple[int, ...]) -> tuple[DigitPlan, frozenset[int]]:
+        """The digit plan for a text whose digit runs have these lengths (in text order): the plan
+        for its digit count without the detectors none of whose RUNS occur; and the set of lengths."""
+        runs = frozenset(lengths)
+        by_words, by_check, ungated = self._digit_by_count[min(sum(lengths), len(self._digit_by_count) - 1)]
         plan: DigitPlan = (
             [(cue, run) for lens, cue, run in by_words if lens is None or not lens.isdisjoint(runs)],
             [(pre, run) for lens, pre, run in by_check if lens is None or not lens.isdisjoint(runs)],
             [run for lens, run in ungated if lens is None or not lens.isdisjoint(runs)],
         )
         if len(self._plan_cache) < _PLAN_CACHE_SIZE:
-            self._plan_cache[(count, runs)] = plan
-        return plan
+            self._plan_cache[lengths] = (plan, runs)
+        return plan, runs
 
     @staticmethod
     def _gates(d: Detector) -> tuple[frozenset[str] | None, PreCheck | None]:
@@ -197,11 +199,11 @@ class Scrubber:
         found = []
         runs: frozenset[int] = _NO_RUNS
         if digit_runs:
-            runs = frozenset(map(len, digit_runs))
-            key = (min(sum(map(len, digit_runs)), len(self._digit_by_count) - 1), runs)
-            plan = self._plan_cache.get(key)
-            if plan is None:
-                plan = self._plan_for(*key)
+            lens = tuple(map(len, digit_runs))
+            cached = self._plan_cache.get(lens)
+            if cached is None:
+                cached = self._plan_for(lens)
+            plan, runs = cached
             by_words, by_check, ungated = plan
             for cue_words, run in by_words:
                 if not cue_words.isdisjoint(words):

@@ -133,9 +133,14 @@ def ascii_variant(rx: re.Pattern[str]) -> re.Pattern[str]:
     return re.compile(rx.pattern, rx.flags & ~re.IGNORECASE)
 
 
+_LUHN_DOUBLE = {str(d): (2 * d if d < 5 else 2 * d - 9) for d in range(10)}
+
+
 def luhn_ok(digits: str) -> bool:
     """Luhn checksum (cards, IMEI)."""
-    total = 0
+    if digits.isascii():  # the usual case, in C: every other digit from the right, doubled
+        return (sum(map(int, digits[-1::-2])) + sum(map(_LUHN_DOUBLE.__getitem__, digits[-2::-2]))) % 10 == 0
+    total = 0  # other Unicode digits count by code point, as they always have
     for i, ch in enumerate(reversed(digits)):
         d = ord(ch) - 48
         if i % 2:

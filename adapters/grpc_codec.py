@@ -90,7 +90,7 @@ class ProtoCodec:
         from a state store without it) gets a fresh one; one restored with its
         message (its codec another ProtoCodec) gets that message back.
         """
-        if type(event.record) is QueryEvent and (event.codec is self or isinstance(event.codec, ProtoCodec)):
+        if type(event.record) is QueryEvent and isinstance(event.codec, ProtoCodec):
             m: QueryEvent = event.record
             if type(event) is not ProtoEvent:
                 m.user, m.query = _text(event.user), _text(event.query)

@@ -175,12 +175,12 @@ def _middling_words() -> _Zipf:
 
 
 _SLOT = re.compile(r"\{(word|place|surname)\}")
+_POOLS = {"word": "words", "place": "places", "surname": "surnames"}  # slot -> Vocabulary field
 
 
 def _fill(rng: Random, vocab: Vocabulary, template: str) -> str:
     """A tail template with each slot drawn on its own."""
-    pools = {"word": vocab.words, "place": vocab.places, "surname": vocab.surnames}
-    return _SLOT.sub(lambda m: str(pools[m.group(1)].pick(rng)), template)
+    return _SLOT.sub(lambda m: str(getattr(vocab, _POOLS[m.group(1)]).pick(rng)), template)
 
 
 def _strs(values: Sequence[Any]) -> tuple[str, ...]:

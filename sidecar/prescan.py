@@ -15,9 +15,7 @@ with its keyed hash, ``hipaa_scrub``, ``classify``, ``drop``, ``truncate_url``).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from adapters.files import LineReader, read_header
 from sidecar.api import BuildContext, ConfigValueError, Event, Filter
@@ -31,14 +29,7 @@ class PrescanError(ValueError):
     """``--prescan`` cannot be done with this chain or input."""
 
 
-@dataclass
-class PrescanSummary:
-    filter: str
-    events: int
-    seconds: float
-
-
-def run_prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str) -> PrescanSummary:
+def run_prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str) -> None:
     """Feed the whole input to the first ``PRESCAN`` filter of ``pipeline``'s chain."""
     if input_path == "-":
         raise PrescanError("--prescan reads the input twice: give a file, not stdin")
@@ -47,7 +38,6 @@ def run_prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str) -> Pr
     if index is None:
         raise PrescanError("--prescan: no filter of this chain uses a first pass (e.g. category_buffer)")
     target = filters[index]
-    started = time.perf_counter()
     counter = DeadLetters(None)
     ctx = BuildContext(
         config_dir=config.config_dir, state=None, rng=pipeline.ctx.rng, seed=pipeline.ctx.seed,
@@ -63,17 +53,13 @@ def run_prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str) -> Pr
                     f"--prescan: filter {spec.cls.NAME} in front of {target.NAME} keeps state; "
                     "the filters in front of it must be stateless"
                 ) from None
-        seen = [0]
-        target.prescan(_events(config, input_path, counter, prefix, seen))
+        target.prescan(_events(config, input_path, counter, prefix))
     finally:
         for f in prefix:
             f.close()
-    return PrescanSummary(target.NAME, seen[0], time.perf_counter() - started)
 
 
-def _events(
-    config: LoadedConfig, input_path: str, counter: DeadLetters, prefix: list[Filter], seen: list[int]
-) -> Iterator[list[Event]]:
+def _events(config: LoadedConfig, input_path: str, counter: DeadLetters, prefix: list[Filter]) -> Iterator[list[Event]]:
     codec = codec_for(config.sidecar.schema, input_path)
     reader = LineReader(input_path, counter, config.sidecar.limits.max_record_bytes)
     batches = reader.batches(config.sidecar.limits.batch_size)
@@ -88,6 +74,5 @@ def _events(
             if not events:
                 break
             events = f.process(events)
-        seen[0] += len(events)
         if events:
             yield events

@@ -565,7 +565,7 @@ class CategoryBufferFilter(Filter):
         texts, pairs = array("q"), array("q")
         for batch in batches:
             for ev in batch:
-                text = " ".join(str(ev.query).casefold().split())
+                text = normalise_text(ev.query)
                 texts.append(hash(text))
                 pairs.append(hash((str(ev.user), text)))
         self.counts["prescanned"] += len(pairs)

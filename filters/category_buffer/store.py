@@ -72,7 +72,7 @@ def pack_event(ev: Event) -> tuple[bytes, bool]:
     if type(ev.record) is QueryEvent:
         record = msgpack.ExtType(PROTO_EXT, ev.record.SerializeToString())
         return msgpack.packb([*head, record, None, ev.eol, fmt, meta], default=_fallback, use_bin_type=True), True
-    if not isinstance(ev.record, list | dict | None):  # e.g. a protobuf message: roles only
+    if not isinstance(ev.record, list | dict | None):  # another record type: roles only
         blob = msgpack.packb([*head, None, None, ev.eol, fmt, meta], default=_fallback, use_bin_type=True)
         return blob, False
     try:
@@ -90,7 +90,11 @@ def _ext(code: int, data: bytes) -> Any:
 
 
 def unpack_event(blob: bytes) -> tuple[Event, str | None]:
-    """Rebuild an event (codec left None: the filter attaches the runtime's codec) and its format name."""
+    """Rebuild an event and its format name.
+
+    A gRPC event gets its message back and a ProtoCodec; otherwise the codec is
+    left None and the filter attaches the runtime's codec of that format.
+    """
     user, query, time, rank, url, record, raw, eol, fmt, meta = msgpack.unpackb(blob, raw=False, ext_hook=_ext)
     ev = Event(user, query, time, rank, url, record, raw, PROTO_CODEC if type(record) is QueryEvent else None, eol)
     if meta:

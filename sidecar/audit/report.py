@@ -51,11 +51,15 @@ def run_audit(
     delta: float = 1.2,
     seed: int = 0,
     schema: SchemaConfig | None = None,
+    cache: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Everything the audit measures, as one JSON-able dict (``jsd_values`` kept for the HTML plots)."""
+    """Everything the audit measures, as one JSON-able dict (``jsd_values`` kept for the HTML plots).
+
+    ``cache``: query -> category, filled here; pass one to reuse the categories in later calls.
+    """
     original, bad_o = read_log(original_path, schema)
     protected, bad_p = read_log(protected_path, schema)
-    cache: dict[str, str] = {}
+    cache = {} if cache is None else cache
     cat_o = categories_of(original, categorise, cache)
     cat_p = categories_of(protected, categorise, cache)
     result: dict[str, Any] = {

@@ -56,32 +56,34 @@ def drained_pairs(state_dir: Path) -> list[tuple[str, str]]:
     Each bucket holds as many user halves as query halves, so every held user
     gets one query of the same bucket: what the user is still owed.
     """
-    import sqlite3
-
-    from filters.category_buffer.store import HELD, unpack_event
+    from filters.category_buffer.store import HeldStore, unpack_event
+    from sidecar.state import StateStore
 
     users: dict[str, list[str]] = {}
     queries: dict[str, list[str]] = {}
-    conn = sqlite3.connect(state_dir / "querylog.db")
+    state = StateStore(state_dir)
     try:
-        for ubucket, qbucket, blob in conn.execute(f"SELECT user_bucket, query_bucket, event FROM {HELD} ORDER BY id"):
-            ev, _ = unpack_event(blob)
-            if ubucket is not None:
-                users.setdefault(ubucket, []).append(str(ev.user))
-            if qbucket is not None:
-                queries.setdefault(qbucket, []).append(str(ev.query))
+        rows, _ = HeldStore(state).load()
     finally:
-        conn.close()
+        state.close()
+    for _, ubucket, qbucket, _, blob in rows:
+        ev, _ = unpack_event(blob)
+        if ubucket is not None:
+            users.setdefault(ubucket, []).append(str(ev.user))
+        if qbucket is not None:
+            queries.setdefault(qbucket, []).append(str(ev.query))
     return [pair for bucket, held in users.items() for pair in zip(held, queries.get(bucket, []))]
 
 
-def drained_jsd(src: Path, out: Path, state_dir: Path, categorise: Any) -> float:
-    """Mean per-user profile JSD between the input and the output plus the drained held events."""
+def drained_jsd(src: Path, out: Path, state_dir: Path, categorise: Any, cache: dict[str, str]) -> float:
+    """Mean per-user profile JSD between the input and the output plus the drained held events.
+
+    ``cache`` holds the categories the audit already gave the two logs' queries.
+    """
     from sidecar.audit import utility
     from sidecar.audit.logs import Record, read_log
     from sidecar.audit.report import categories_of
 
-    cache: dict[str, str] = {}
     original, _ = read_log(str(src))
     protected, _ = read_log(str(out))
     protected += [Record(user, query, "", "") for user, query in drained_pairs(state_dir)]
@@ -115,7 +117,8 @@ def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: s
                 out = work / f"{name}-k{k}.tsv".replace("/", "-")
                 rep = protect(src, out, work / f"{name}-k{k}".replace("/", "-"), k, scrub, time_mode, seed, kb,
                               prescan)
-                audit = run_audit(str(src), str(out), categorise=categorise, k=k, seed=audit_seed)
+                cache: dict[str, str] = {}
+                audit = run_audit(str(src), str(out), categorise=categorise, k=k, seed=audit_seed, cache=cache)
                 rows.append({
                     "log": name, "k": k, "events": rep["in"], "released": rep["out"], "held": rep["held"],
                     "dropped": rep["dropped"], "replay_seconds": round(rep["seconds"], 2),
@@ -125,7 +128,7 @@ def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: s
                     "best_recovered_share": audit["best_deanonymizer"]["recovered_share"],
                     "chance_share": audit["chance_share"],
                     "profile_jsd": audit["profile_jsd"],
-                    "profile_jsd_drained": drained_jsd(src, out, rep["state"], categorise),
+                    "profile_jsd_drained": drained_jsd(src, out, rep["state"], categorise, cache),
                     "profile_unchanged_share": audit["profile_unchanged_share"],
                     "deanonymizers": {n: v["recovered_share"] for n, v in audit["deanonymizers"].items()},
                 })

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from filters.category_buffer import CategoryBufferConfig, CategoryBufferFilter
 from sidecar.api import BuildContext
@@ -27,16 +29,20 @@ def categorise(queries: list[str]) -> list[str | None]:
     return [None if q.startswith("zzz") else q.split()[0].capitalize() for q in queries]
 
 
-def write_log(path: Path, users: int, per_user: int, seed: int) -> list[str]:
+def write_log(path: Path, users: int, per_user: int, seed: int, event_ids: bool = False,
+              shared: float = 0.0) -> list[str]:
+    """Topical users; ``shared`` of the lines are one popular text per topic; optional EventID column."""
     rng = random.Random(seed)
     lines = []
     for u in range(users):
         fav = rng.sample(TOPICS, 2)
         for j in range(per_user):
             topic = rng.choice(fav) if rng.random() < 0.8 else rng.choice(TOPICS)
-            lines.append(f"{1000 + u}\t{topic} thing {u}-{j}\t2006-03-{1 + j % 28:02d} {u % 24:02d}:00:00\t\t")
+            text = f"{topic} portal" if rng.random() < shared else f"{topic} thing {u}-{j}"
+            eid = f"\te{u}-{j}" if event_ids else ""
+            lines.append(f"{1000 + u}\t{text}\t2006-03-{1 + j % 28:02d} {u % 24:02d}:00:00\t\t{eid}")
     rng.shuffle(lines)
-    path.write_text(HEADER + "\n" + "\n".join(lines) + "\n")
+    path.write_text(HEADER + ("\tEventID" if event_ids else "") + "\n" + "\n".join(lines) + "\n")
     return lines
 
 
@@ -79,13 +85,13 @@ class TestDeanonymizers:
         """At k=3 with A twice and B once in the set: attacker 2 pops A; attacker 3 pops the user with more
         history in the category (B, seen 3 times before in C); attacker 4 weighs both (B: 4*1 > A: 2*2? no,
         equal -> either)."""
-        stream = [("B", "b1", "C"), ("B", "b2", "C"), ("B", "b3", "C")]  # B fills and leaves one slot
+        stream = [("B", "C"), ("B", "C"), ("B", "C")]  # B fills and leaves one slot
         first = deanon.attack(stream, deanon.ATTACKS["deanonymizer_2"], 3, 1.2, 0, flush=False)
         assert first == []  # one user only: k grows, nothing popped
-        s2 = [("A", "a1", "C"), ("A", "a2", "C"), ("B", "b1", "C")]
-        (u, _q), = deanon.attack(s2, deanon.ATTACKS["deanonymizer_2"], 3, 1.2, 0, flush=False)
-        assert u == "A"
-        s3 = [("B", "h1", "C"), ("X", "x", "D"), ("B", "h2", "C"), ("B", "h3", "C"), ("A", "a1", "C")]
+        s2 = [("A", "C"), ("A", "C"), ("B", "C")]
+        (u, pos), = deanon.attack(s2, deanon.ATTACKS["deanonymizer_2"], 3, 1.2, 0, flush=False)
+        assert u == "A" and pos in range(3)
+        s3 = [("B", "C"), ("X", "D"), ("B", "C"), ("B", "C"), ("A", "C")]
         guesses = deanon.attack(s3, deanon.ATTACKS["deanonymizer_3"], 4, 1.2, 0, flush=False)
         assert guesses and guesses[0][0] == "B"
 
@@ -109,6 +115,36 @@ class TestDeanonymizers:
         assert low <= c <= high
         unique = [(f"u{i}", f"t{i}", "C") for i in range(400)]
         assert deanon.chance(unique, Counter((u, q) for u, q, _ in unique), 0) < 0.02
+
+    def test_per_record_ignores_coincidences_between_users_sharing_a_text(self) -> None:
+        """Everyone sends the same text: every guess "recovers" a pair, but a record only when the query goes
+        back to its own sender, which a blind attack manages about 1/k of the time."""
+        n = 400
+        senders = [f"u{i}" for i in range(n)]
+        released = senders[1:] + senders[:1]  # each query released under another user
+        stream = [(u, "google", "C", str(i)) for i, u in enumerate(released)]
+        pairs = Counter((u, "google") for u in senders)
+        records = Counter((u, f"e{i}") for i, u in enumerate(senders))
+        res = deanon.run_all(stream, pairs, n, 5, 1.2, 0, instances=[f"e{i}" for i in range(n)],
+                             original_records=records)
+        one = res["deanonymizer_1"]
+        assert one["recovered_share"] == 1.0
+        assert one["recovered_records"] <= one["recovered"] and one["recovered_records_share"] < 0.1
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(0, 2)), min_size=1, max_size=60),
+           st.randoms(use_true_random=False))
+    def test_record_hits_never_exceed_pair_hits(self, events: list[tuple[int, int, int]], rnd: random.Random) -> None:
+        """A query put back with its own sender is also a pair put back: records <= pairs for every attack."""
+        original = [(f"u{u}", f"t{t}", f"C{c}", f"e{i}") for i, (u, t, c) in enumerate(events)]
+        users = [u for u, _, _, _ in original]
+        rnd.shuffle(users)
+        stream = [(users[i], t, c, str(i)) for i, (_, t, c, _) in enumerate(original)]
+        res = deanon.run_all(stream, Counter((u, t) for u, t, _, _ in original), len(original), 2, 1.2, 0,
+                             instances=[e for _, _, _, e in original],
+                             original_records=Counter((u, e) for u, _, _, e in original))
+        for v in res.values():
+            assert 0 <= v["recovered_records"] <= v["recovered"] <= len(original)
 
     def test_recovered_counts_a_pair_once_per_original_occurrence(self) -> None:
         stream = [("a", "x", "C", "1"), ("a", "x", "C", "2")]
@@ -164,6 +200,29 @@ class TestEndToEnd:
         text = page.read_text()
         assert text.count("data:image/png;base64,") == 3
         assert "src='http" not in text and 'src="http' not in text and "<link" not in text
+
+    def test_cli_per_record_with_an_instance_field(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """An EventID column travels with the query through the buffer; --instance-field scores each attack per
+        record, below the pair share when users share popular texts."""
+        from sidecar.cli import main
+
+        src, dst = tmp_path / "orig.tsv", tmp_path / "prot.tsv"
+        write_log(src, users=40, per_user=30, seed=3, event_ids=True, shared=0.5)
+        protect(src, dst, tmp_path, 5)
+        monkeypatch.setattr(report, "classifier_categorise", lambda: categorise)
+        page = tmp_path / "r.html"
+        args = ["audit", "--original", str(src), "--protected", str(dst), "--k", "5"]
+        res = CliRunner().invoke(main, [*args, "--json", "--instance-field", "EventID", "--html", str(page)])
+        assert res.exit_code == 0, res.output
+        data = json.loads(res.output)
+        assert data["instance"]["field"] == "EventID" and data["instance"]["unique_share"] == 1.0
+        assert data["instance"]["present_share"] == {"original": 1.0, "protected": 1.0}
+        best = data["best_record_deanonymizer"]["recovered_records_share"]
+        assert 0.0 <= best <= 1 / 5 and best < data["best_deanonymizer"]["recovered_share"]
+        assert data["chance_records_share"] < data["chance_share"]
+        assert "own sender" in page.read_text()
+        missing = CliRunner().invoke(main, [*args, "--instance-field", "RequestID"])
+        assert missing.exit_code == 2 and "no original record has this field" in missing.output
 
 
 def test_read_log_counts_bad_lines(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Reading a log for the audit: (user, query, time, record line) per decodable record."""
+"""Reading a log for the audit: (user, query, time, record line[, instance key]) per decodable record."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from adapters.files import open_input
-from sidecar.api import DeadLetter
-from sidecar.records import SchemaConfig, codec_for
+from sidecar.api import DeadLetter, Event
+from sidecar.records import SchemaConfig, carried_fields, codec_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,11 +16,18 @@ class Record:
     query: str
     time: str
     line: str
+    instance: str | None = None
 
 
-def read_log(path: str, schema: SchemaConfig | None = None) -> tuple[list[Record], int]:
-    """All decodable records of a TSV/JSONL log (.gz ok) and the number of undecodable lines."""
+def read_log(path: str, schema: SchemaConfig | None = None,
+             instance_field: str | None = None) -> tuple[list[Record], int]:
+    """All decodable records of a TSV/JSONL log (.gz ok) and the number of undecodable lines.
+
+    ``instance_field``: a field identifying each query event (a role's field or
+    any other); its value becomes ``Record.instance`` (None where it is absent).
+    """
     schema = schema or SchemaConfig()
+    role_of = {col: role for role, col in schema.roles.mapping().items() if col}
     codec = codec_for(schema, path)
     records: list[Record] = []
     bad = 0
@@ -35,8 +42,15 @@ def read_log(path: str, schema: SchemaConfig | None = None) -> tuple[list[Record
         except DeadLetter:
             bad += 1
             continue
-        records.append(Record(str(ev.user), str(ev.query), "" if ev.time is None else str(ev.time), line))
+        instance = _field(ev, instance_field, role_of) if instance_field else None
+        records.append(Record(str(ev.user), str(ev.query), "" if ev.time is None else str(ev.time), line,
+                              instance))
     return records, bad
+
+
+def _field(ev: Event, name: str, role_of: dict[str, str]) -> str | None:
+    value = getattr(ev, role_of[name]) if name in role_of else carried_fields(ev).get(name)
+    return None if value is None or value == "" else str(value)
 
 
 def _lines(path: str) -> Iterator[str]:

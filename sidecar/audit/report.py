@@ -52,13 +52,17 @@ def run_audit(
     seed: int = 0,
     schema: SchemaConfig | None = None,
     cache: dict[str, str] | None = None,
+    instance_field: str | None = None,
 ) -> dict[str, Any]:
     """Everything the audit measures, as one JSON-able dict (``jsd_values`` kept for the HTML plots).
 
     ``cache``: query -> category, filled here; pass one to reuse the categories in later calls.
+    ``instance_field``: a field that identifies each query event and travels with
+    the query (a request id); with it the attacks are also scored per record
+    (paper 001's measure: a query put back with its own sender).
     """
-    original, bad_o = read_log(original_path, schema)
-    protected, bad_p = read_log(protected_path, schema)
+    original, bad_o = read_log(original_path, schema, instance_field)
+    protected, bad_p = read_log(protected_path, schema, instance_field)
     cache = {} if cache is None else cache
     cat_o = categories_of(original, categorise, cache)
     cat_p = categories_of(protected, categorise, cache)
@@ -72,12 +76,26 @@ def run_audit(
     result.update(matcher.match(original, protected))
     original_pairs = Counter((r.user, r.query) for r in original)
     stream = [(r.user, r.query, c, r.time) for r, c in zip(protected, cat_p)]
-    result["deanonymizers"] = deanon.run_all(stream, original_pairs, len(original), k, delta, seed)
+    original_records = None
+    if instance_field:
+        original_records = Counter((r.user, r.instance) for r in original if r.instance is not None)
+        result["instance"] = _instance_summary(instance_field, original, protected)
+    result["deanonymizers"] = deanon.run_all(
+        stream, original_pairs, len(original), k, delta, seed,
+        instances=[r.instance or "" for r in protected] if instance_field else None,
+        original_records=original_records)
     best = max(result["deanonymizers"].items(), key=lambda kv: kv[1]["recovered_share"])
     result["chance_share"] = deanon.chance([(r.user, r.query, c) for r, c in zip(original, cat_o)],
                                            original_pairs, seed)
     result["best_deanonymizer"] = {"name": best[0], "recovered_share": best[1]["recovered_share"],
                                    "over_chance": best[1]["recovered_share"] - result["chance_share"]}
+    if original_records is not None:
+        best = max(result["deanonymizers"].items(), key=lambda kv: kv[1]["recovered_records_share"])
+        result["chance_records_share"] = deanon.chance(
+            [(r.user, r.instance, c) for r, c in zip(original, cat_o) if r.instance is not None],
+            original_records, seed)
+        result["best_record_deanonymizer"] = {"name": best[0],
+                                              "recovered_records_share": best[1]["recovered_records_share"]}
     util = utility.compare(
         utility.profiles((r.user, c) for r, c in zip(original, cat_o)),
         utility.profiles((r.user, c) for r, c in zip(protected, cat_p)),
@@ -85,6 +103,18 @@ def run_audit(
     result.update(util)
     result["category_counts"] = {"original": dict(Counter(cat_o)), "protected": dict(Counter(cat_p))}
     return result
+
+
+def _instance_summary(field: str, original: list[Record], protected: list[Record]) -> dict[str, Any]:
+    """How usable the instance key is: present on how many records, unique on how many original ones."""
+    seen = Counter(r.instance for r in original if r.instance is not None)
+    n_o, n_p = len(original), len(protected)
+    return {
+        "field": field,
+        "present_share": {"original": sum(seen.values()) / n_o if n_o else 0.0,
+                          "protected": sum(r.instance is not None for r in protected) / n_p if n_p else 0.0},
+        "unique_share": sum(1 for c in seen.values() if c == 1) / n_o if n_o else 0.0,
+    }
 
 
 def json_view(result: dict[str, Any]) -> dict[str, Any]:
@@ -112,12 +142,19 @@ def _plots(result: dict[str, Any]) -> list[tuple[str, str]]:
     names = list(result["deanonymizers"])
     shares = [100 * result["deanonymizers"][n]["recovered_share"] for n in names]
     fig, ax = plt.subplots(figsize=(8, 3.6))
-    ax.bar(names, shares, color="#4c72b0")
+    if "best_record_deanonymizer" in result:
+        x = range(len(names))
+        ax.bar([i - 0.2 for i in x], shares, width=0.4, color="#4c72b0", label="pairs")
+        ax.bar([i + 0.2 for i in x], [100 * result["deanonymizers"][n]["recovered_records_share"] for n in names],
+               width=0.4, color="#dd8452", label="records (own sender)")
+        ax.set_xticks(list(x), names)
+    else:
+        ax.bar(names, shares, color="#4c72b0")
     ax.axhline(100 / k, color="#c44e52", linestyle="--", label=f"1/k = {100 / k:.1f}%")
     ax.axhline(100 * result["chance_share"], color="#999999", linestyle="-.",
                label=f"blind guess = {100 * result['chance_share']:.1f}%")
     ax.axhline(100 * PAPER_BEST, color="#55a868", linestyle=":", label="paper 001 best attack, lowest k: 1.89%")
-    ax.set_ylabel("original pairs recovered (%)")
+    ax.set_ylabel("original pairs / records recovered (%)")
     ax.set_title("How many (user, query) pairs each attack puts back")
     ax.tick_params(axis="x", rotation=30)
     ax.legend()
@@ -153,10 +190,14 @@ def render_html(result: dict[str, Any]) -> str:
     """A self-contained page (inline CSS, PNG plots as data URIs) for a privacy officer."""
     k = result["attacker"]["k"]
     best = result["best_deanonymizer"]
+    best_rec = result.get("best_record_deanonymizer")
     verdict_ok = result["matching_records"] == 0 and best["recovered_share"] <= 1 / k
+    per_record = best_rec is not None
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{v['guesses']:,}</td><td>{v['recovered']:,}</td>"
-        f"<td>{100 * v['recovered_share']:.3f}%</td></tr>"
+        f"<td>{100 * v['recovered_share']:.3f}%</td>"
+        + (f"<td>{v['recovered_records']:,}</td><td>{100 * v['recovered_records_share']:.3f}%</td>"
+           if per_record else "") + "</tr>"
         for name, v in result["deanonymizers"].items()
     )
     facts = [
@@ -167,6 +208,18 @@ def render_html(result: dict[str, Any]) -> str:
         ("Best attack", f"{html.escape(best['name'])}: {100 * best['recovered_share']:.3f}% of original pairs"),
         ("Reference: a blind guess (users shuffled within each category)",
          f"{100 * result['chance_share']:.3f}% — pairs 'recovered' by coincidence when users share query texts"),
+    ]
+    if best_rec is not None:
+        inst = result["instance"]
+        facts += [
+            ("Best attack, per record (a query put back with its own sender)",
+             f"{html.escape(best_rec['name'])}: {100 * best_rec['recovered_records_share']:.3f}% of original "
+             f"records (blind guess {100 * result['chance_records_share']:.3f}%)"),
+            ("Record key", f"{html.escape(inst['field'])}: on {100 * inst['present_share']['original']:.1f}% / "
+                           f"{100 * inst['present_share']['protected']:.1f}% of records, unique on "
+                           f"{100 * inst['unique_share']:.1f}%"),
+        ]
+    facts += [
         ("Reference: 1/k", f"{100 / k:.2f}% (k = {k})"),
         ("Reference: paper 001, best attack at its lowest k", f"{100 * PAPER_BEST:.2f}%"),
         ("Mean per-user profile divergence (JSD, base 2)", f"{result['profile_jsd']:.4f}"),
@@ -184,6 +237,14 @@ def render_html(result: dict[str, Any]) -> str:
         if verdict_ok else
         "Attention: protected records re-create original pairs or an attack does better than 1/k (see below)."
     )
+    if not verdict_ok and result["matching_records"] == 0 and best["recovered_share"] <= result["chance_share"]:
+        verdict += (" The best attack recovers no more pairs than a blind guess: users of this log share many"
+                    " query texts, so even a guess that ignores the protected log matches that often.")
+    per_record_note = (
+        " Per record (paper 001's measure), a guess counts only when it puts a query back with its own sender,"
+        f" the record being identified by its {html.escape(result['instance']['field'])} field."
+        if per_record else "")
+    record_heads = "<th>correct records</th><th>share of original records</th>" if per_record else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Query log privacy audit</title>
 <style>
@@ -198,10 +259,12 @@ img {{ max-width: 100%; }}
 knowledge base as the sidecar (the worst case), rebuilds the category buffers with k = {k} and
 δ = {result['attacker']['delta']}, and pairs users with queries by chance (1), by how often a user
 appears in a buffer (2), by the user's history in the category (3), or both (4); "+T" replays the log
-in time order. The share is of all original (user, query) pairs.</p>
+in time order. The share is of all original (user, query) pairs: a guess counts when the user ever sent
+that text.{per_record_note}</p>
 <table>{facts_html}</table>
 <h2>Attacks</h2>
-<table><tr><th>attack</th><th>guesses</th><th>correct</th><th>share of original pairs</th></tr>{rows}</table>
+<table><tr><th>attack</th><th>guesses</th><th>correct</th><th>share of original pairs</th>{record_heads}</tr>
+{rows}</table>
 {plots}
 </body></html>
 """

@@ -21,8 +21,11 @@ import click
 @click.option("--seed", default=0, show_default=True, help="Seed of the attackers' random picks.")
 @click.option("--config", "-c", "config_file", default=None, type=click.Path(dir_okay=False),
               help="Read both logs with this config's schema (default: AOL TSV / JSON lines by extension).")
+@click.option("--instance-field", default=None, metavar="FIELD",
+              help="A field naming each query event that travels with the query (a request id): the attacks are "
+                   "then also scored per record, a query put back with its own sender (paper 001's measure).")
 def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | None, k: int, delta: float,
-              seed: int, config_file: str | None) -> None:
+              seed: int, config_file: str | None, instance_field: str | None) -> None:
     """Measure re-identification risk and utility of a protected log against its original."""
     from sidecar.audit.report import classifier_categorise, json_view, render_html, run_audit
     from sidecar.cli import load
@@ -33,7 +36,11 @@ def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | Non
     except (ImportError, OSError) as exc:
         click.echo(f"audit: the classifier is not available ({type(exc).__name__})", err=True)
         sys.exit(2)
-    result = run_audit(original, protected, categorise=categorise, k=k, delta=delta, seed=seed, schema=schema)
+    result = run_audit(original, protected, categorise=categorise, k=k, delta=delta, seed=seed, schema=schema,
+                       instance_field=instance_field)
+    if instance_field and not result["instance"]["present_share"]["original"]:
+        click.echo(f"audit: --instance-field {instance_field}: no original record has this field", err=True)
+        sys.exit(2)
     if html_path:
         Path(html_path).write_text(render_html(result), encoding="utf-8")
     if as_json:
@@ -44,9 +51,16 @@ def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | Non
     click.echo(f"matching (user, query) records: {result['matching_records']:,} "
                f"({100 * result['matching_share']:.3f}%); identical records: {result['matching_full_records']:,}")
     for name, v in result["deanonymizers"].items():
-        click.echo(f"  {name:<18} recovered {v['recovered']:>8,}  {100 * v['recovered_share']:7.3f}%")
-    click.echo(f"best attack: {best['name']} {100 * best['recovered_share']:.3f}% (1/k = {100 / k:.2f}%; "
+        per_record = (f"  records {v['recovered_records']:>8,}  {100 * v['recovered_records_share']:7.3f}%"
+                      if "recovered_records" in v else "")
+        click.echo(f"  {name:<18} pairs {v['recovered']:>8,}  {100 * v['recovered_share']:7.3f}%{per_record}")
+    click.echo(f"best attack: {best['name']} {100 * best['recovered_share']:.3f}% of pairs (1/k = {100 / k:.2f}%; "
                f"blind guess within categories = {100 * result['chance_share']:.3f}%)")
+    if "best_record_deanonymizer" in result:
+        rec = result["best_record_deanonymizer"]
+        click.echo(f"best attack per record: {rec['name']} {100 * rec['recovered_records_share']:.3f}% of records "
+                   f"put back with their own sender (blind guess = {100 * result['chance_records_share']:.3f}%; "
+                   f"{result['instance']['field']} unique on {100 * result['instance']['unique_share']:.1f}%)")
     click.echo(f"profile JSD (mean per user): {result['profile_jsd']:.4f}; "
                f"unchanged profiles: {100 * result['profile_unchanged_share']:.1f}%")
     if html_path:

@@ -230,3 +230,16 @@ def test_read_log_counts_bad_lines(tmp_path: Path) -> None:
     p.write_text(HEADER + "\n1\tq\tt\t\t\nbroken line\n2\t \tt\t\t\n")
     records, bad = read_log(str(p))
     assert [(r.user, r.query) for r in records] == [("1", "q")] and bad == 2
+
+
+def test_bench_event_ids_pad_short_lines_and_number_every_line(tmp_path: Path) -> None:
+    """The bench's EventID column: appended after padding a line to the header's width, unique per line."""
+    from sidecar.bench.anonymity import EVENT_ID, with_event_ids
+
+    src = tmp_path / "in.tsv"
+    src.write_text(HEADER + "\n1\tq one\t2006-03-01 00:00:00\n2\tq two\t2006-03-01 00:00:01\t1\thttp://a\n")
+    dst = with_event_ids(src, tmp_path / "ids.tsv")
+    records, bad = read_log(str(dst), instance_field=EVENT_ID)
+    assert bad == 0 and [(r.user, r.query, r.instance) for r in records] == [("1", "q one", "e1"),
+                                                                             ("2", "q two", "e2")]
+    assert dst.read_text().splitlines()[1].split("\t") == ["1", "q one", "2006-03-01 00:00:00", "", "", "e1"]

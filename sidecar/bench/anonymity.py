@@ -7,6 +7,12 @@ same k). Printed per row: matching (user, query) records, the best of the eight
 de-anonymizers (1-4, with and without time order), the mean per-user profile
 JSD, and the events still held at the end. Logs: the AOL sample when
 ``../shared/data`` is present, and a generated log (``querylog generate``).
+
+Every input line gets an ``EventID`` column first (it travels with the query
+through the buffer, as a request id would), so the audit also scores the
+attacks per record: the share of queries put back with their own sender,
+paper 001's measure, which coincidences between users who type the same text
+do not inflate.
 """
 
 from __future__ import annotations
@@ -93,6 +99,23 @@ def drained_jsd(src: Path, out: Path, state_dir: Path, categorise: Any, cache: d
     )["profile_jsd"])
 
 
+EVENT_ID = "EventID"
+
+
+def with_event_ids(src: Path, dst: Path) -> Path:
+    """A copy of an AOL-format TSV log with an ``EventID`` column (``e1``, ``e2``… in line order)."""
+    lines = src.read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t")
+    width = len(header)
+    out = ["\t".join([*header, EVENT_ID])]
+    for n, line in enumerate(lines[1:], 1):
+        cells = line.split("\t")
+        cells += [""] * (width - len(cells))
+        out.append("\t".join([*cells, f"e{n}"]))
+    dst.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return dst
+
+
 def time_sorted(src: Path, dst: Path) -> Path:
     """A copy of an AOL-format TSV log with its records in time order (stable): what a live stream sees."""
     lines = src.read_text(encoding="utf-8").splitlines()
@@ -118,7 +141,8 @@ def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: s
                 rep = protect(src, out, work / f"{name}-k{k}".replace("/", "-"), k, scrub, time_mode, seed, kb,
                               prescan)
                 cache: dict[str, str] = {}
-                audit = run_audit(str(src), str(out), categorise=categorise, k=k, seed=audit_seed, cache=cache)
+                audit = run_audit(str(src), str(out), categorise=categorise, k=k, seed=audit_seed, cache=cache,
+                                  instance_field=EVENT_ID)
                 rows.append({
                     "log": name, "k": k, "events": rep["in"], "released": rep["out"], "held": rep["held"],
                     "dropped": rep["dropped"], "replay_seconds": round(rep["seconds"], 2),
@@ -127,10 +151,15 @@ def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: s
                     "best_deanonymizer": audit["best_deanonymizer"]["name"],
                     "best_recovered_share": audit["best_deanonymizer"]["recovered_share"],
                     "chance_share": audit["chance_share"],
+                    "best_record_deanonymizer": audit["best_record_deanonymizer"]["name"],
+                    "best_recovered_records_share": audit["best_record_deanonymizer"]["recovered_records_share"],
+                    "chance_records_share": audit["chance_records_share"],
                     "profile_jsd": audit["profile_jsd"],
                     "profile_jsd_drained": drained_jsd(src, out, rep["state"], categorise, cache),
                     "profile_unchanged_share": audit["profile_unchanged_share"],
                     "deanonymizers": {n: v["recovered_share"] for n, v in audit["deanonymizers"].items()},
+                    "deanonymizers_records": {n: v["recovered_records_share"]
+                                              for n, v in audit["deanonymizers"].items()},
                 })
     return rows
 
@@ -170,6 +199,7 @@ def COMMAND(ks: str, users: int, aol: bool, extra: tuple[str, ...], scrub: bool,
                 generate_log(users, 1, fh)
             logs.append((f"generated-{users}u", gen))
         logs += [(Path(p).stem, Path(p)) for p in extra]
+        logs = [(name, with_event_ids(src, Path(tmp) / f"{i}-ids.tsv")) for i, (name, src) in enumerate(logs)]
         if order != "file":
             by_time = [(f"{name}/time", time_sorted(src, Path(tmp) / f"{i}-by-time.tsv"))
                        for i, (name, src) in enumerate(logs)]
@@ -179,13 +209,18 @@ def COMMAND(ks: str, users: int, aol: bool, extra: tuple[str, ...], scrub: bool,
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(f"{'log':<26} {'k':>3} {'events':>9} {'held':>6} {'matching':>9} {'best attack':<18} "
-               f"{'recovered':>9} {'chance':>7} {'1/k':>6} {'JSD':>7} {'drained':>7} {'unchanged':>9}")
+               f"{'pairs':>8} {'chance':>7} {'records':>8} {'chance':>7} {'1/k':>6} {'JSD':>7} {'drained':>7} "
+               f"{'unchanged':>9}")
     for r in rows:
         click.echo(f"{r['log']:<26} {r['k']:>3} {r['events']:>9,} {r['held']:>6,} {r['matching_records']:>9,} "
-                   f"{r['best_deanonymizer']:<18} {100 * r['best_recovered_share']:>8.3f}% "
-                   f"{100 * r['chance_share']:>6.2f}% {100 / r['k']:>5.1f}% "
+                   f"{r['best_deanonymizer']:<18} {100 * r['best_recovered_share']:>7.3f}% "
+                   f"{100 * r['chance_share']:>6.2f}% {100 * r['best_recovered_records_share']:>7.3f}% "
+                   f"{100 * r['chance_records_share']:>6.3f}% {100 / r['k']:>5.1f}% "
                    f"{r['profile_jsd']:>7.4f} {r['profile_jsd_drained']:>7.4f} "
                    f"{100 * r['profile_unchanged_share']:>8.1f}%")
     click.echo(f"replay {'with' if prescan else 'without'} --prescan; JSD: output as released; drained: output "
                "plus the held events paired inside their buckets (what each held user is owed)")
+    click.echo("pairs: original (user, query) pairs recovered by the best attack (a user who ever sent the text "
+               "counts); records: queries put back with their own sender (paper 001's measure), best attack; "
+               "chance: users shuffled within categories, blind to the protected log")
     click.echo("paper 001 (full AOL log, lowest k): best de-anonymizer 1.89%; matching records 0")

@@ -29,7 +29,8 @@ Success is measured two ways:
   records whose query is put back with *its own* sender. It needs an instance
   key: a field that identifies each query event and travels with the query (a
   request id; ``bench anonymity`` adds one). Coincidences between users who
-  share a text do not count here.
+  share a text do not count here; a query whose text a scrubber changed still
+  counts when it goes back to its sender (the pair measure misses it).
 """
 
 from __future__ import annotations

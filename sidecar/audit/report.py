@@ -153,9 +153,12 @@ def _plots(result: dict[str, Any]) -> list[tuple[str, str]]:
     ax.axhline(100 / k, color="#c44e52", linestyle="--", label=f"1/k = {100 / k:.1f}%")
     ax.axhline(100 * result["chance_share"], color="#999999", linestyle="-.",
                label=f"blind guess = {100 * result['chance_share']:.1f}%")
+    if "chance_records_share" in result:
+        ax.axhline(100 * result["chance_records_share"], color="#dd8452", linestyle="-.", linewidth=0.8,
+                   label=f"blind guess, records = {100 * result['chance_records_share']:.1f}%")
     ax.axhline(100 * PAPER_BEST, color="#55a868", linestyle=":", label="paper 001 best attack, lowest k: 1.89%")
     ax.set_ylabel("original pairs / records recovered (%)")
-    ax.set_title("How many (user, query) pairs each attack puts back")
+    ax.set_title("How many original (user, query) pairs / records each attack puts back")
     ax.tick_params(axis="x", rotation=30)
     ax.legend()
     out.append(("De-anonymization (paper 001 attacks 1-4, +T = time-ordered)", _png(fig)))

@@ -152,7 +152,7 @@ def _plots(result: dict[str, Any]) -> list[tuple[str, str]]:
         ax.bar(names, shares, color="#4c72b0")
     ax.axhline(100 / k, color="#c44e52", linestyle="--", label=f"1/k = {100 / k:.1f}%")
     ax.axhline(100 * result["chance_share"], color="#999999", linestyle="-.",
-               label=f"blind guess = {100 * result['chance_share']:.1f}%")
+               label=f"blind guess, pairs = {100 * result['chance_share']:.1f}%")
     if "chance_records_share" in result:
         ax.axhline(100 * result["chance_records_share"], color="#dd8452", linestyle="-.", linewidth=0.8,
                    label=f"blind guess, records = {100 * result['chance_records_share']:.1f}%")

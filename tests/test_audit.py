@@ -243,3 +243,21 @@ def test_bench_event_ids_pad_short_lines_and_number_every_line(tmp_path: Path) -
     assert bad == 0 and [(r.user, r.query, r.instance) for r in records] == [("1", "q one", "e1"),
                                                                              ("2", "q two", "e2")]
     assert dst.read_text().splitlines()[1].split("\t") == ["1", "q one", "2006-03-01 00:00:00", "", "", "e1"]
+
+
+@pytest.mark.parametrize(("matching", "pairs", "records", "ok", "words"), [
+    (0, 0.03, None, True, "no attack does better than 1/k"),
+    (0, 0.30, None, False, "no more than a blind guess"),
+    (2, 0.01, 0.01, False, "re-create original"),
+    (0, 0.30, 0.10, True, "Counted by pairs"),
+    (0, 0.10, 0.25, False, "own sender, more than 1/k"),
+])
+def test_report_verdict(matching: int, pairs: float, records: float | None, ok: bool, words: str) -> None:
+    """The report's headline: per record when an instance key was given, else per pair; pairs above 1/k but at
+    a blind guess's level are explained, not hidden."""
+    result: dict[str, object] = {"matching_records": matching, "chance_share": 0.35,
+                                 "best_deanonymizer": {"recovered_share": pairs}}
+    if records is not None:
+        result["best_record_deanonymizer"] = {"recovered_records_share": records}
+    verdict_ok, text = report._verdict(result, 5)
+    assert verdict_ok is ok and words in text

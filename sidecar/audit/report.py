@@ -189,12 +189,41 @@ def _plots(result: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def _verdict(result: dict[str, Any], k: int) -> tuple[bool, str]:
+    """Pass/attention and one sentence: per record when the audit has an instance key, else per pair."""
+    best = result["best_deanonymizer"]
+    rec = result.get("best_record_deanonymizer")
+    if result["matching_records"]:
+        return False, "Attention: protected records re-create original (user, query) pairs (see below)."
+    if rec is not None:
+        share = rec["recovered_records_share"]
+        if share > 1 / k:
+            return False, (f"Attention: an attack puts {100 * share:.2f}% of the queries back with their own "
+                           f"sender, more than 1/k = {100 / k:.2f}%.")
+        text = (f"No protected record re-creates an original (user, query) pair, and no attack puts more than "
+                f"1/k of the queries back with their own sender (best: {100 * share:.2f}%).")
+        if best["recovered_share"] > 1 / k:
+            text += (f" Counted by pairs, the best attack reaches {100 * best['recovered_share']:.2f}%, against"
+                     f" {100 * result['chance_share']:.2f}% for a blind guess: users of this log share many"
+                     " query texts, so a user is often given a text they also typed themselves.")
+        return True, text
+    if best["recovered_share"] <= 1 / k:
+        return True, ("No protected record re-creates an original (user, query) pair, and no attack does better"
+                      " than 1/k.")
+    text = "Attention: an attack recovers more than 1/k of the original (user, query) pairs (see below)."
+    if best["recovered_share"] <= result["chance_share"]:
+        text += (" It recovers no more than a blind guess: users of this log share many query texts, so even a"
+                 " guess that ignores the protected log matches that often. Audit with --instance-field to score"
+                 " each record against its own sender.")
+    return False, text
+
+
 def render_html(result: dict[str, Any]) -> str:
     """A self-contained page (inline CSS, PNG plots as data URIs) for a privacy officer."""
     k = result["attacker"]["k"]
     best = result["best_deanonymizer"]
     best_rec = result.get("best_record_deanonymizer")
-    verdict_ok = result["matching_records"] == 0 and best["recovered_share"] <= 1 / k
+    verdict_ok, verdict = _verdict(result, k)
     per_record = best_rec is not None
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{v['guesses']:,}</td><td>{v['recovered']:,}</td>"
@@ -235,14 +264,6 @@ def render_html(result: dict[str, Any]) -> str:
         f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{data}'>"
         for title, data in _plots(result)
     )
-    verdict = (
-        "No protected record re-creates an original (user, query) pair, and no attack does better than 1/k."
-        if verdict_ok else
-        "Attention: protected records re-create original pairs or an attack does better than 1/k (see below)."
-    )
-    if not verdict_ok and result["matching_records"] == 0 and best["recovered_share"] <= result["chance_share"]:
-        verdict += (" The best attack recovers no more pairs than a blind guess: users of this log share many"
-                    " query texts, so even a guess that ignores the protected log matches that often.")
     per_record_note = (
         " Per record (paper 001's measure), a guess counts only when it puts a query back with its own sender,"
         f" the record being identified by its {html.escape(result['instance']['field'])} field."

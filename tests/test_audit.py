@@ -220,6 +220,7 @@ class TestEndToEnd:
         best = data["best_record_deanonymizer"]["recovered_records_share"]
         assert 0.0 <= best <= 1 / 5 and best < data["best_deanonymizer"]["recovered_share"]
         assert data["chance_records_share"] < data["chance_share"]
+        assert data["matching_own_sender_records"] == 0 < data["matching_records"]  # later sends, never own event
         assert "own sender" in page.read_text()
         missing = CliRunner().invoke(main, [*args, "--instance-field", "RequestID"])
         assert missing.exit_code == 2 and "no original record has this field" in missing.output

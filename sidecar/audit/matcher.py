@@ -14,12 +14,19 @@ def match(original: list[Record], protected: list[Record]) -> dict[str, Any]:
     ``matching_records`` is the (user, query) test the paper's privacy figures use:
     a protected record that puts a query back with a user who sent that text.
     ``matching_full_records`` compares whole lines (multiset intersection).
+    With instance keys (``Record.instance``), ``matching_own_sender_records``
+    counts protected records that carry their own sender's query: the same
+    event, not merely the same text.
     """
     pairs = {(r.user, r.query) for r in original}
     matching = sum(1 for r in protected if (r.user, r.query) in pairs)
     full = sum((Counter(r.line for r in original) & Counter(r.line for r in protected)).values())
     n = len(protected)
-    return {
+    out: dict[str, Any] = {}
+    if any(r.instance is not None for r in original):
+        own = {(r.user, r.instance) for r in original if r.instance is not None}
+        out["matching_own_sender_records"] = sum(1 for r in protected if (r.user, r.instance) in own)
+    return out | {
         "matching_records": matching,
         "matching_share": matching / n if n else 0.0,
         "matching_full_records": full,

@@ -237,6 +237,8 @@ def render_html(result: dict[str, Any]) -> str:
         ("Protected records re-creating an original (user, query)",
          f"{result['matching_records']:,} ({100 * result['matching_share']:.3f}%)"),
         ("Protected records identical to an original record", f"{result['matching_full_records']:,}"),
+        *([("Protected records carrying their own sender's query (same event)",
+             f"{result['matching_own_sender_records']:,}")] if "matching_own_sender_records" in result else []),
         ("Best attack", f"{html.escape(best['name'])}: {100 * best['recovered_share']:.3f}% of original pairs"),
         ("Reference: a blind guess (users shuffled within each category)",
          f"{100 * result['chance_share']:.3f}% — pairs 'recovered' by coincidence when users share query texts"),

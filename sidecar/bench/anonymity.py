@@ -148,6 +148,7 @@ def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: s
                     "dropped": rep["dropped"], "replay_seconds": round(rep["seconds"], 2),
                     "matching_records": audit["matching_records"],
                     "matching_full_records": audit["matching_full_records"],
+                    "matching_own_sender_records": audit["matching_own_sender_records"],
                     "best_deanonymizer": audit["best_deanonymizer"]["name"],
                     "best_recovered_share": audit["best_deanonymizer"]["recovered_share"],
                     "chance_share": audit["chance_share"],
@@ -208,11 +209,12 @@ def COMMAND(ks: str, users: int, aol: bool, extra: tuple[str, ...], scrub: bool,
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{'log':<26} {'k':>3} {'events':>9} {'held':>6} {'matching':>9} {'best attack':<18} "
+    click.echo(f"{'log':<26} {'k':>3} {'events':>9} {'held':>6} {'matching':>9} {'own':>4} {'best attack':<18} "
                f"{'pairs':>8} {'chance':>7} {'records':>8} {'chance':>7} {'1/k':>6} {'JSD':>7} {'drained':>7} "
                f"{'unchanged':>9}")
     for r in rows:
         click.echo(f"{r['log']:<26} {r['k']:>3} {r['events']:>9,} {r['held']:>6,} {r['matching_records']:>9,} "
+                   f"{r['matching_own_sender_records']:>4,} "
                    f"{r['best_deanonymizer']:<18} {100 * r['best_recovered_share']:>7.3f}% "
                    f"{100 * r['chance_share']:>6.2f}% {100 * r['best_recovered_records_share']:>7.3f}% "
                    f"{100 * r['chance_records_share']:>6.3f}% {100 / r['k']:>5.1f}% "
@@ -220,6 +222,8 @@ def COMMAND(ks: str, users: int, aol: bool, extra: tuple[str, ...], scrub: bool,
                    f"{100 * r['profile_unchanged_share']:>8.1f}%")
     click.echo(f"replay {'with' if prescan else 'without'} --prescan; JSD: output as released; drained: output "
                "plus the held events paired inside their buckets (what each held user is owed)")
+    click.echo("matching: records re-creating an original (user, query) pair; own: records carrying their own "
+               "sender's query (the same event)")
     click.echo("pairs: original (user, query) pairs recovered by the best attack (a user who ever sent the text "
                "counts); records: queries put back with their own sender (paper 001's measure), best attack; "
                "chance: users shuffled within categories, blind to the protected log")

@@ -49,7 +49,9 @@ def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | Non
     best = result["best_deanonymizer"]
     click.echo(f"records: original {result['records_original']:,}, protected {result['records_protected']:,}")
     click.echo(f"matching (user, query) records: {result['matching_records']:,} "
-               f"({100 * result['matching_share']:.3f}%); identical records: {result['matching_full_records']:,}")
+               f"({100 * result['matching_share']:.3f}%); identical records: {result['matching_full_records']:,}"
+               + (f"; records carrying their own sender's query: {result['matching_own_sender_records']:,}"
+                  if "matching_own_sender_records" in result else ""))
     for name, v in result["deanonymizers"].items():
         per_record = (f"  records {v['recovered_records']:>8,}  {100 * v['recovered_records_share']:7.3f}%"
                       if "recovered_records" in v else "")

@@ -92,13 +92,15 @@ def filters_cmd() -> None:
     help="Exactly once across crashes: commit output (fsync) with the state per batch; rerun to continue.",
 )
 @click.option(
-    "--prescan",
-    is_flag=True,
-    help="Read the input once first, so category_buffer never pairs a user with a text they send later.",
+    "--prescan/--no-prescan",
+    default=None,
+    help="Read the input once first, so category_buffer never pairs a user with a text they send later. "
+    "Default: on when the chain has category_buffer and the input is a file (skipped, with a logged reason, "
+    "when it cannot be); --prescan makes it required, --no-prescan replays as a live stream would.",
 )
 def replay_cmd(
     config_file: str, input_path: str, output: str | None, seed: int | None, progress: bool | None, resume: bool,
-    prescan: bool,
+    prescan: bool | None,
 ) -> None:
     """Replay a log file (TSV or JSON lines, .gz; `-` = stdin) through the chain."""
     from sidecar.prescan import PrescanError

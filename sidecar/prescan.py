@@ -26,17 +26,22 @@ from sidecar.records import codec_for
 
 
 class PrescanError(ValueError):
-    """``--prescan`` cannot be done with this chain or input."""
+    """``--prescan`` cannot be done with this chain or input; ``reason`` is a short code for logs."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def run_prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str) -> None:
     """Feed the whole input to the first ``PRESCAN`` filter of ``pipeline``'s chain."""
     if input_path == "-":
-        raise PrescanError("--prescan reads the input twice: give a file, not stdin")
+        raise PrescanError("--prescan reads the input twice: give a file, not stdin", "stdin")
     filters = pipeline.chain.filters
     index = next((i for i, f in enumerate(filters) if f.PRESCAN), None)
     if index is None:
-        raise PrescanError("--prescan: no filter of this chain uses a first pass (e.g. category_buffer)")
+        raise PrescanError("--prescan: no filter of this chain uses a first pass (e.g. category_buffer)",
+                           "no_prescan_filter")
     target = filters[index]
     counter = DeadLetters(None)
     ctx = BuildContext(
@@ -51,7 +56,8 @@ def run_prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str) -> No
             except ConfigValueError:
                 raise PrescanError(
                     f"--prescan: filter {spec.cls.NAME} in front of {target.NAME} keeps state; "
-                    "the filters in front of it must be stateless"
+                    "the filters in front of it must be stateless",
+                    "stateful_filter_in_front",
                 ) from None
         target.prescan(_events(config, input_path, counter, prefix))
     finally:

@@ -11,13 +11,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from types import FrameType
 
+import structlog
+
 from adapters.files import FileSink, FileSinkConfig, LineBatch, LineReader, read_header
 from sidecar.api import ConfigValueError, Sink
 from sidecar.config import LoadedConfig
 from sidecar.configload import ConfigError
 from sidecar.pipeline import Pipeline
-from sidecar.prescan import run_prescan
+from sidecar.prescan import PrescanError, run_prescan
 from sidecar.records import codec_for
+
+log = structlog.get_logger("querylog.replay")
 
 
 @dataclass
@@ -121,6 +125,16 @@ def _progress(batches: Iterator[LineBatch], reader: LineReader, path: str, show:
             yield batch
 
 
+def _prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str, required: bool) -> None:
+    try:
+        run_prescan(config, pipeline, input_path)
+    except PrescanError as exc:
+        if required:
+            raise
+        if exc.reason != "no_prescan_filter":
+            log.warning("prescan_skipped", reason=exc.reason)
+
+
 def replay(
     config: LoadedConfig,
     input_path: str,
@@ -130,7 +144,7 @@ def replay(
     progress: bool = False,
     stop: StopFlag | None = None,
     resume: bool = False,
-    prescan: bool = False,
+    prescan: bool | None = False,
 ) -> ReplaySummary:
     """Replay ``input_path`` through the configured chain. Output: ``output``, else the sinks, else stdout.
 
@@ -140,7 +154,9 @@ def replay(
     commit and continues from there: every event is released once or still held.
 
     ``prescan``: read the whole input once first, for the filters that learn from
-    the future of an archive (:mod:`sidecar.prescan`).
+    the future of an archive (:mod:`sidecar.prescan`). ``None`` (auto): do so
+    when the chain has such a filter; when the input or the chain cannot serve
+    it, log ``prescan_skipped`` with the reason and replay as a stream.
     """
     started = time.perf_counter()
     stop = stop if stop is not None else StopFlag()  # `or` would drop an unset flag (it is falsy)
@@ -175,8 +191,8 @@ def replay(
                     codec.accept_header(header.rstrip("\n"))
                 except ConfigValueError as exc:
                     raise ConfigError(input_path, 1, "header", exc.problem) from None
-        if prescan:
-            run_prescan(config, pipeline, input_path)
+        if prescan or prescan is None:
+            _prescan(config, pipeline, input_path, required=prescan is not None)
         for sink in sinks:
             sink.start(header, codec)
         dead = pipeline.dead

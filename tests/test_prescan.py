@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -132,3 +133,28 @@ def test_prescan_sees_events_as_the_buffer_does(tmp_path: Path, monkeypatch: pyt
     assert pairs and all(u in {p for p, _ in original} for u, _ in pairs)  # the output users are pseudonyms
     assert not [p for p in pairs if p in original]
     assert summary.events_out + summary.events_held == 1500
+
+
+def test_cli_prescans_by_default_and_says_when_it_cannot(tmp_path: Path) -> None:
+    """`replay` with a category_buffer chain reads a file twice unless told not to; from stdin it replays as a
+    stream and logs why (a reason code, no value); --no-prescan is a live stream, which re-creates pairs."""
+    src = tmp_path / "in.tsv"
+    original = set(shared_text_log(src, 7, 2000, 30, 15, 2))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(CHAIN.format(state=tmp_path / "state", k=3), encoding="utf-8")
+
+    def cli(name: str, *extra: str, stdin: bool = False) -> tuple[list[tuple[str, str]], str]:
+        out = tmp_path / f"{name}.tsv"
+        shutil.rmtree(tmp_path / "state", ignore_errors=True)
+        proc = subprocess.run([QUERYLOG, "replay", "-c", str(cfg), "-" if stdin else str(src), "-o", str(out),
+                               "--seed", "3", *extra], input=src.read_bytes(), capture_output=True)
+        assert proc.returncode == 0, proc.stderr.decode()
+        return protected_pairs(out), proc.stderr.decode()
+
+    auto, err = cli("auto")
+    assert auto and not [p for p in auto if p in original] and "prescan_skipped" not in err
+    live, err = cli("live", "--no-prescan")
+    assert [p for p in live if p in original] and "prescan_skipped" not in err
+    piped, err = cli("piped", stdin=True)
+    assert "prescan_skipped" in err and "stdin" in err and "u1\t" not in err
+    assert [p for p in piped if p in original]

@@ -125,8 +125,7 @@ class TestDeanonymizers:
         stream = [(u, "google", "C", str(i)) for i, u in enumerate(released)]
         pairs = Counter((u, "google") for u in senders)
         records = Counter((u, f"e{i}") for i, u in enumerate(senders))
-        res = deanon.run_all(stream, pairs, n, 5, 1.2, 0, instances=[f"e{i}" for i in range(n)],
-                             original_records=records)
+        res = deanon.run_all(stream, pairs, n, 5, 1.2, 0, {"records": ([f"e{i}" for i in range(n)], records)})
         one = res["deanonymizer_1"]
         assert one["recovered_share"] == 1.0
         assert one["recovered_records"] <= one["recovered"] and one["recovered_records_share"] < 0.1
@@ -141,8 +140,8 @@ class TestDeanonymizers:
         rnd.shuffle(users)
         stream = [(users[i], t, c, str(i)) for i, (_, t, c, _) in enumerate(original)]
         res = deanon.run_all(stream, Counter((u, t) for u, t, _, _ in original), len(original), 2, 1.2, 0,
-                             instances=[e for _, _, _, e in original],
-                             original_records=Counter((u, e) for u, _, _, e in original))
+                             {"records": ([e for _, _, _, e in original],
+                                          Counter((u, e) for u, _, _, e in original))})
         for v in res.values():
             assert 0 <= v["recovered_records"] <= v["recovered"] <= len(original)
 
@@ -217,10 +216,12 @@ class TestEndToEnd:
         data = json.loads(res.output)
         assert data["instance"]["field"] == "EventID" and data["instance"]["unique_share"] == 1.0
         assert data["instance"]["present_share"] == {"original": 1.0, "protected": 1.0}
-        best = data["best_record_deanonymizer"]["recovered_records_share"]
+        best = data["best_records_deanonymizer"]["recovered_records_share"]
         assert 0.0 <= best <= 1 / 5 and best < data["best_deanonymizer"]["recovered_share"]
         assert data["chance_records_share"] < data["chance_share"]
         assert data["matching_own_sender_records"] == 0 < data["matching_records"]  # later sends, never own event
+        identical = data["best_identical_deanonymizer"]["recovered_identical_share"]
+        assert identical <= max(v["recovered_records_share"] for v in data["deanonymizers"].values())
         assert "own sender" in page.read_text()
         missing = CliRunner().invoke(main, [*args, "--instance-field", "RequestID"])
         assert missing.exit_code == 2 and "no original record has this field" in missing.output
@@ -231,6 +232,15 @@ def test_read_log_counts_bad_lines(tmp_path: Path) -> None:
     p.write_text(HEADER + "\n1\tq\tt\t\t\nbroken line\n2\t \tt\t\t\n")
     records, bad = read_log(str(p))
     assert [(r.user, r.query) for r in records] == [("1", "q")] and bad == 2
+
+
+def test_read_log_rest_is_every_field_but_the_user(tmp_path: Path) -> None:
+    """Two records are identical for the audit when user and rest are: the user never enters the rest, every
+    other field (carried ones included) does."""
+    p = tmp_path / "l.tsv"
+    p.write_text(HEADER + "\tEventID\n1\tq\tt\t2\tu\te1\n9\tq\tt\t2\tu\te1\n1\tq\tt\t2\tu\te2\n1\tq\tt2\t2\tu\te1\n")
+    a, b, c, d = read_log(str(p))[0]
+    assert a.rest == b.rest and len({a.rest, c.rest, d.rest}) == 3
 
 
 def test_bench_event_ids_pad_short_lines_and_number_every_line(tmp_path: Path) -> None:
@@ -259,6 +269,6 @@ def test_report_verdict(matching: int, pairs: float, records: float | None, ok: 
     result: dict[str, object] = {"matching_records": matching, "chance_share": 0.35,
                                  "best_deanonymizer": {"recovered_share": pairs}}
     if records is not None:
-        result["best_record_deanonymizer"] = {"recovered_records_share": records}
+        result["best_records_deanonymizer"] = {"recovered_records_share": records}
     verdict_ok, text = report._verdict(result, 5)
     assert verdict_ok is ok and words in text

@@ -18,19 +18,22 @@ Each runs on the protected stream as it is and sorted by its time field
 users still in the sets at the end are also paired (flushed) with the same
 rule, and ties are broken at random.
 
-Success is measured two ways:
+Success is measured three ways, each a multiset intersection of the guesses
+with the original log over the number of original records:
 
-* **pairs** (the issue's measure): the share of original (user, query) pairs
-  recovered, the multiset intersection of the guesses with the original pairs
-  over the number of original records. A guess counts when the user ever sent
-  that text, so popular texts (``google``) are "recovered" by coincidence: see
-  :func:`chance`.
-* **records** (paper 001's measure, "identical logs"): the share of original
-  records whose query is put back with *its own* sender. It needs an instance
-  key: a field that identifies each query event and travels with the query (a
-  request id; ``bench anonymity`` adds one). Coincidences between users who
-  share a text do not count here; a query whose text a scrubber changed still
-  counts when it goes back to its sender (the pair measure misses it).
+* **pairs** (the issue's measure): (user, query text). A guess counts when the
+  user ever sent that text, so popular texts (``google``) are "recovered" by
+  coincidence: see :func:`chance`.
+* **records**: (user, instance key), the share of queries put back with *their
+  own* sender. It needs a field that identifies each query event and travels
+  with the query (a request id; ``bench anonymity`` adds one). Coincidences
+  between users who share a text do not count; a query whose text a scrubber
+  changed still counts when it goes back to its sender.
+* **identical**: the guessed record is identical to an original one in every
+  field (paper 001's "recovered original logs", its log matcher applied to the
+  attacker's output). With ``time: release`` a released query keeps its
+  original time only when the arrival that released it has the same time (its
+  own arrival, say), so this is the strictest.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,31 +171,28 @@ def run_all(
     k: int,
     delta: float,
     seed: int,
-    instances: Sequence[str] | None = None,
-    original_records: Counter[Pair] | None = None,
+    extra: Mapping[str, tuple[Sequence[Hashable], Counter[tuple[str, Hashable]]]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every attacker, in stream order and in time order (+T), over (user, query, category, time) records.
 
-    With ``instances`` (the instance key of each protected record) and
-    ``original_records`` (the original (user, instance key) multiset), each
-    attacker also gets ``recovered_records`` / ``recovered_records_share``.
+    ``extra`` scores the guesses by other keys than the query text: name ->
+    (the key of each protected record, the original (user, key) multiset); each
+    attacker then also gets ``recovered_<name>`` and ``recovered_<name>_share``.
     """
     by_time = sorted(range(len(protected)), key=lambda i: _time_key(protected[i][3]))
+    measures: dict[str, tuple[Sequence[Hashable], Counter[tuple[str, Hashable]]]] = {
+        "": ([r[1] for r in protected], original_pairs)}  # type: ignore[dict-item]
+    measures.update({f"_{name}": value for name, value in (extra or {}).items()})
     out: dict[str, dict[str, Any]] = {}
     for name, select in ATTACKS.items():
         for suffix, order in (("", range(len(protected))), ("+T", by_time)):
             positions = list(order)
             guesses = attack([(protected[i][0], protected[i][2]) for i in positions], select, k, delta, seed)
             picked = [(user, positions[pos]) for user, pos in guesses]
-            recovered = sum((Counter((u, protected[i][1]) for u, i in picked) & original_pairs).values())
-            row: dict[str, Any] = {
-                "guesses": len(guesses),
-                "recovered": recovered,
-                "recovered_share": recovered / n_original if n_original else 0.0,
-            }
-            if instances is not None and original_records is not None:
-                hits = sum((Counter((u, instances[i]) for u, i in picked) & original_records).values())
-                row["recovered_records"] = hits
-                row["recovered_records_share"] = hits / n_original if n_original else 0.0
+            row: dict[str, Any] = {"guesses": len(guesses)}
+            for measure, (keys, original) in measures.items():
+                hits = sum((Counter((u, keys[i]) for u, i in picked) & original).values())
+                row[f"recovered{measure}"] = hits
+                row[f"recovered{measure}_share"] = hits / n_original if n_original else 0.0
             out[name + suffix] = row
     return out

@@ -17,6 +17,8 @@ class Record:
     time: str
     line: str
     instance: str | None = None
+    rest: str = ""
+    """Every field but the user, in a fixed order: two records are identical when user and rest are."""
 
 
 def read_log(path: str, schema: SchemaConfig | None = None,
@@ -44,8 +46,14 @@ def read_log(path: str, schema: SchemaConfig | None = None,
             continue
         instance = _field(ev, instance_field, role_of) if instance_field else None
         records.append(Record(str(ev.user), str(ev.query), "" if ev.time is None else str(ev.time), line,
-                              instance))
+                              instance, _rest(ev)))
     return records, bad
+
+
+def _rest(ev: Event) -> str:
+    roles = ["" if v is None else str(v) for v in (ev.query, ev.time, ev.rank, ev.url)]
+    carried = [f"{k}={v}" for k, v in sorted(carried_fields(ev).items())]
+    return "\x1f".join(roles + carried)
 
 
 def _field(ev: Event, name: str, role_of: dict[str, str]) -> str | None:

@@ -76,26 +76,26 @@ def run_audit(
     result.update(matcher.match(original, protected))
     original_pairs = Counter((r.user, r.query) for r in original)
     stream = [(r.user, r.query, c, r.time) for r, c in zip(protected, cat_p)]
-    original_records = None
+    extra: dict[str, tuple[list[Any], Counter[tuple[str, Any]]]] = {
+        "identical": ([r.rest for r in protected], Counter((r.user, r.rest) for r in original))}
     if instance_field:
-        original_records = Counter((r.user, r.instance) for r in original if r.instance is not None)
+        extra["records"] = ([r.instance or "" for r in protected],
+                            Counter((r.user, r.instance) for r in original if r.instance is not None))
         result["instance"] = _instance_summary(instance_field, original, protected)
-    result["deanonymizers"] = deanon.run_all(
-        stream, original_pairs, len(original), k, delta, seed,
-        instances=[r.instance or "" for r in protected] if instance_field else None,
-        original_records=original_records)
+    result["deanonymizers"] = deanon.run_all(stream, original_pairs, len(original), k, delta, seed, extra)
     best = max(result["deanonymizers"].items(), key=lambda kv: kv[1]["recovered_share"])
     result["chance_share"] = deanon.chance([(r.user, r.query, c) for r, c in zip(original, cat_o)],
                                            original_pairs, seed)
     result["best_deanonymizer"] = {"name": best[0], "recovered_share": best[1]["recovered_share"],
                                    "over_chance": best[1]["recovered_share"] - result["chance_share"]}
-    if original_records is not None:
-        best = max(result["deanonymizers"].items(), key=lambda kv: kv[1]["recovered_records_share"])
-        result["chance_records_share"] = deanon.chance(
-            [(r.user, r.instance, c) for r, c in zip(original, cat_o) if r.instance is not None],
-            original_records, seed)
-        result["best_record_deanonymizer"] = {"name": best[0],
-                                              "recovered_records_share": best[1]["recovered_records_share"]}
+    for name, key in (("identical", "rest"), ("records", "instance")):
+        if name not in extra:
+            continue
+        best = max(result["deanonymizers"].items(), key=lambda kv: kv[1][f"recovered_{name}_share"])
+        result[f"best_{name}_deanonymizer"] = {"name": best[0],
+                                               f"recovered_{name}_share": best[1][f"recovered_{name}_share"]}
+        keyed = [(r.user, getattr(r, key), c) for r, c in zip(original, cat_o) if getattr(r, key) is not None]
+        result[f"chance_{name}_share"] = deanon.chance(keyed, extra[name][1], seed)
     util = utility.compare(
         utility.profiles((r.user, c) for r, c in zip(original, cat_o)),
         utility.profiles((r.user, c) for r, c in zip(protected, cat_p)),
@@ -142,7 +142,7 @@ def _plots(result: dict[str, Any]) -> list[tuple[str, str]]:
     names = list(result["deanonymizers"])
     shares = [100 * result["deanonymizers"][n]["recovered_share"] for n in names]
     fig, ax = plt.subplots(figsize=(8, 3.6))
-    if "best_record_deanonymizer" in result:
+    if "best_records_deanonymizer" in result:
         x = range(len(names))
         ax.bar([i - 0.2 for i in x], shares, width=0.4, color="#4c72b0", label="pairs")
         ax.bar([i + 0.2 for i in x], [100 * result["deanonymizers"][n]["recovered_records_share"] for n in names],
@@ -192,7 +192,7 @@ def _plots(result: dict[str, Any]) -> list[tuple[str, str]]:
 def _verdict(result: dict[str, Any], k: int) -> tuple[bool, str]:
     """Pass/attention and one sentence: per record when the audit has an instance key, else per pair."""
     best = result["best_deanonymizer"]
-    rec = result.get("best_record_deanonymizer")
+    rec = result.get("best_records_deanonymizer")
     if result["matching_records"]:
         return False, "Attention: protected records re-create original (user, query) pairs (see below)."
     if rec is not None:
@@ -222,7 +222,7 @@ def render_html(result: dict[str, Any]) -> str:
     """A self-contained page (inline CSS, PNG plots as data URIs) for a privacy officer."""
     k = result["attacker"]["k"]
     best = result["best_deanonymizer"]
-    best_rec = result.get("best_record_deanonymizer")
+    best_rec = result.get("best_records_deanonymizer")
     verdict_ok, verdict = _verdict(result, k)
     per_record = best_rec is not None
     rows = "".join(
@@ -243,6 +243,11 @@ def render_html(result: dict[str, Any]) -> str:
         ("Reference: a blind guess (users shuffled within each category)",
          f"{100 * result['chance_share']:.3f}% — pairs 'recovered' by coincidence when users share query texts"),
     ]
+    ident = result["best_identical_deanonymizer"]
+    facts.append((
+        "Best attack, identical records (paper 001's measure: the guessed record equals an original in every field)",
+        f"{html.escape(ident['name'])}: {100 * ident['recovered_identical_share']:.3f}% of original records "
+        f"(blind guess {100 * result['chance_identical_share']:.3f}%)"))
     if best_rec is not None:
         inst = result["instance"]
         facts += [

@@ -152,9 +152,12 @@ def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: s
                     "best_deanonymizer": audit["best_deanonymizer"]["name"],
                     "best_recovered_share": audit["best_deanonymizer"]["recovered_share"],
                     "chance_share": audit["chance_share"],
-                    "best_record_deanonymizer": audit["best_record_deanonymizer"]["name"],
-                    "best_recovered_records_share": audit["best_record_deanonymizer"]["recovered_records_share"],
+                    "best_records_deanonymizer": audit["best_records_deanonymizer"]["name"],
+                    "best_recovered_records_share": audit["best_records_deanonymizer"]["recovered_records_share"],
                     "chance_records_share": audit["chance_records_share"],
+                    "best_recovered_identical_share":
+                        audit["best_identical_deanonymizer"]["recovered_identical_share"],
+                    "chance_identical_share": audit["chance_identical_share"],
                     "profile_jsd": audit["profile_jsd"],
                     "profile_jsd_drained": drained_jsd(src, out, rep["state"], categorise, cache),
                     "profile_unchanged_share": audit["profile_unchanged_share"],
@@ -210,14 +213,15 @@ def COMMAND(ks: str, users: int, aol: bool, extra: tuple[str, ...], scrub: bool,
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(f"{'log':<26} {'k':>3} {'events':>9} {'held':>6} {'matching':>9} {'own':>4} {'best attack':<18} "
-               f"{'pairs':>8} {'chance':>7} {'records':>8} {'chance':>7} {'1/k':>6} {'JSD':>7} {'drained':>7} "
-               f"{'unchanged':>9}")
+               f"{'pairs':>8} {'chance':>7} {'records':>8} {'chance':>7} {'ident':>7} {'1/k':>6} {'JSD':>7} "
+               f"{'drained':>7} {'unchanged':>9}")
     for r in rows:
         click.echo(f"{r['log']:<26} {r['k']:>3} {r['events']:>9,} {r['held']:>6,} {r['matching_records']:>9,} "
                    f"{r['matching_own_sender_records']:>4,} "
                    f"{r['best_deanonymizer']:<18} {100 * r['best_recovered_share']:>7.3f}% "
                    f"{100 * r['chance_share']:>6.2f}% {100 * r['best_recovered_records_share']:>7.3f}% "
-                   f"{100 * r['chance_records_share']:>6.3f}% {100 / r['k']:>5.1f}% "
+                   f"{100 * r['chance_records_share']:>6.3f}% {100 * r['best_recovered_identical_share']:>6.3f}% "
+                   f"{100 / r['k']:>5.1f}% "
                    f"{r['profile_jsd']:>7.4f} {r['profile_jsd_drained']:>7.4f} "
                    f"{100 * r['profile_unchanged_share']:>8.1f}%")
     click.echo(f"replay {'with' if prescan else 'without'} --prescan; JSD: output as released; drained: output "
@@ -225,6 +229,7 @@ def COMMAND(ks: str, users: int, aol: bool, extra: tuple[str, ...], scrub: bool,
     click.echo("matching: records re-creating an original (user, query) pair; own: records carrying their own "
                "sender's query (the same event)")
     click.echo("pairs: original (user, query) pairs recovered by the best attack (a user who ever sent the text "
-               "counts); records: queries put back with their own sender (paper 001's measure), best attack; "
+               "counts); records: queries put back with their own sender, best attack; ident: guessed records "
+               "identical to an original in every field (paper 001's measure), best attack; "
                "chance: users shuffled within categories, blind to the protected log")
     click.echo("paper 001 (full AOL log, lowest k): best de-anonymizer 1.89%; matching records 0")

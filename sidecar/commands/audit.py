@@ -58,8 +58,12 @@ def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | Non
         click.echo(f"  {name:<18} pairs {v['recovered']:>8,}  {100 * v['recovered_share']:7.3f}%{per_record}")
     click.echo(f"best attack: {best['name']} {100 * best['recovered_share']:.3f}% of pairs (1/k = {100 / k:.2f}%; "
                f"blind guess within categories = {100 * result['chance_share']:.3f}%)")
-    if "best_record_deanonymizer" in result:
-        rec = result["best_record_deanonymizer"]
+    ident = result["best_identical_deanonymizer"]
+    click.echo(f"best attack, identical records (paper 001's measure): {ident['name']} "
+               f"{100 * ident['recovered_identical_share']:.3f}% "
+               f"(blind guess = {100 * result['chance_identical_share']:.3f}%)")
+    if "best_records_deanonymizer" in result:
+        rec = result["best_records_deanonymizer"]
         click.echo(f"best attack per record: {rec['name']} {100 * rec['recovered_records_share']:.3f}% of records "
                    f"put back with their own sender (blind guess = {100 * result['chance_records_share']:.3f}%; "
                    f"{result['instance']['field']} unique on {100 * result['instance']['unique_share']:.1f}%)")

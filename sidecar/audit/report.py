@@ -59,7 +59,7 @@ def run_audit(
     ``cache``: query -> category, filled here; pass one to reuse the categories in later calls.
     ``instance_field``: a field that identifies each query event and travels with
     the query (a request id); with it the attacks are also scored per record
-    (paper 001's measure: a query put back with its own sender).
+    (a query put back with its own sender).
     """
     original, bad_o = read_log(original_path, schema, instance_field)
     protected, bad_p = read_log(protected_path, schema, instance_field)
@@ -272,7 +272,7 @@ def render_html(result: dict[str, Any]) -> str:
         for title, data in _plots(result)
     )
     per_record_note = (
-        " Per record (paper 001's measure), a guess counts only when it puts a query back with its own sender,"
+        " Per record, a guess counts only when it puts a query back with its own sender,"
         f" the record being identified by its {html.escape(result['instance']['field'])} field."
         if per_record else "")
     record_heads = "<th>correct records</th><th>share of original records</th>" if per_record else ""

@@ -11,8 +11,8 @@ JSD, and the events still held at the end. Logs: the AOL sample when
 Every input line gets an ``EventID`` column first (it travels with the query
 through the buffer, as a request id would), so the audit also scores the
 attacks per record: the share of queries put back with their own sender,
-paper 001's measure, which coincidences between users who type the same text
-do not inflate.
+which coincidences between users who type the same text do not inflate. The
+identical-records share (paper 001's measure) needs no such column.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import click
               help="Read both logs with this config's schema (default: AOL TSV / JSON lines by extension).")
 @click.option("--instance-field", default=None, metavar="FIELD",
               help="A field naming each query event that travels with the query (a request id): the attacks are "
-                   "then also scored per record, a query put back with its own sender (paper 001's measure).")
+                   "then also scored per record, a query put back with its own sender.")
 def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | None, k: int, delta: float,
               seed: int, config_file: str | None, instance_field: str | None) -> None:
     """Measure re-identification risk and utility of a protected log against its original."""

@@ -157,7 +157,6 @@ def table(logs: list[tuple[str, Path]], ks: list[int], scrub: bool, time_mode: s
                     "chance_records_share": audit["chance_records_share"],
                     "best_recovered_identical_share":
                         audit["best_identical_deanonymizer"]["recovered_identical_share"],
-                    "chance_identical_share": audit["chance_identical_share"],
                     "profile_jsd": audit["profile_jsd"],
                     "profile_jsd_drained": drained_jsd(src, out, rep["state"], categorise, cache),
                     "profile_unchanged_share": audit["profile_unchanged_share"],

@@ -60,8 +60,7 @@ def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | Non
                f"blind guess within categories = {100 * result['chance_share']:.3f}%)")
     ident = result["best_identical_deanonymizer"]
     click.echo(f"best attack, identical records (paper 001's measure): {ident['name']} "
-               f"{100 * ident['recovered_identical_share']:.3f}% "
-               f"(blind guess = {100 * result['chance_identical_share']:.3f}%)")
+               f"{100 * ident['recovered_identical_share']:.3f}%")
     if "best_records_deanonymizer" in result:
         rec = result["best_records_deanonymizer"]
         click.echo(f"best attack per record: {rec['name']} {100 * rec['recovered_records_share']:.3f}% of records "

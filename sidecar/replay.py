@@ -191,8 +191,8 @@ def replay(
                     codec.accept_header(header.rstrip("\n"))
                 except ConfigValueError as exc:
                     raise ConfigError(input_path, 1, "header", exc.problem) from None
-        if prescan or prescan is None:
-            _prescan(config, pipeline, input_path, required=prescan is not None)
+        if prescan is not False:
+            _prescan(config, pipeline, input_path, required=bool(prescan))
         for sink in sinks:
             sink.start(header, codec)
         dead = pipeline.dead

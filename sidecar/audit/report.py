@@ -19,6 +19,10 @@ UNKNOWN = "unknown"
 PAPER_BEST = 0.0189  # paper 001: best de-anonymizer, lowest k, full AOL log
 
 
+class AuditInputError(ValueError):
+    """The logs cannot serve the audit asked for (the message names options, never values)."""
+
+
 def classifier_categorise(kb_path: Path | None = None) -> Categorise:
     """The project's classifier (same knowledge base as the sidecar: paper 001's worst case)."""
     from sidecar.classifier import Classifier
@@ -63,6 +67,8 @@ def run_audit(
     """
     original, bad_o = read_log(original_path, schema, instance_field)
     protected, bad_p = read_log(protected_path, schema, instance_field)
+    if instance_field and all(r.instance is None for r in original):
+        raise AuditInputError(f"--instance-field {instance_field}: no original record has this field")
     cache = {} if cache is None else cache
     cat_o = categories_of(original, categorise, cache)
     cat_p = categories_of(protected, categorise, cache)

@@ -27,7 +27,7 @@ import click
 def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | None, k: int, delta: float,
               seed: int, config_file: str | None, instance_field: str | None) -> None:
     """Measure re-identification risk and utility of a protected log against its original."""
-    from sidecar.audit.report import classifier_categorise, json_view, render_html, run_audit
+    from sidecar.audit.report import AuditInputError, classifier_categorise, json_view, render_html, run_audit
     from sidecar.cli import load
 
     schema = load(config_file).sidecar.schema if config_file else None
@@ -36,10 +36,11 @@ def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | Non
     except (ImportError, OSError) as exc:
         click.echo(f"audit: the classifier is not available ({type(exc).__name__})", err=True)
         sys.exit(2)
-    result = run_audit(original, protected, categorise=categorise, k=k, delta=delta, seed=seed, schema=schema,
-                       instance_field=instance_field)
-    if instance_field and not result["instance"]["present_share"]["original"]:
-        click.echo(f"audit: --instance-field {instance_field}: no original record has this field", err=True)
+    try:
+        result = run_audit(original, protected, categorise=categorise, k=k, delta=delta, seed=seed, schema=schema,
+                           instance_field=instance_field)
+    except AuditInputError as exc:
+        click.echo(f"audit: {exc}", err=True)
         sys.exit(2)
     if html_path:
         Path(html_path).write_text(render_html(result), encoding="utf-8")

@@ -14,7 +14,7 @@ input's columns, so a TSV log needs that column already); uncategorised queries
 get an empty string (TSV) or null (JSON). Other codecs are counted, not changed.
 
 The knowledge base is loaded once when the filter is built (``kb_path``, default
-:func:`sidecar.kb.default_kb_path`); when it is missing, corrupt or stale it is
+:func:`knowledge.default_kb_path`); when it is missing, corrupt or stale it is
 rebuilt then (``rebuild: true``) or the config is rejected with the reason —
 never mid-stream.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sidecar.api import BuildContext, ConfigValueError, Event, Filter, FilterConfig, option
-from sidecar.records import JsonlCodec, TsvCodec
+from sidecar.codecs import JsonlCodec, TsvCodec
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ class ClassifyFilter(Filter):
 
     def __init__(self, config: ClassifyConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
-        from sidecar.classifier import Classifier
-        from sidecar.kb import KBUnavailable
+        from knowledge import KBUnavailable
+        from knowledge.classifier import Classifier
 
         self.cfg = config
         path = None

@@ -1,7 +1,7 @@
-"""Regenerate the Python stubs of proto/ into sidecar/gen/ (committed).
+"""Regenerate the Python stubs of proto/ into adapters/grpc/stubs/ (committed).
 
 Usage: ``python proto/generate.py [OUT_ROOT]`` (default: the repository root).
-The stubs import as ``sidecar.gen.querylog.v1.querylog_pb2``. A test regenerates
+The stubs import as ``adapters.grpc.stubs.querylog.v1.querylog_pb2``. A test regenerates
 into a temporary folder and fails when the committed stubs are stale.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOS = ("querylog/v1/querylog.proto",)
-PACKAGES = ("sidecar/gen", "sidecar/gen/querylog", "sidecar/gen/querylog/v1")
+PACKAGES = ("adapters/grpc/stubs", "adapters/grpc/stubs/querylog", "adapters/grpc/stubs/querylog/v1")
 
 
 def generate(out_root: Path = ROOT) -> list[Path]:
@@ -24,7 +24,7 @@ def generate(out_root: Path = ROOT) -> list[Path]:
     well_known = str(resources.files("grpc_tools") / "_proto")
     args = [
         "protoc",
-        f"-Isidecar/gen={ROOT / 'proto'}",
+        f"-Iadapters/grpc/stubs={ROOT / 'proto'}",
         f"-I{well_known}",
         f"--python_out={out_root}",
         f"--pyi_out={out_root}",
@@ -41,7 +41,7 @@ def generate(out_root: Path = ROOT) -> list[Path]:
             init.write_text('"""Generated gRPC/protobuf stubs (proto/generate.py); do not edit."""\n')
         written.append(init)
     for p in PROTOS:
-        stem = out_root / "sidecar/gen" / p[: -len(".proto")]
+        stem = out_root / "adapters/grpc/stubs" / p[: -len(".proto")]
         written += [Path(f"{stem}_pb2.py"), Path(f"{stem}_pb2.pyi"), Path(f"{stem}_pb2_grpc.py")]
     return written
 

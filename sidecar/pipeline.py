@@ -1,52 +1,77 @@
-"""The runtime behind every entry point: state store, chain, dead letters, sinks."""
+"""The runtime behind every entry point: state store, chain, dead letters, sinks.
+
+:class:`Pipeline` is the :class:`~sidecar.api.Runtime` that sources drive.
+"""
 
 from __future__ import annotations
 
 import random
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
 
-from sidecar.api import BuildContext, ConfigValueError, Event, Filter, Sink
+from sidecar.api import CODECS, BuildContext, Codec, ConfigValueError, Event, Filter, Receipt, RecordBatch, Sink
 from sidecar.chain import Chain
-from sidecar.config import ComponentSpec, LoadedConfig
-from sidecar.configload import ConfigError
+from sidecar.codecs import SchemaConfig, codec_for
+from sidecar.config import ComponentSpec, ConfigError, LoadedConfig
 from sidecar.deadletter import DeadLetters
+from sidecar.registry import plugins
 from sidecar.state import StateStore
 
 log = structlog.get_logger("querylog.pipeline")
 
 
-def _build(spec: ComponentSpec, ctx: BuildContext, file: str, lines: Any) -> Any:
+def build_component(spec: ComponentSpec, ctx: BuildContext, config: LoadedConfig) -> Any:
+    """Build a configured component; a ``ConfigValueError`` becomes a located ``ConfigError``."""
     try:
         return spec.cls(spec.config, ctx)
     except ConfigValueError as exc:
         key = f"{spec.path}.{exc.key}"
-        raise ConfigError(file, lines(key), key, exc.problem, exc.allowed) from None
+        raise ConfigError(str(config.file), config.doc.line(key), key, exc.problem, exc.allowed) from None
+
+
+def codec_lookup(schema: SchemaConfig) -> Callable[[str], Codec | None]:
+    """Codecs by format name: the configured text codecs, else those registered under ``querylog.codecs``."""
+    made: dict[str, Codec | None] = {}
+
+    def lookup(fmt: str) -> Codec | None:
+        if fmt not in made:
+            if fmt in ("tsv", "jsonl"):
+                made[fmt] = codec_for(SchemaConfig(format=fmt, header=schema.header, columns=schema.columns,
+                                                   roles=schema.roles), None)
+            else:
+                cls = plugins(CODECS).get(fmt)
+                made[fmt] = cls() if cls is not None else None
+        return made[fmt]
+
+    return lookup
 
 
 class Pipeline:
-    """A built chain with its state store and dead letters; shared by replay and serve."""
+    """A built chain with its state store, dead letters and sinks; shared by replay and serve."""
 
     def __init__(self, config: LoadedConfig, *, seed: int | None = None, with_sinks: bool = True) -> None:
         self.config = config
         self.started = time.monotonic()
         self.state = StateStore(config.state_dir)
         rng = random.Random(seed) if seed is not None else random.SystemRandom()
-        self.ctx = BuildContext(
-            config_dir=config.config_dir, state=self.state, rng=rng, seed=seed, schema=config.sidecar.schema
-        )
         self.dead = DeadLetters(config.dead_letter_path)
-        self.ctx.dead_letters = self.dead
-        doc = config.doc
-        filters: list[Filter] = []
+        self.dead_letters = self.dead
+        schema = config.sidecar.schema
+        self.ctx = BuildContext(
+            config_dir=config.config_dir, state=self.state, rng=rng, seed=seed, schema=schema,
+            dead_letters=self.dead, codecs=codec_lookup(schema),
+            max_record_bytes=config.sidecar.limits.max_record_bytes,
+        )
+        filters: list[Filter[Any]] = []
         try:
             for spec in config.filters:
-                filters.append(_build(spec, self.ctx, str(config.file), doc.line))
-            self.sinks: list[Sink] = (
-                [_build(spec, self.ctx, str(config.file), doc.line) for spec in config.sinks] if with_sinks else []
+                filters.append(build_component(spec, self.ctx, config))
+            self.sinks: list[Sink[Any]] = (
+                [build_component(spec, self.ctx, config) for spec in config.sinks] if with_sinks else []
             )
         except BaseException:
             for f in filters:
@@ -54,7 +79,31 @@ class Pipeline:
             self.state.close()
             raise
         self.chain = Chain(filters)
+        self.filters = filters
+        self._deliver_lock = threading.Lock()
+        self._sinks_started = False
         log.info("pipeline_built", filters=[f.NAME for f in filters], sinks=[s.NAME for s in self.sinks])
+
+    # ---- the Runtime contract -------------------------------------------------------------------
+    def receive(self, batch: RecordBatch) -> Receipt:
+        """Decode a batch of records, run the chain, deliver to the sinks and flush them."""
+        bad: list[tuple[int, str]] = []
+        events = batch.codec.decode_many(batch.records, "\n", bad)
+        for idx, reason in bad:
+            pos = batch.positions[idx] if batch.positions is not None else None
+            record = batch.records[idx]
+            self.dead.add(reason, batch.origin, pos, record if isinstance(record, str | bytes) else None)
+        if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.records) - 1):
+            events[-1].eol = ""
+        with self._deliver_lock:
+            before = self.chain.held()
+            out = self.chain.process(events) if events else []
+            held = self.chain.held() - before
+            self.start_sinks(batch.codec.header_for_output(), batch.codec)
+            self.deliver(out)
+            self.flush_sinks()
+        n = len(events)
+        return Receipt(n, len(bad), out, held, max(0, n - len(out) - held))
 
     def process(self, batch: list[Event]) -> list[Event]:
         return self.chain.process(batch)
@@ -62,17 +111,33 @@ class Pipeline:
     def flush(self, final: bool) -> list[Event]:
         return self.chain.flush(final)
 
+    def held(self) -> int:
+        return self.chain.held()
+
+    def start_sinks(self, header: str | None, codec: Codec | None) -> None:
+        """Start the sinks once, with the first input's header and codec."""
+        if not self._sinks_started:
+            for sink in self.sinks:
+                sink.start(header, codec)
+            self._sinks_started = True
+
+    def deliver(self, events: Iterable[Event]) -> None:
+        batch = list(events)
+        if not self._sinks_started:
+            self.start_sinks(None, None)
+        for sink in self.sinks:
+            sink.write(batch)
+
+    def flush_sinks(self) -> None:
+        for sink in self.sinks:
+            sink.flush()
+
     def stats(self) -> dict[str, Any]:
         s = self.chain.stats()
         s["dead_letters"] = dict(self.dead.counts)
         s["events_dead_lettered"] = self.dead.total
         s["uptime_seconds"] = round(time.monotonic() - self.started, 3)
         return s
-
-    def deliver(self, events: Iterable[Event]) -> None:
-        batch = list(events)
-        for sink in self.sinks:
-            sink.write(batch)
 
     def close(self) -> None:
         """Close filters (held state stays in SQLite), sinks, dead letters, database."""

@@ -1,8 +1,7 @@
 """Plugin discovery through entry points (built-ins are registered the same way).
 
-Groups: ``querylog.filters`` (Filter classes), ``querylog.sources`` and
-``querylog.sinks`` (adapter classes). Two plugins under one name is an error
-naming both sources.
+The groups are named in :mod:`sidecar.api` (``FILTERS``, ``SOURCES``, ``SINKS``,
+``CODECS``, ``COMMANDS``). Two plugins under one name is an error naming both.
 """
 
 from __future__ import annotations
@@ -11,9 +10,9 @@ from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
 
-FILTERS = "querylog.filters"
-SOURCES = "querylog.sources"
-SINKS = "querylog.sinks"
+from sidecar.api import CODECS, COMMANDS, FILTERS, SINKS, SOURCES
+
+__all__ = ["CODECS", "COMMANDS", "FILTERS", "SINKS", "SOURCES", "PluginError", "plugin_origin", "plugins"]
 
 
 class PluginError(Exception):

@@ -1,25 +1,16 @@
-"""Shared fixtures: temporary configs, a test HMAC key, a generated log."""
+"""Shared fixtures: temporary configs, a test HMAC key, a generated log (helpers live in ``helpers``)."""
 
 from __future__ import annotations
 
 import io
-import os
-import re
-import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import structlog
+from helpers import TEST_KEY, TEST_KEY_ENV, GeneratedLog
 
-from sidecar.generate import GenerateStats, generate_log
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT / ".." / "shared" / "data"
-QUERYLOG = str(Path(sys.executable).with_name("querylog"))
-TEST_KEY_ENV = "QUERYLOG_TEST_HMAC_KEY"
-TEST_KEY = "test-key-not-secret-0123456789abcdef"
+from sidecar.tools.generate.synthetic import generate_log
 
 
 @pytest.fixture
@@ -55,13 +46,6 @@ def debug_structlog() -> Iterator[None]:
     structlog.configure(**old)
 
 
-@dataclass(frozen=True)
-class GeneratedLog:
-    path: Path
-    text: str
-    stats: GenerateStats
-
-
 @pytest.fixture(scope="session")
 def generated_log(tmp_path_factory: pytest.TempPathFactory) -> GeneratedLog:
     """A generated AOL-format log of 400 users with planted identifiers (seed 7)."""
@@ -70,84 +54,3 @@ def generated_log(tmp_path_factory: pytest.TempPathFactory) -> GeneratedLog:
     path = tmp_path_factory.mktemp("generated") / "log.tsv"
     path.write_text(buf.getvalue(), encoding="utf-8")
     return GeneratedLog(path, buf.getvalue(), stats)
-
-
-def cli_env(**extra: str) -> dict[str, str]:
-    """Environment for a `querylog` subprocess."""
-    env = dict(os.environ)
-    env.update(extra)
-    return env
-
-
-# --- privacy: filters buildable with default options, and the leak check -------------------
-
-#: Options for registered filters that cannot be built from defaults alone.
-FILTER_TEST_OPTIONS: dict[str, dict[str, object]] = {
-    "pseudonymize": {"key_env": TEST_KEY_ENV},
-    "drop": {"rules": [{"role": "query", "matches": "^(google|yahoo)$"}]},
-}
-
-
-def default_filter_entries() -> tuple[list[dict[str, object]], dict[str, str]]:
-    """Config entries (``{name: options}``) for every registered filter that validates with
-    default options (plus FILTER_TEST_OPTIONS); and, by name, why the others were left out."""
-    from sidecar.configload import ConfigError, build_config, load_yaml
-    from sidecar.registry import FILTERS, plugins
-
-    entries: list[dict[str, object]] = []
-    skipped: dict[str, str] = {}
-    for name, cls in sorted(plugins(FILTERS).items()):
-        options = FILTER_TEST_OPTIONS.get(name, {})
-        try:
-            build_config(cls.Config, options, load_yaml("<test>", "{}"), f"filters[0].{name}")
-        except ConfigError as exc:
-            skipped[name] = exc.problem
-            continue
-        entries.append({name: options})
-    return entries, skipped
-
-
-def leak_needles(text: str, planted: list[str]) -> tuple[set[str], list[str], list[re.Pattern[str]]]:
-    """What must never appear in a log: (exact strings, substrings, token patterns) from an AOL-format log."""
-    exact: set[str] = set(planted)
-    users: set[str] = set()
-    for line in text.split("\n")[1:]:
-        fields = line.split("\t")
-        if len(fields) >= 2:
-            users.add(fields[0])
-            exact.add(fields[1])
-    exact |= users
-    substrings = sorted({q for q in exact if len(q) >= 8 and not q.isdigit()} | {p for p in planted if not p.isdigit()})
-    numbers = sorted(users | {p for p in planted if p.isdigit()}, key=len, reverse=True)
-    tokens = [re.compile(r"(?<![0-9])(?:" + "|".join(map(re.escape, numbers)) + r")(?![0-9])")] if numbers else []
-    return exact, substrings, tokens
-
-
-def _leaves(value: object, skip: frozenset[str]) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            if k in skip:
-                continue
-            yield str(k)
-            yield from _leaves(v, skip)
-    elif isinstance(value, list | tuple | set | frozenset):
-        for v in value:
-            yield from _leaves(v, skip)
-    elif value is not None and not isinstance(value, int | float | bool):
-        yield repr(value)
-
-
-def find_leaks(
-    events: list[object], needles: tuple[set[str], list[str], list[re.Pattern[str]]],
-    skip: frozenset[str] = frozenset({"timestamp"}),
-) -> list[str]:
-    """Log leaves that contain a query, a user id or a planted value (empty when clean)."""
-    exact, substrings, tokens = needles
-    found = []
-    for event in events:
-        for leaf in _leaves(event, skip):
-            if leaf in exact or any(s in leaf for s in substrings) or any(t.search(leaf) for t in tokens):
-                found.append(leaf)
-    return found

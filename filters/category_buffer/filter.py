@@ -209,6 +209,7 @@ class CategoryBufferFilter(Filter):
     Config = CategoryBufferConfig
     SUMMARY = "k-anonymous re-pairing of users and queries within category buffers (paper 001 Alg. 2), in SQLite"
     BUFFERING = True
+    STATEFUL = True
     PRESCAN = True
 
     def __init__(self, config: CategoryBufferConfig, ctx: BuildContext) -> None:
@@ -515,7 +516,7 @@ class CategoryBufferFilter(Filter):
         rows, ks = self.store.load()
         self._next_id = (rows[-1][0] + 1) if rows else 1
         for row_id, ubucket, qbucket, arrived, blob in rows:
-            ev, fmt = unpack_event(blob)
+            ev, fmt = unpack_event(blob, self.ctx.codec_for)
             sender = str(ev.user)
             text = normalise_text(ev.query)
             pair = hash((sender, text))

@@ -18,19 +18,16 @@ batch, which is all a restart needs.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import msgpack
 import sqlite_utils
 
-from adapters.grpc_codec import ProtoCodec, QueryEvent
-from sidecar.api import Event
-from sidecar.state import StateStore
+from sidecar.api import Codec, Event, StateStoreLike
 
-PROTO_EXT = 1  # msgpack extension type of a serialised QueryEvent record
-PROTO_CODEC = ProtoCodec()  # restored gRPC events: any ProtoCodec encodes them back into their message
+RECORD_EXT = 1  # msgpack extension type of a record packed by its codec (``Codec.pack_record`` bytes)
 
 COMPONENT = "category_buffer"
 HELD = "category_buffer_held"
@@ -62,16 +59,22 @@ def _fallback(obj: Any) -> Any:
 def pack_event(ev: Event) -> tuple[bytes, bool]:
     """Serialise an event; the flag is False when its record could not be kept (then rebuilt from roles).
 
-    TSV (list of fields), JSON (dict) and gRPC ``QueryEvent`` records are kept
-    (the message as its wire bytes, with ``seq`` and ``attributes``); any other
-    record is not: such an event is re-encoded from its roles after a restart.
+    TSV (list of fields) and JSON (dict) records are kept as they are; another
+    record is kept as the bytes its codec's ``pack_record`` gives (a gRPC
+    ``QueryEvent`` as its wire bytes, with ``seq`` and ``attributes``); a record
+    its codec cannot pack is not: such an event is re-encoded from its roles
+    after a restart.
     """
-    fmt = getattr(ev.codec, "format", None) if ev.codec is not None else None
+    codec = ev.codec
+    fmt = codec.format if codec is not None else None
     head = [ev.user, ev.query, ev.time, ev.rank, ev.url]
-    meta = ev.meta
-    if type(ev.record) is QueryEvent:
-        record = msgpack.ExtType(PROTO_EXT, ev.record.SerializeToString())
-        return msgpack.packb([*head, record, None, ev.eol, fmt, meta], default=_fallback, use_bin_type=True), True
+    meta = ev.meta or None
+    if codec is not None and not isinstance(ev.record, list | dict | None):
+        packed = codec.pack_record(ev.record)
+        if isinstance(packed, bytes):
+            record = msgpack.ExtType(RECORD_EXT, packed)
+            blob = msgpack.packb([*head, record, None, ev.eol, fmt, meta], default=_fallback, use_bin_type=True)
+            return blob, True
     if not isinstance(ev.record, list | dict | None):  # another record type: roles only
         blob = msgpack.packb([*head, None, None, ev.eol, fmt, meta], default=_fallback, use_bin_type=True)
         return blob, False
@@ -83,20 +86,23 @@ def pack_event(ev: Event) -> tuple[bytes, bool]:
         return blob, False
 
 
-def _ext(code: int, data: bytes) -> Any:
-    if code == PROTO_EXT:
-        return QueryEvent.FromString(data)
-    return msgpack.ExtType(code, data)
-
-
-def unpack_event(blob: bytes) -> tuple[Event, str | None]:
+def unpack_event(
+    blob: bytes, codec_for: Callable[[str | None], Codec | None] = lambda fmt: None
+) -> tuple[Event, str | None]:
     """Rebuild an event and its format name.
 
-    A gRPC event gets its message back and a ProtoCodec; otherwise the codec is
-    left None and the filter attaches the runtime's codec of that format.
+    A record packed by its codec is unpacked by the codec ``codec_for`` gives
+    for its format (which the event then carries); otherwise the codec is left
+    None and the filter attaches the runtime's codec of that format.
     """
-    user, query, time, rank, url, record, raw, eol, fmt, meta = msgpack.unpackb(blob, raw=False, ext_hook=_ext)
-    ev = Event(user, query, time, rank, url, record, raw, PROTO_CODEC if type(record) is QueryEvent else None, eol)
+    user, query, time, rank, url, record, raw, eol, fmt, meta = msgpack.unpackb(blob, raw=False)
+    codec: Codec | None = None
+    if isinstance(record, msgpack.ExtType):
+        codec = codec_for(fmt) if record.code == RECORD_EXT else None
+        record = codec.unpack_record(record.data) if codec is not None else None
+        if record is None:
+            codec = None
+    ev = Event(user, query, time, rank, url, record, raw, codec, eol)
     if meta:
         path = meta.get("category_path")
         if isinstance(path, list):
@@ -108,7 +114,7 @@ def unpack_event(blob: bytes) -> tuple[Event, str | None]:
 class HeldStore:
     """Rows of held events and the current k of each bucket."""
 
-    def __init__(self, state: StateStore) -> None:
+    def __init__(self, state: StateStoreLike) -> None:
         self.state = state
         state.migrate(COMPONENT, MIGRATIONS)
 

@@ -1,0 +1,63 @@
+"""``querylog replay``: a log file through the configured chain."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from sidecar.commandkit import EXIT_USAGE, fail_config, load, setup_logs
+from sidecar.config import ConfigError
+
+
+@click.command("replay")
+@click.option("--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False), help="Config file.")
+@click.argument("input_path", metavar="INPUT")
+@click.option(
+    "--output", "-o", default=None, help="Output file (.gz compresses); default: the configured sinks, else stdout."
+)
+@click.option("--seed", type=int, default=None, help="Seed the random choices (tests and benchmarks only).")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Exactly once across crashes: commit output (fsync) with the state per batch; rerun to continue.",
+)
+@click.option(
+    "--prescan/--no-prescan",
+    default=None,
+    help="Read the input once first, so category_buffer never pairs a user with a text they send later. "
+    "Default: on when the chain has category_buffer and the input is a file (skipped, with a logged reason, "
+    "when it cannot be); --prescan makes it required, --no-prescan replays as a live stream would.",
+)
+def replay_cmd(
+    config_file: str, input_path: str, output: str | None, seed: int | None, progress: bool | None, resume: bool,
+    prescan: bool | None,
+) -> None:
+    """Replay a log file (TSV or JSON lines, .gz; `-` = stdin) through the chain."""
+    from adapters.file.prescan import PrescanError
+    from adapters.file.replay import ResumeError, replay
+    from sidecar.signals import StopFlag
+
+    cfg = load(config_file)
+    setup_logs(cfg)
+    if input_path != "-" and not Path(input_path).is_file():
+        click.echo(f"{input_path}: no such file", err=True)
+        sys.exit(EXIT_USAGE)
+    stop = StopFlag()
+    stop.install()
+    show = sys.stderr.isatty() if progress is None else progress
+    try:
+        replay(
+            cfg, input_path, output, seed=seed, progress=show, stop=stop, resume=resume, prescan=prescan
+        )
+    except ConfigError as exc:
+        fail_config(exc)
+    except (ResumeError, PrescanError) as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:  # unwritable output or state folder: the path and the reason, no traceback
+        click.echo(f"{exc.filename or input_path}: {exc.strerror or type(exc).__name__}", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(summary.line(), err=True)

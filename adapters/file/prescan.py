@@ -1,0 +1,88 @@
+"""``replay --prescan``: a first pass over an archive for the filters that can use it.
+
+A streaming filter only knows the past. When a whole archive is replayed, the
+future is on disk: ``category_buffer`` uses a first pass to learn which user
+sends which text anywhere in the archive, so that it never pairs a user with a
+text they send later (the only (user, query) matches a stream cannot avoid).
+
+The first filter with ``PRESCAN`` receives every decodable event of the input,
+after it went through the filters in front of it. Those are built a second
+time, without the state store and with a dead-letter counter that writes
+nothing (the real pass reports bad records once): so they must not declare
+``STATEFUL`` and must be deterministic — true of the built-in stateless filters
+(``pseudonymize`` with its keyed hash, ``hipaa_scrub``, ``classify``, ``drop``,
+``truncate_url``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from adapters.file.reader import LineReader, read_header
+from sidecar.api import BuildContext, Event, Filter
+from sidecar.codecs import codec_for
+from sidecar.config import LoadedConfig
+from sidecar.deadletter import DeadLetters
+from sidecar.pipeline import Pipeline
+
+
+class PrescanError(ValueError):
+    """``--prescan`` cannot be done with this chain or input; ``reason`` is a short code for logs."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def run_prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str) -> None:
+    """Feed the whole input to the first ``PRESCAN`` filter of ``pipeline``'s chain."""
+    if input_path == "-":
+        raise PrescanError("--prescan reads the input twice: give a file, not stdin", "stdin")
+    filters = pipeline.chain.filters
+    index = next((i for i, f in enumerate(filters) if f.PRESCAN), None)
+    if index is None:
+        raise PrescanError("--prescan: no filter of this chain uses a first pass (e.g. category_buffer)",
+                           "no_prescan_filter")
+    target = filters[index]
+    counter = DeadLetters(None)
+    ctx = BuildContext(
+        config_dir=config.config_dir, state=None, rng=pipeline.ctx.rng, seed=pipeline.ctx.seed,
+        schema=config.sidecar.schema, dead_letters=counter, clock=pipeline.ctx.clock, codecs=pipeline.ctx.codecs,
+    )
+    stateful = next((spec.cls.NAME for spec in config.filters[:index] if spec.cls.STATEFUL), None)
+    if stateful is not None:
+        raise PrescanError(
+            f"--prescan: filter {stateful} in front of {target.NAME} keeps state; "
+            "the filters in front of it must be stateless",
+            "stateful_filter_in_front",
+        )
+    prefix: list[Filter[Any]] = []
+    try:
+        for spec in config.filters[:index]:
+            prefix.append(spec.cls(spec.config, ctx))
+        target.prescan(_events(config, input_path, counter, prefix))
+    finally:
+        for f in prefix:
+            f.close()
+
+
+def _events(
+    config: LoadedConfig, input_path: str, counter: DeadLetters, prefix: list[Filter[Any]]
+) -> Iterator[list[Event]]:
+    codec = codec_for(config.sidecar.schema, input_path)
+    reader = LineReader(input_path, counter, config.sidecar.limits.max_record_bytes)
+    batches = reader.batches(config.sidecar.limits.batch_size)
+    if codec.format == "tsv" and config.sidecar.schema.header:
+        header, batches = read_header(batches)
+        if header is not None:
+            codec.accept_header(header.rstrip("\n"))  # the real pass reports a bad header
+    decode_many = codec.decode_many
+    for batch in batches:
+        events: list[Event] = decode_many(batch.lines, "\n", [])
+        for f in prefix:
+            if not events:
+                break
+            events = f.process(events)
+        if events:
+            yield events

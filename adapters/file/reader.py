@@ -1,0 +1,223 @@
+"""Reading log files: TSV or JSON lines, plain or gzip (by extension), stdin as ``-``.
+
+The reader hands out batches of decoded text lines. Bad input never stops it:
+invalid UTF-8, oversized records and truncated or corrupt gzip streams become
+dead letters (counted by reason; the record goes to the dead-letter file only).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import select
+import sys
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+from sidecar.api import DeadLetterSink
+
+CHUNK = 1 << 20
+
+
+def open_input(path: str) -> IO[bytes]:
+    """Open a file (gzip by extension, or by magic bytes) or stdin for binary reading."""
+    if path == "-":
+        raw: IO[bytes] = sys.stdin.buffer
+    else:
+        raw = open(path, "rb")  # noqa: SIM115 - closed by the reader
+    if path.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    return raw
+
+
+@dataclass
+class LineBatch:
+    """Complete lines (no newline), the line number of the first, and whether the last had one."""
+
+    lines: list[str]
+    first_line: int
+    last_eol: str
+    #: Line numbers of ``lines`` when the reader dead-lettered lines in between (else consecutive).
+    numbers: list[int] | None = None
+
+    def line_number(self, index: int) -> int:
+        """The input line number of ``lines[index]``."""
+        return self.numbers[index] if self.numbers is not None else self.first_line + index
+
+    def sub(self, start: int, stop: int, last_eol: str) -> LineBatch:
+        nums = self.numbers[start:stop] if self.numbers is not None else None
+        return LineBatch(self.lines[start:stop], self.line_number(start), last_eol, nums)
+
+
+class LineReader:
+    """Reads lines in batches, dead-lettering what cannot be a record."""
+
+    def __init__(
+        self,
+        path: str,
+        dead: DeadLetterSink,
+        max_record_bytes: int,
+        stop: Callable[[], bool] | None = None,
+        skip_through: int = 0,
+    ) -> None:
+        self.path = path
+        self.dead = dead
+        self.limit = max_record_bytes
+        self.stop = stop  # checked while waiting on stdin, so SIGTERM stops an idle stream
+        self.bytes_read = 0
+        self._lineno = 0  # line number of the last line handed out or dead-lettered
+        self.skip_through = skip_through  # lines up to here were handled by an earlier run: not reported again
+
+    @property
+    def lines_seen(self) -> int:
+        """Lines read so far, good or dead-lettered."""
+        return self._lineno
+
+    def _bad(self, reason: str, record: bytes | None) -> None:
+        if self._lineno > self.skip_through or self._lineno == 0:
+            self.dead.add(reason, self.path, self._lineno, record)
+
+    def _decode(self, blob: bytes) -> tuple[list[str], list[int] | None]:
+        """Decode complete lines (joined by \\n, no trailing newline); bad lines dead-lettered.
+        Returns the lines and, when some were dead-lettered, the line number of each kept line."""
+        limit = self.limit
+        numbers: list[int] = []
+        try:
+            lines = blob.decode("utf-8").split("\n")
+            quick = limit // 4
+            if all(len(s) <= quick for s in lines):
+                self._lineno += len(lines)
+                return lines, None
+            checked: list[str] = []
+            for s in lines:
+                self._lineno += 1
+                if len(s) > quick and len(s.encode("utf-8")) > limit:
+                    self._bad("oversized_record", None)
+                else:
+                    checked.append(s)
+                    numbers.append(self._lineno)
+            return checked, (numbers if len(checked) != len(lines) else None)
+        except UnicodeDecodeError:
+            out = []
+            for b in blob.split(b"\n"):
+                self._lineno += 1
+                if len(b) > limit:
+                    self._bad("oversized_record", None)
+                    continue
+                try:
+                    out.append(b.decode("utf-8"))
+                    numbers.append(self._lineno)
+                except UnicodeDecodeError:
+                    self._bad("invalid_utf8", b)
+            return out, numbers
+
+    def batches(self, batch_size: int) -> Iterator[LineBatch]:
+        """Yield batches of about ``batch_size`` lines until the input ends."""
+        stream: Any = open_input(self.path)
+        if self.path == "-" and self.stop is not None:
+            stream = _StoppableStdin(stream, self.stop)
+        pending = b""
+        skipping = False  # inside an oversized line, dropping until its newline
+        try:
+            while True:
+                try:
+                    chunk = stream.read(CHUNK)
+                except EOFError:
+                    self._bad("truncated_gzip", None)
+                    chunk = b""
+                    pending = b""
+                except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+                    self._bad("corrupt_gzip" if not isinstance(exc, OSError) or "gzip" in str(exc).lower()
+                              else "read_error", None)
+                    chunk = b""
+                    pending = b""
+                if not chunk:
+                    break
+                self.bytes_read += len(chunk)
+                if skipping:
+                    cut = chunk.find(b"\n")
+                    if cut < 0:
+                        continue
+                    chunk = chunk[cut + 1:]
+                    skipping = False
+                data = pending + chunk if pending else chunk
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    pending = data
+                    if len(pending) > self.limit:
+                        self._lineno += 1
+                        self._bad("oversized_record", None)
+                        pending, skipping = b"", True
+                    continue
+                pending = data[cut + 1:]
+                first = self._lineno + 1
+                lines, numbers = self._decode(data[:cut])
+                if len(pending) > self.limit:
+                    self._lineno += 1
+                    self._bad("oversized_record", None)
+                    pending, skipping = b"", True
+                whole = LineBatch(lines, first, "\n", numbers)
+                for i in range(0, len(lines), batch_size):
+                    yield whole.sub(i, i + batch_size, "\n")
+            if pending and self.stop is not None and self.stop():
+                self._lineno += 1  # a record cut short by the stop: kept in the dead-letter file only
+                self._bad("partial_record_at_stop", pending)
+            elif pending:
+                first = self._lineno + 1
+                lines, numbers = self._decode(pending)
+                if lines:
+                    yield LineBatch(lines, first, "", numbers)
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+
+
+class _StoppableStdin:
+    """Reads a pipe in whatever pieces are ready (up to ``n`` bytes); ends when ``stop()`` turns true
+    while waiting, instead of blocking until more input or EOF arrives."""
+
+    def __init__(self, raw: IO[bytes], stop: Callable[[], bool]) -> None:
+        self.raw = raw
+        self.fd = raw.fileno()
+        self.stop = stop
+
+    def read(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            if self.stop():
+                break
+            ready, _, _ = select.select([self.fd], [], [], 0 if buf else 0.2)
+            if not ready:
+                if buf:
+                    break
+                continue
+            piece = os.read(self.fd, n - len(buf))
+            if not piece:
+                break
+            buf += piece
+        return bytes(buf)
+
+    def close(self) -> None:
+        """stdin stays open."""
+
+
+def read_header(reader_batches: Iterator[LineBatch]) -> tuple[str | None, Iterator[LineBatch]]:
+    """Split the first line off a batch iterator (for formats with a header)."""
+    for batch in reader_batches:
+        if not batch.lines:
+            continue
+        header, rest = batch.lines[0], batch.lines[1:]
+        eol = "\n" if (rest or batch.last_eol) else ""
+        first = batch.sub(1, len(batch.lines), batch.last_eol) if rest else None
+        return header + eol, _prepend(first, reader_batches)
+    return None, iter(())
+
+
+def _prepend(first: LineBatch | None, rest: Iterator[LineBatch]) -> Iterator[LineBatch]:
+    if first is not None:
+        yield first
+    yield from rest
+
+

@@ -1,0 +1,223 @@
+"""File replay: a log file through the chain into a file, stdout or the configured sinks."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from adapters.file.prescan import PrescanError, run_prescan
+from adapters.file.reader import LineBatch, LineReader, read_header
+from adapters.file.sink import FileSink, FileSinkConfig
+from sidecar.api import ConfigValueError, Sink
+from sidecar.codecs import codec_for
+from sidecar.config import ConfigError, LoadedConfig
+from sidecar.pipeline import Pipeline
+from sidecar.signals import StopFlag
+
+log = structlog.get_logger("querylog.replay")
+
+
+@dataclass
+class ReplaySummary:
+    records_in: int = 0
+    events_in: int = 0
+    events_out: int = 0
+    events_held: int = 0
+    events_dropped: int = 0
+    dead_lettered: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def events_per_second(self) -> float:
+        return self.records_in / self.seconds if self.seconds > 0 else 0.0
+
+    def line(self) -> str:
+        return (
+            f"records in={self.records_in} events in={self.events_in} out={self.events_out} "
+            f"held={self.events_held} dropped={self.events_dropped} dead_letter={self.dead_lettered} "
+            f"seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f}"
+            + (" (interrupted)" if self.interrupted else "")
+        )
+
+
+class ResumeError(ValueError):
+    """``--resume`` asked for with an output it cannot resume."""
+
+
+def _after(batch: LineBatch, done_line: int) -> LineBatch:
+    """The part of ``batch`` after input line ``done_line`` (handled by an earlier run)."""
+    n = len(batch.lines)
+    if batch.line_number(n - 1) <= done_line:
+        return batch.sub(n, n, batch.last_eol)
+    start = next(i for i in range(n) if batch.line_number(i) > done_line)
+    return batch if start == 0 else batch.sub(start, n, batch.last_eol)
+
+
+class Checkpoint:
+    """Input position and output size of a ``--resume`` replay, committed with the filters' state."""
+
+    def __init__(self, pipeline: Pipeline, input_path: str, output_path: str) -> None:
+        self.conn = pipeline.state.conn
+        self.key = f"{os.path.abspath(input_path)}\0{output_path}"
+        pipeline.state.migrate(
+            "replay",
+            [lambda db: db["replay_checkpoints"].create({"key": str, "line": int, "bytes": int}, pk="key")],
+        )
+
+    def load(self) -> tuple[int, int]:
+        row = self.conn.execute("SELECT line, bytes FROM replay_checkpoints WHERE key = ?", (self.key,)).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self, line: int, sink: FileSink) -> None:
+        """fsync the output, record how far input and output got, commit the batch's state with it."""
+        size = sink.durable_size()
+        self.conn.execute(
+            "INSERT INTO replay_checkpoints(key, line, bytes) VALUES (?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET line = excluded.line, bytes = excluded.bytes",
+            (self.key, line, size),
+        )
+        self.conn.execute("COMMIT")
+
+
+def _progress(batches: Iterator[LineBatch], reader: LineReader, path: str, show: bool) -> Iterator[LineBatch]:
+    if not show:
+        yield from batches
+        return
+    from tqdm import tqdm
+
+    total = os.path.getsize(path) if path != "-" and not path.endswith(".gz") else None
+    with tqdm(total=total, unit="B", unit_scale=True, file=sys.stderr, leave=False) as bar:
+        seen = 0
+        for batch in batches:
+            bar.update(reader.bytes_read - seen)
+            seen = reader.bytes_read
+            yield batch
+
+
+def _prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str, required: bool) -> None:
+    try:
+        run_prescan(config, pipeline, input_path)
+    except PrescanError as exc:
+        if required:
+            raise
+        if exc.reason != "no_prescan_filter":
+            log.warning("prescan_skipped", reason=exc.reason)
+
+
+def replay(
+    config: LoadedConfig,
+    input_path: str,
+    output: str | None,
+    *,
+    seed: int | None = None,
+    progress: bool = False,
+    stop: StopFlag | None = None,
+    resume: bool = False,
+    prescan: bool | None = False,
+) -> ReplaySummary:
+    """Replay ``input_path`` through the configured chain. Output: ``output``, else the sinks, else stdout.
+
+    ``resume``: exactly-once mode for a plain output file. Each batch's output is
+    fsynced and committed together with the filters' state and the input position;
+    after a crash (even kill -9) the same command truncates the output to the last
+    commit and continues from there: every event is released once or still held.
+
+    ``prescan``: read the whole input once first, for the filters that learn from
+    the future of an archive (:mod:`adapters.file.prescan`). ``None`` (auto): do so
+    when the chain has such a filter; when the input or the chain cannot serve
+    it, log ``prescan_skipped`` with the reason and replay as a stream.
+    """
+    started = time.perf_counter()
+    stop = stop if stop is not None else StopFlag()  # `or` would drop an unset flag (it is falsy)
+    if resume and (output is None or output == "-" or output.endswith(".gz")):
+        raise ResumeError("--resume needs -o OUTPUT, a plain (not .gz) file")
+    pipeline = Pipeline(config, seed=seed, with_sinks=output is None)
+    summary = ReplaySummary()
+    sinks: list[Sink[Any]] = pipeline.sinks
+    own_sinks: list[Sink[Any]] = []
+    checkpoint: Checkpoint | None = None
+    done_line = 0
+    if output is not None or not sinks:
+        path = os.path.abspath(output) if output and output != "-" else "-"  # -o is relative to the cwd
+        resume_at = None
+        if resume:
+            checkpoint = Checkpoint(pipeline, input_path, path)
+            done_line, resume_at = checkpoint.load()
+        own_sinks = [FileSink(FileSinkConfig(path=path), pipeline.ctx, config.sidecar.schema, resume_at)]
+        sinks = own_sinks
+    try:
+        codec = codec_for(config.sidecar.schema, input_path)
+        reader = LineReader(
+            input_path, pipeline.dead, config.sidecar.limits.max_record_bytes, stop=stop.__bool__,
+            skip_through=done_line,
+        )
+        batches: Iterator[LineBatch] = reader.batches(config.sidecar.limits.batch_size)
+        header = None
+        if codec.format == "tsv" and config.sidecar.schema.header:
+            header, batches = read_header(batches)
+            if header is not None:
+                try:
+                    codec.accept_header(header.rstrip("\n"))
+                except ConfigValueError as exc:
+                    raise ConfigError(input_path, 1, "header", exc.problem) from None
+        if prescan is not False:
+            _prescan(config, pipeline, input_path, required=bool(prescan))
+        if sinks is pipeline.sinks:
+            pipeline.start_sinks(header, codec)
+        else:
+            for sink in sinks:
+                sink.start(header, codec)
+        dead = pipeline.dead
+        decode_many = codec.decode_many
+        for batch in _progress(batches, reader, input_path, progress):
+            if done_line:
+                batch = _after(batch, done_line)
+                if not batch.lines:
+                    continue
+            if checkpoint is not None:
+                checkpoint.begin()
+            bad: list[tuple[int, str]] = []
+            events = decode_many(batch.lines, "\n", bad)
+            for idx, reason in bad:
+                dead.add(reason, input_path, batch.line_number(idx), batch.lines[idx])
+            if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.lines) - 1):
+                events[-1].eol = ""
+            summary.events_in += len(events)
+            out = pipeline.process(events)
+            for sink in sinks:
+                sink.write(out)
+            if checkpoint is not None:
+                checkpoint.commit(batch.line_number(len(batch.lines) - 1), own_sinks[0])
+            if stop:
+                break
+        summary.interrupted = bool(stop)
+        if checkpoint is not None:
+            checkpoint.begin()
+        out = pipeline.flush(final=True)
+        for sink in sinks:
+            sink.write(out)
+            sink.flush()
+        if checkpoint is not None:
+            checkpoint.commit(max(done_line, reader.lines_seen), own_sinks[0])
+        summary.records_in = reader.lines_seen - (1 if header is not None else 0)
+        stats = pipeline.stats()
+        summary.events_out = stats["events_out"]
+        summary.events_held = stats["events_held"]
+        summary.events_dropped = stats["events_dropped"]
+        summary.dead_lettered = stats["events_dead_lettered"]
+    finally:
+        for sink in own_sinks:
+            sink.close()
+        pipeline.close()
+    summary.seconds = time.perf_counter() - started
+    return summary

@@ -1,0 +1,164 @@
+"""File sinks: events written in the input's schema to a file (plain or gzip) or stdout."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import sys
+import zlib
+from dataclasses import dataclass
+from typing import IO, Literal
+
+from sidecar.api import BuildContext, Codec, Event, Sink, SinkConfig, option
+from sidecar.codecs import JsonlCodec, SchemaConfig, TsvCodec, format_from_path
+
+
+class TextWriter:
+    """Writes encoded lines, keeping the input's final-newline state."""
+
+    def __init__(self, path: str, resume_at: int | None = None) -> None:
+        """``resume_at``: keep the first ``resume_at`` bytes of an existing plain file and append after them."""
+        self.path = path
+        if path == "-":
+            self.stream: IO[str] = sys.stdout
+        else:
+            if resume_at is None:
+                fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+            else:
+                fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+                os.ftruncate(fd, resume_at)
+                os.lseek(fd, resume_at, os.SEEK_SET)
+            binary: IO[bytes] = os.fdopen(fd, "wb")
+            if path.endswith(".gz"):
+                binary = gzip.GzipFile(fileobj=binary, mode="wb", compresslevel=6)  # type: ignore[assignment]
+            self.stream = io.TextIOWrapper(binary, encoding="utf-8", newline="", write_through=False)
+        self._open_line = False  # last write ended without a newline
+
+    def write_text(self, text: str, ends_line: bool) -> None:
+        if not text:
+            return
+        if self._open_line:
+            text = "\n" + text
+        self.stream.write(text)
+        self._open_line = not ends_line
+
+    def flush(self) -> None:
+        self.stream.flush()
+        if self.stream is not sys.stdout:
+            inner = self.stream.buffer
+            if isinstance(inner, gzip.GzipFile):
+                inner.flush(zlib.Z_SYNC_FLUSH)
+                inner.fileobj.flush()  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if self.stream is sys.stdout:
+            self.stream.flush()
+        else:
+            self.stream.close()
+
+
+@dataclass(frozen=True)
+class FileSinkConfig(SinkConfig):
+    """Write events to a file (or `-` for stdout) in the input's schema."""
+
+    path: str = option("-", "Output path; .gz compresses; `-` is stdout.")
+    format: Literal["auto", "tsv", "jsonl"] = option(
+        "auto", "Output format; auto: the input's format (or by extension for events from gRPC)."
+    )
+    fsync: bool = option(False, "fsync on every flush (delivery then survives a power cut).")
+
+
+class FileSink(Sink[FileSinkConfig]):
+    """Appends encoded events to a file; the header (if any) comes first."""
+
+    NAME = "file"
+    Config = FileSinkConfig
+    SUMMARY = "write events to a file or stdout (TSV/JSONL, .gz), same schema as the input"
+
+    def __init__(
+        self,
+        config: FileSinkConfig,
+        ctx: BuildContext,
+        schema: SchemaConfig | None = None,
+        resume_at: int | None = None,
+    ) -> None:
+        """``resume_at``: continue a plain output file after its first ``resume_at`` bytes (no header again)."""
+        super().__init__(config, ctx)
+        self.resume_at = resume_at
+        self.schema = schema or ctx.schema or SchemaConfig()
+        path = config.path
+        if path != "-" and not os.path.isabs(path):
+            path = str(ctx.config_dir / path)
+        self.path = path
+        self.writer: TextWriter | None = None
+        self.codec: Codec | None = None
+
+    def start(self, header: str | None, codec: Codec | None) -> None:
+        fmt = self.config.format
+        if fmt == "auto":
+            fmt = (codec.format if codec is not None else None) or format_from_path(self.path) or "tsv"
+        if codec is not None and codec.format == fmt:
+            self.codec = codec
+        else:
+            self.codec = TsvCodec(self.schema) if fmt == "tsv" else JsonlCodec(self.schema)
+            h = self.codec.header_for_output()
+            header = h + "\n" if h is not None else None
+        self.writer = TextWriter(self.path, self.resume_at)
+        if header and not self.resume_at:
+            self.writer.write_text(header, header.endswith("\n"))
+
+    def write(self, events: list[Event]) -> None:
+        if not events:
+            return
+        if self.writer is None:
+            self.start(None, None)
+        assert self.writer is not None and self.codec is not None
+        encode = self.codec.encode
+        text = "\n".join([encode(e) for e in events])
+        ends = bool(events[-1].eol)
+        self.writer.write_text(text + "\n" if ends else text, ends)
+        self.written += len(events)
+
+    def flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+            if self.config.fsync and self.path != "-":
+                self.writer.stream.flush()
+                with contextlib.suppress(OSError, io.UnsupportedOperation):
+                    os.fsync(self.writer.stream.buffer.fileno())
+
+    def durable_size(self) -> int:
+        """Flush and fsync a plain output file; its size in bytes (the resume point)."""
+        if self.writer is None:
+            self.start(None, None)
+        assert self.writer is not None
+        self.writer.flush()
+        fd = self.writer.stream.buffer.fileno()
+        os.fsync(fd)
+        return os.fstat(fd).st_size
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.flush()
+            self.writer.close()
+            self.writer = None
+
+
+@dataclass(frozen=True)
+class StdoutSinkConfig(SinkConfig):
+    """Write events to standard output in the input's schema."""
+
+    format: Literal["auto", "tsv", "jsonl"] = option("auto", "Output format; auto: the input's format.")
+
+
+class StdoutSink(FileSink):  # a FileSink on "-": its own config, so `path` is not an option
+    """Encoded events on stdout."""
+
+    NAME = "stdout"
+    Config = StdoutSinkConfig  # type: ignore[assignment]
+    SUMMARY = "write events to standard output, same schema as the input"
+
+    def __init__(self, config: StdoutSinkConfig, ctx: BuildContext, schema: SchemaConfig | None = None) -> None:
+        super().__init__(FileSinkConfig(path="-", format=config.format), ctx, schema)

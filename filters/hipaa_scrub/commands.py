@@ -1,0 +1,68 @@
+"""``querylog scrub``: HIPAA-scrub lines of text from stdin to stdout, one line out per line in."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from typing import Any
+
+import click
+
+
+def _scrub_config(config_file: str | None) -> Any:
+    """The ``hipaa_scrub`` options of a config file's chain (its first hipaa_scrub), or the defaults."""
+    from filters.hipaa_scrub import HipaaScrubConfig
+
+    if config_file is None:
+        return HipaaScrubConfig()
+    from sidecar.commandkit import load
+
+    cfg = load(config_file)
+    for spec in cfg.filters:
+        if spec.name == "hipaa_scrub":
+            return spec.config
+    click.echo(f"{config_file}: no hipaa_scrub filter in its chain", err=True)
+    sys.exit(2)
+
+
+@click.command("scrub")
+@click.option(
+    "--config",
+    "-c",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="Config file whose hipaa_scrub filter gives the policies (default: built-in policies).",
+)
+@click.option("--stats/--no-stats", default=False, help="Print per-type counts (JSON, never values) on stderr.")
+def scrub(config_file: str | None, stats: bool) -> None:
+    """Scrub HIPAA identifiers from each line of stdin; write one scrubbed line per input line."""
+    from filters.hipaa_scrub.scrubber import Scrubber
+    from sidecar.logs import configure_logging
+
+    configure_logging("warning", "json")
+    scrubber = Scrubber(_scrub_config(config_file))
+    totals: Counter[str] = Counter()
+    lines = changed = bad = 0
+    out = sys.stdout.buffer
+    for raw in sys.stdin.buffer:
+        lines += 1
+        body = raw[:-1] if raw.endswith(b"\n") else raw
+        eol = "\n" if raw.endswith(b"\n") else ""
+        if body.endswith(b"\r"):
+            body, eol = body[:-1], "\r" + eol
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            bad += 1
+            text = body.decode("utf-8", errors="replace")
+        new, counts = scrubber.scrub(text)
+        totals.update(counts)
+        changed += new != text
+        out.write((new + eol).encode("utf-8", errors="surrogateescape"))
+    out.flush()
+    if stats:
+        summary = {"lines": lines, "changed": changed, "bad_utf8": bad, "found": dict(sorted(totals.items()))}
+        click.echo(json.dumps(summary), err=True)
+

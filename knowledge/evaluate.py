@@ -1,0 +1,121 @@
+"""Quality of the classifier: accuracy and coverage on labelled query sets.
+
+* the project's hand-labelled set (``tests/data/labelled_queries.tsv``);
+* ``magnetic_annotated.txt`` (``../shared/data/labelled``) through the category
+  mapping ``knowledge/data/magnetic_categories.yaml``;
+* coverage only on the AOL sample (``../shared/data/aol-sample.tsv``).
+
+Accuracy is measured on the queries the classifier categorises (as paper 001 did);
+coverage is the share it categorises. Only counts are reported, never queries.
+"""
+
+from __future__ import annotations
+
+import csv
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from knowledge.paths import MAGNETIC_CATEGORIES
+
+ROOT = Path(__file__).resolve().parents[1]
+LABELLED = ROOT / "tests" / "data" / "labelled_queries.tsv"
+MAGNETIC_MAP = MAGNETIC_CATEGORIES
+SHARED_DATA = ROOT / ".." / "shared" / "data"
+
+
+@dataclass
+class Score:
+    """Accuracy/coverage counters, overall and per expected category."""
+
+    total: int = 0
+    covered: int = 0
+    correct: int = 0
+    per_category: dict[str, list[int]] = field(default_factory=dict)  # name -> [total, covered, correct]
+
+    def add(self, expected: str | None, got: str | None) -> None:
+        self.total += 1
+        row = self.per_category.setdefault(expected or "-", [0, 0, 0])
+        row[0] += 1
+        if got is not None:
+            self.covered += 1
+            row[1] += 1
+            if got == expected:
+                self.correct += 1
+                row[2] += 1
+
+    @property
+    def coverage(self) -> float:
+        return self.covered / self.total if self.total else 0.0
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.covered if self.covered else 0.0
+
+
+def read_labelled(path: Path = LABELLED) -> list[tuple[str, str]]:
+    """``(query, category)`` rows of a ``query<TAB>category`` file (``#`` lines are comments)."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        query, _, cat = line.partition("\t")
+        rows.append((query, cat.strip()))
+    return rows
+
+
+def read_magnetic(path: Path, mapping_path: Path = MAGNETIC_MAP) -> list[tuple[str, str]]:
+    """Magnetic queries whose label maps to a category (longest mapped prefix wins; null = left out)."""
+    mapping: dict[str, str | None] = yaml.safe_load(mapping_path.read_text(encoding="utf-8"))
+    keys = sorted(mapping, key=len, reverse=True)
+    out = []
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 3:
+                continue
+            label = parts[2].strip()
+            for k in keys:
+                if label == k or label.startswith(k + "\\"):
+                    if mapping[k] is not None:
+                        out.append((parts[0], mapping[k]))
+                    break
+    return out
+
+
+def read_aol_queries(path: Path) -> list[str]:
+    """The Query column of an AOL-format TSV (header line first)."""
+    with path.open(encoding="utf-8", errors="replace", newline="") as f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = next(reader, [])
+        qi = header.index("Query") if "Query" in header else 1
+        return [row[qi] for row in reader if len(row) > qi]
+
+
+def half_of(query: str) -> int:
+    """Deterministic half (0 or 1) of a query, by CRC-32: a tuning half and a held-out half."""
+    return zlib.crc32(query.encode("utf-8", errors="replace")) & 1
+
+
+def score(classify: Callable[[str], object | None], rows: Iterable[tuple[str, str]]) -> Score:
+    s = Score()
+    for query, expected in rows:
+        r = classify(query)
+        s.add(expected, getattr(r, "category", None) if r is not None else None)
+    return s
+
+
+def coverage(classify: Callable[[str], object | None], queries: Iterable[str]) -> tuple[int, int, Counter[str]]:
+    """``(categorised, total, per-category counts)`` over ``queries``."""
+    got: Counter[str] = Counter()
+    n = 0
+    for q in queries:
+        n += 1
+        r = classify(q)
+        if r is not None:
+            got[r.category] += 1  # type: ignore[attr-defined]
+    return sum(got.values()), n, got

@@ -1,0 +1,89 @@
+"""The runtime's own commands: ``check-config``, ``filters`` and ``config``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import resources
+
+import click
+
+from sidecar.api import FILTERS, SINKS, SOURCES
+from sidecar.commandkit import EXIT_USAGE, fail_config, load, setup_logs
+from sidecar.config import ConfigError, describe_config
+from sidecar.registry import plugin_origin, plugins
+
+
+@click.command("check-config")
+@click.argument("config_file", type=click.Path(dir_okay=False))
+def check_config(config_file: str) -> None:
+    """Validate a config file; exit 2 with FILE:LINE: KEY: problem when it is wrong."""
+    from sidecar.pipeline import Pipeline
+
+    cfg = load(config_file)
+    setup_logs(cfg)
+    try:
+        Pipeline(cfg, with_sinks=True).close()
+    except ConfigError as exc:
+        fail_config(exc)
+    names = [spec.name for spec in cfg.filters]
+    click.echo(f"{config_file}: ok ({len(names)} filters: {' -> '.join(names) or 'none'})")
+
+
+@click.command("filters")
+def filters_cmd() -> None:
+    """List the registered filters, sources and sinks (JSON), with their options."""
+    out = {}
+    for group, key in ((FILTERS, "filters"), (SOURCES, "sources"), (SINKS, "sinks")):
+        out[key] = [
+            {
+                "name": name,
+                "entry_point": plugin_origin(group, name),
+                "summary": cls.SUMMARY or (cls.__doc__ or "").strip().splitlines()[0],
+                **(
+                    {"buffering": bool(cls.BUFFERING), "stateful": bool(cls.STATEFUL)}
+                    if group == FILTERS
+                    else {}
+                ),
+                "options": describe_config(cls.Config),
+            }
+            for name, cls in sorted(plugins(group).items())
+        ]
+    click.echo(json.dumps(out, indent=2))
+
+
+#: The package that ships the ready configs (the repository's ``config/`` folder).
+CONFIG_PACKAGE = "querylog_config"
+
+
+def shipped_configs() -> dict[str, str]:
+    """Ready configs shipped with the package: name (file stem) -> YAML text."""
+    folder = resources.files(CONFIG_PACKAGE)
+    return {
+        entry.name.rsplit(".", 1)[0]: entry.read_text(encoding="utf-8")
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+        if entry.name.endswith(".yaml")
+    }
+
+
+@click.group("config")
+def config_group() -> None:
+    """The ready configs shipped with the package (copy one to start from)."""
+
+
+@config_group.command("list")
+def config_list() -> None:
+    """Names of the shipped configs, one per line."""
+    for name in shipped_configs():
+        click.echo(name)
+
+
+@config_group.command("show")
+@click.argument("name")
+def config_show(name: str) -> None:
+    """Print a shipped config (e.g. `querylog config show default > querylog.yaml`)."""
+    configs = shipped_configs()
+    if name not in configs:
+        click.echo(f"no shipped config {name!r} (have: {', '.join(configs)})", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(configs[name], nl=False)

@@ -1,0 +1,308 @@
+"""Records <-> events for text formats: schema maps for TSV and JSON lines.
+
+A codec decodes lines into :class:`~sidecar.api.Event` objects (roles + the
+original record) and encodes events back into lines of the same schema. An event
+whose role values are unchanged is written back as its original line, byte for
+byte; a changed one has its role values written into its own record, so key
+order, column order, types and untouched fields stay as they were. An event from
+another source (a gRPC message, say) becomes a fresh record built from its roles
+and its carried-through fields.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sidecar.api import ROLES, BadRecord, Codec, ConfigValueError, Event, FieldError, option
+
+AOL_COLUMNS = ("AnonID", "Query", "QueryTime", "ItemRank", "ClickURL")
+
+
+@dataclass(frozen=True)
+class RolesConfig:
+    """Which record field plays each role (AOL defaults)."""
+
+    user: str = option("AnonID", "Field holding the user id.")
+    query: str = option("Query", "Field holding the query text.")
+    time: str | None = option("QueryTime", "Field holding the event time (null: none).")
+    rank: str | None = option("ItemRank", "Field holding the clicked result's rank (null: none).")
+    url: str | None = option("ClickURL", "Field holding the clicked URL (null: none).")
+
+    def mapping(self) -> dict[str, str | None]:
+        return {role: getattr(self, role) for role in ROLES}
+
+
+@dataclass(frozen=True)
+class SchemaConfig:
+    """How input records look. Output uses the same schema."""
+
+    format: Literal["auto", "tsv", "jsonl"] = option(
+        "auto", "Record format; auto picks by file extension (.tsv/.txt -> tsv, .jsonl/.json/.ndjson -> jsonl).",
+    )
+    header: bool = option(True, "TSV: the first line is a header naming the columns (kept in the output).")
+    columns: tuple[str, ...] = option(AOL_COLUMNS, "TSV: column names when there is no header line.")
+    roles: RolesConfig = option(RolesConfig(), "Record field of each role.")
+
+    def __post_init__(self) -> None:
+        if not self.header and len(set(self.columns)) != len(self.columns):
+            raise ConfigValueError("columns", "column names must be unique")
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+class TsvCodec(Codec):
+    """Tab-separated records (AOL: ``AnonID Query QueryTime ItemRank ClickURL``)."""
+
+    format = "tsv"
+
+    def __init__(self, schema: SchemaConfig) -> None:
+        self.schema = schema
+        self.has_header = schema.header
+        self._header_line: str | None = None
+        self._set_columns(schema.columns)
+
+    def _set_columns(self, columns: Iterable[str]) -> None:
+        self.columns = tuple(columns)
+        self.ncols = len(self.columns)
+        index = {name: i for i, name in enumerate(self.columns)}
+        roles = self.schema.roles.mapping()
+        missing = [r for r, col in roles.items() if col is not None and col not in index]
+        if missing:
+            names = ", ".join(f"{r}={roles[r]}" for r in missing)
+            raise ConfigValueError("schema.roles", f"role column(s) not in the record's columns: {names}", self.columns)
+        self.idx = tuple(index[col] if col is not None else None for col in roles.values())
+        self._role_columns = frozenset(col for col in roles.values() if col is not None)
+
+    def accept_header(self, line: str) -> None:
+        self._header_line = line
+        self._set_columns(line.rstrip("\r").split("\t"))
+
+    def decode(self, line: str, eol: str) -> Event:
+        body = line[:-1] if line.endswith("\r") else line
+        fields = body.split("\t")
+        if len(fields) != self.ncols:
+            raise BadRecord("wrong_column_count")
+        ui, qi, ti, ri, li = self.idx
+        query = fields[qi]
+        if not query.strip():
+            raise BadRecord("empty_query")
+        return Event(
+            fields[ui],
+            query,
+            fields[ti] if ti is not None else None,
+            fields[ri] if ri is not None else None,
+            fields[li] if li is not None else None,
+            fields,
+            line,
+            self,
+            eol,
+        )
+
+    def decode_many(self, lines: list[str], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
+        """Fast path: decode complete lines; bad ones are appended to ``bad`` as (index, reason)."""
+        ncols = self.ncols
+        ui, qi, ti, ri, li = self.idx
+        out: list[Event] = []
+        append = out.append
+        if None in self.idx:
+            for i, line in enumerate(lines):
+                try:
+                    append(self.decode(line, eol))
+                except BadRecord as exc:
+                    bad.append((i, exc.reason))
+            return out
+        for i, line in enumerate(lines):
+            fields = line.split("\t")
+            if len(fields) != ncols or line[-1:] == "\r":
+                try:
+                    append(self.decode(line, eol))
+                except BadRecord as exc:
+                    bad.append((i, exc.reason))
+                continue
+            query = fields[qi]
+            if not query or query.isspace():
+                bad.append((i, "empty_query"))
+                continue
+            append(Event(fields[ui], query, fields[ti], fields[ri], fields[li], fields, line, self, eol))
+        return out
+
+    def encode(self, event: Event) -> str:
+        if event.codec is self:
+            fields = event.record
+            ui, qi, ti, ri, li = self.idx
+            if (
+                event.raw is not None
+                and fields[qi] is event.query
+                and fields[ui] is event.user
+                and (ti is None or fields[ti] is event.time)
+                and (ri is None or fields[ri] is event.rank)
+                and (li is None or fields[li] is event.url)
+            ):
+                return event.raw
+            fields = list(fields)
+            for role, i in zip(ROLES, self.idx, strict=True):
+                if i is not None:
+                    fields[i] = _text(getattr(event, role))
+            line = "\t".join(fields)
+            return line + "\r" if event.raw is not None and event.raw.endswith("\r") else line
+        return "\t".join(self._fresh(event))
+
+    def fields(self, event: Event) -> Mapping[str, Any]:
+        if event.codec is not self:
+            return {}
+        role_cols = self._role_columns
+        return {c: v for c, v in zip(self.columns, event.record, strict=False) if c not in role_cols}
+
+    def get_field(self, event: Event, name: str) -> Any:
+        try:
+            return event.record[self.columns.index(name)]
+        except (ValueError, IndexError, TypeError):
+            raise FieldError("no_such_field") from None
+
+    def set_field(self, event: Event, name: str, value: Any) -> None:
+        if event.codec is not self:
+            raise FieldError("unsupported_codec")
+        if name not in self.columns:
+            raise FieldError("no_such_field")  # the output keeps the input's columns
+        if name in self._role_columns:
+            raise FieldError("field_is_role")
+        i = self.columns.index(name)
+        fields = list(event.record)
+        fields[i] = _text(value)
+        event.record = fields
+        raw = event.raw
+        if raw is not None:
+            event.raw = "\t".join(fields) + ("\r" if raw.endswith("\r") else "")
+
+    def _fresh(self, event: Event) -> list[str]:
+        carried = carried_fields(event)
+        by_role = {col: getattr(event, role) for role, col in self.schema.roles.mapping().items() if col}
+        return [_text(by_role[c]) if c in by_role else _text(carried.get(c)) for c in self.columns]
+
+    def header_for_output(self) -> str | None:
+        """Header to write when the output is TSV but the input was not."""
+        if self._header_line is not None:
+            return self._header_line
+        return "\t".join(self.columns) if self.has_header else None
+
+
+class JsonlCodec(Codec):
+    """One JSON object per line; roles mapped to top-level keys, other keys carried through."""
+
+    format = "jsonl"
+
+    def __init__(self, schema: SchemaConfig) -> None:
+        self.schema = schema
+        self.keys = schema.roles.mapping()
+        self.pairs = tuple((role, key) for role, key in self.keys.items() if key is not None)
+        self._role_keys = frozenset(key for _, key in self.pairs)
+
+    def decode(self, line: str, eol: str) -> Event:
+        body = line[:-1] if line.endswith("\r") else line
+        try:
+            record = json.loads(body)
+        except ValueError:
+            raise BadRecord("invalid_json") from None
+        if not isinstance(record, dict):
+            raise BadRecord("json_not_object")
+        values = {role: record.get(key) for role, key in self.pairs}
+        query = values.get("query")
+        if not isinstance(query, str):
+            raise BadRecord("missing_query" if query is None else "query_not_string")
+        if not query.strip():
+            raise BadRecord("empty_query")
+        if values.get("user") is None:
+            raise BadRecord("missing_user")
+        get = values.get
+        return Event(get("user"), query, get("time"), get("rank"), get("url"), record, line, self, eol)
+
+    def decode_many(self, lines: list[str], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
+        out: list[Event] = []
+        for i, line in enumerate(lines):
+            try:
+                out.append(self.decode(line, eol))
+            except BadRecord as exc:
+                bad.append((i, exc.reason))
+        return out
+
+    def fields(self, event: Event) -> Mapping[str, Any]:
+        if event.codec is not self or not isinstance(event.record, dict):
+            return {}
+        role_keys = self._role_keys
+        return {k: v for k, v in event.record.items() if k not in role_keys}
+
+    def get_field(self, event: Event, name: str) -> Any:
+        record = event.record
+        if not isinstance(record, dict) or name not in record:
+            raise FieldError("no_such_field")
+        return record[name]
+
+    def set_field(self, event: Event, name: str, value: Any) -> None:
+        if event.codec is not self or not isinstance(event.record, dict):
+            raise FieldError("unsupported_codec")
+        if name in self._role_keys:
+            raise FieldError("field_is_role")
+        record = dict(event.record)
+        record[name] = value
+        event.record = record
+        if event.raw is not None:
+            event.raw = _dumps(record, event.raw)
+
+    def encode(self, event: Event) -> str:
+        if event.codec is self:
+            record = event.record
+            changed = event.raw is None
+            for role, key in self.pairs:
+                if record.get(key) is not getattr(event, role) and record.get(key) != getattr(event, role):
+                    changed = True
+                    break
+            if not changed:
+                return event.raw  # type: ignore[return-value]  # raw is not None: checked first
+            record = dict(record)
+            for role, key in self.pairs:
+                if key in record or getattr(event, role) is not None:
+                    record[key] = getattr(event, role)
+            return _dumps(record, event.raw or "")
+        record = dict(carried_fields(event))
+        for role, key in self.pairs:
+            value = getattr(event, role)
+            if value is not None:
+                record[key] = value
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def _dumps(record: dict[str, Any], raw: str) -> str:
+    """A JSON line in the style of ``raw``: compact unless it had spaces after colons; CRLF kept."""
+    compact = '": ' not in raw
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":") if compact else None)
+    return line + "\r" if raw.endswith("\r") else line
+
+
+def carried_fields(event: Event) -> Mapping[str, Any]:
+    """The non-role fields of an event's original record, by name (for re-encoding in another format)."""
+    codec = event.codec
+    return codec.fields(event) if codec is not None else {}
+
+
+def codec_for(schema: SchemaConfig, path: str | None) -> Codec:
+    """The codec for a schema, picking the format by file extension when ``auto``."""
+    fmt = schema.format
+    if fmt == "auto":
+        fmt = format_from_path(path) or "tsv"
+    return TsvCodec(schema) if fmt == "tsv" else JsonlCodec(schema)
+
+
+def format_from_path(path: str | None) -> str | None:
+    if not path or path == "-":
+        return None
+    name = path[:-3] if path.endswith(".gz") else path
+    if name.endswith((".jsonl", ".json", ".ndjson")):
+        return "jsonl"
+    if name.endswith((".tsv", ".txt", ".tab")):
+        return "tsv"
+    return None

@@ -1,0 +1,51 @@
+"""What every ``querylog`` command shares: load a config or exit 2 with its located error, set up logs.
+
+Commands register under the entry-point group ``querylog.commands`` (see
+:mod:`sidecar.api`); they use these helpers so every command reports config
+errors the same way.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import click
+
+from sidecar.config import ConfigError, LoadedConfig, load_config
+from sidecar.logs import configure_logging
+
+#: Exit status for a bad config, a bad option value or an input that cannot be used.
+EXIT_USAGE = 2
+
+
+def fail_config(exc: ConfigError) -> NoReturn:
+    """Print the located error and exit 2."""
+    click.echo(str(exc), err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def load(config_path: str) -> LoadedConfig:
+    """Load a config or exit 2 with the located error."""
+    try:
+        return load_config(config_path)
+    except ConfigError as exc:
+        fail_config(exc)
+
+
+def setup_logs(config: LoadedConfig | None = None) -> None:
+    """Own logs as configured (JSON, or console on a terminal); defaults without a config."""
+    if config is None:
+        configure_logging()
+    else:
+        configure_logging(config.sidecar.logging.level, config.sidecar.logging.format)
+
+
+def check_address(value: str | None, what: str) -> None:
+    """Exit 2 unless ``value`` is None or ``host:port``."""
+    if value is None:
+        return
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        click.echo(f"{what}: must be host:port, got {value!r}", err=True)
+        sys.exit(EXIT_USAGE)

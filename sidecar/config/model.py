@@ -1,0 +1,137 @@
+"""The sidecar's configuration file: schema, limits, state, the gRPC service, filter chain, sinks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sidecar.api import FILTERS, SINKS, SOURCES, option
+from sidecar.codecs import SchemaConfig
+from sidecar.config.loader import ConfigError, Located, build_config, load_yaml
+from sidecar.registry import PluginError, plugins
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    """Bounds on input and batching."""
+
+    max_record_bytes: int = option(
+        65536, "Records longer than this (bytes, without newline) are dead-lettered.", min=16
+    )
+    batch_size: int = option(1000, "Events per batch through the chain (file replay).", min=1, max=100000)
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    """The sidecar's own logs (structlog). They never contain queries, user ids or record values."""
+
+    level: Literal["debug", "info", "warning", "error"] = option("info", "Lowest level written.")
+    format: Literal["auto", "json", "console"] = option("auto", "json, console, or auto (console on a terminal).")
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    """Top level of a sidecar config file."""
+
+    state_dir: str = option(".querylog-state", "Folder of the SQLite state database (relative to the config file).")
+    dead_letter_file: str | None = option(
+        "dead-letter.jsonl", "Dead-letter file (relative to state_dir); null: count and log only."
+    )
+    schema: SchemaConfig = option(SchemaConfig(), "Record schema of the input (and so of the output).")
+    limits: LimitsConfig = option(LimitsConfig(), "Input bounds and batching.")
+    server: Any = option(None, "The gRPC service (`querylog serve`): the options of the `grpc` source.")
+    logging: LoggingConfig = option(LoggingConfig(), "Own logs.")
+    filters: tuple[Any, ...] = option((), "The chain: a list of one-key mappings `filter_name: {options}`.")
+    sinks: tuple[Any, ...] = option((), "Where `serve` Ingest and `replay` without -o deliver: `sink_name: {options}`.")
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """One configured filter or sink: its name, class and validated config."""
+
+    name: str
+    cls: Any
+    config: Any
+    path: str
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    file: Path
+    sidecar: SidecarConfig
+    filters: tuple[ComponentSpec, ...]
+    sinks: tuple[ComponentSpec, ...]
+    #: Configured sources; today the gRPC service of the ``server:`` section (the ``grpc`` source).
+    sources: tuple[ComponentSpec, ...]
+    #: The parsed file with the line of every key, for errors found when components are built.
+    doc: Located = field(compare=False, repr=False)
+
+    def source(self, name: str) -> ComponentSpec | None:
+        """The configured source called ``name``, if any."""
+        return next((s for s in self.sources if s.name == name), None)
+
+    @property
+    def config_dir(self) -> Path:
+        return self.file.parent
+
+    def resolve(self, path: str) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.config_dir / p)
+
+    @property
+    def state_dir(self) -> Path:
+        return self.resolve(self.sidecar.state_dir)
+
+    @property
+    def dead_letter_path(self) -> Path | None:
+        if self.sidecar.dead_letter_file is None:
+            return None
+        p = Path(self.sidecar.dead_letter_file)
+        return p if p.is_absolute() else self.state_dir / p
+
+
+def _components(doc: Located, key: str, items: tuple[Any, ...], group: str) -> tuple[ComponentSpec, ...]:
+    try:
+        registry = plugins(group)
+    except PluginError as exc:
+        raise doc.error(key, str(exc)) from None
+    out = []
+    for i, item in enumerate(items):
+        path = f"{key}[{i}]"
+        if not isinstance(item, dict) or len(item) != 1:
+            raise doc.error(path, "must be a mapping with exactly one key, the component name", sorted(registry))
+        ((name, options),) = item.items()
+        if name not in registry:
+            raise doc.error(f"{path}.{name}", "unknown component", sorted(registry))
+        cls = registry[name]
+        config = build_config(cls.Config, options, doc, f"{path}.{name}")
+        out.append(ComponentSpec(name, cls, config, f"{path}.{name}"))
+    return tuple(out)
+
+
+def load_config(path: Path | str, text: str | None = None) -> LoadedConfig:
+    """Load and validate a config file; raises :class:`ConfigError` with FILE:LINE: KEY."""
+    doc = load_yaml(path, text)
+    if not isinstance(doc.data, dict):
+        raise ConfigError(doc.file, 1, "", "the config must be a mapping")
+    sidecar_cfg = build_config(SidecarConfig, doc.data, doc, "")
+    filters = _components(doc, "filters", sidecar_cfg.filters, FILTERS)
+    sinks = _components(doc, "sinks", sidecar_cfg.sinks, SINKS)
+    sources = _server_source(doc, sidecar_cfg.server)
+    return LoadedConfig(Path(path).resolve(), sidecar_cfg, filters, sinks, sources, doc)
+
+
+def _server_source(doc: Located, options: Any) -> tuple[ComponentSpec, ...]:
+    """The ``server:`` section, validated as the options of the registered ``grpc`` source."""
+    try:
+        registry = plugins(SOURCES)
+    except PluginError as exc:
+        raise doc.error("server", str(exc)) from None
+    cls = registry.get("grpc")
+    if cls is None:
+        if options is not None:
+            raise doc.error("server", "no source named grpc is installed", sorted(registry))
+        return ()
+    config = build_config(cls.Config, {} if options is None else options, doc, "server")
+    return (ComponentSpec("grpc", cls, config, "server"),)

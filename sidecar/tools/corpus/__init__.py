@@ -1,0 +1,1 @@
+"""Labelled test corpora generated for measuring detectors (offline)."""

@@ -1,0 +1,1 @@
+"""Evaluators: recall/precision of detectors on labelled corpora (offline)."""

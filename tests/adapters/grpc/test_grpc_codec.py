@@ -1,0 +1,99 @@
+"""QueryEvent <-> Event: unchanged events reuse their message, changes are written back, clients round-trip."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapters.grpc.client import Reassembler, to_batch
+from adapters.grpc.codec import EventBatch, ProtoCodec, QueryEvent
+from sidecar.codecs import JsonlCodec, SchemaConfig, TsvCodec
+
+text = st.text(max_size=30)
+nonempty = st.text(min_size=1, max_size=30).filter(lambda s: not s.isspace())
+tsv_field = st.text(alphabet=st.characters(blacklist_characters="\t\n\r", blacklist_categories=("Cs",)), max_size=20)
+ROLES = ("user", "query", "time", "rank", "url")
+
+
+def _message(draw_roles: tuple[str, str, str, str, str], attrs: dict[str, str], seq: int) -> QueryEvent:
+    u, q, t, r, lk = draw_roles
+    return QueryEvent(user=u, query=q, time=t, rank=r, url=lk, attributes=attrs, seq=seq)
+
+
+@given(st.tuples(text, nonempty, text, text, text), st.dictionaries(text, text, max_size=3), st.integers(0, 2**64 - 1))
+def test_unchanged_event_reuses_its_message(roles, attrs, seq) -> None:  # type: ignore[no-untyped-def]
+    batch = EventBatch(events=[_message(roles, attrs, seq)])
+    before = batch.SerializeToString()
+    codec = ProtoCodec()
+    (ev,) = codec.decode_batch(batch.events)
+    assert ev.query == roles[1] and ev.user == roles[0]
+    assert ev.time == (roles[2] or None)  # empty optional roles are absent
+    out = codec.encode(ev)
+    assert out is ev.record
+    assert batch.SerializeToString() == before
+
+
+@given(
+    st.tuples(text, nonempty, text, text, text),
+    st.dictionaries(text, text, max_size=3),
+    st.dictionaries(st.sampled_from(ROLES), st.one_of(st.none(), text, st.integers())),
+)
+def test_changed_roles_are_written_back(roles, attrs, changes) -> None:  # type: ignore[no-untyped-def]
+    codec = ProtoCodec()
+    batch = EventBatch(events=[_message(roles, attrs, 7)])
+    (ev,) = codec.decode_batch(batch.events)
+    for role, value in changes.items():
+        setattr(ev, role, value)
+    m = codec.encode(ev)
+    for role, original in zip(ROLES, roles):
+        expected = changes.get(role, original)
+        assert getattr(m, role) == ("" if expected is None else str(expected))
+    assert m.seq == 7 and dict(m.attributes) == attrs
+
+
+@given(st.lists(st.tuples(tsv_field, tsv_field.filter(lambda s: s.strip()), tsv_field, tsv_field, tsv_field),
+                min_size=1, max_size=20))
+def test_tsv_records_round_trip_through_messages(rows) -> None:  # type: ignore[no-untyped-def]
+    """Client -> QueryEvents -> server decode/encode (unchanged) -> client writes the same lines."""
+    tsv = TsvCodec(SchemaConfig())
+    lines = ["\t".join(r) for r in rows]
+    events = tsv.decode_many(lines, "\n", [])
+    assert len(events) == len(lines)
+    wire = to_batch(events, 1).SerializeToString()
+    server = ProtoCodec()
+    request = EventBatch.FromString(wire)
+    response = EventBatch(events=[server.encode(e) for e in server.decode_batch(request.events)])
+    back = Reassembler()
+    back.add(events, 1)
+    returned = back.take(EventBatch.FromString(response.SerializeToString()))
+    assert [tsv.encode(e) for e in returned] == lines
+    assert not back.pending
+
+
+json_value = st.one_of(st.none(), st.integers(-10**6, 10**6), st.text(max_size=10), st.booleans())
+
+
+@given(st.lists(st.fixed_dictionaries(
+    {"AnonID": st.one_of(st.integers(0, 10**9), st.text(min_size=1, max_size=8)), "Query": nonempty},
+    optional={"QueryTime": json_value, "ItemRank": json_value, "ClickURL": json_value, "other": json_value},
+), min_size=1, max_size=10))
+def test_jsonl_records_keep_types_through_messages(records) -> None:  # type: ignore[no-untyped-def]
+    """Non-string role values (integer ranks, nulls) come back as they were."""
+    codec = JsonlCodec(SchemaConfig(format="jsonl"))
+    lines = [json.dumps(r, ensure_ascii=False) for r in records]
+    events = codec.decode_many(lines, "\n", [])
+    server = ProtoCodec()
+    request = EventBatch.FromString(to_batch(events, 1).SerializeToString())
+    response = EventBatch(events=[server.encode(e) for e in server.decode_batch(request.events)])
+    back = Reassembler()
+    back.add(events, 1)
+    assert [codec.encode(e) for e in back.take(response)] == lines
+
+
+def test_unknown_seq_becomes_a_fresh_record_with_attributes() -> None:
+    tsv = TsvCodec(SchemaConfig(header=False, columns=("AnonID", "Query", "QueryTime", "ItemRank", "ClickURL", "Ip")))
+    m = QueryEvent(user="u", query="q", attributes={"Ip": "1.2.3.4"}, seq=999)
+    (ev,) = Reassembler().take(EventBatch(events=[m]))
+    assert tsv.encode(ev) == "u\tq\t\t\t\t1.2.3.4"

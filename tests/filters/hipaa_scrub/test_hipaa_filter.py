@@ -1,0 +1,263 @@
+"""hipaa_scrub as a filter and a command: policies, config errors, idempotence, counts, no leaks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import structlog
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from filters.hipaa_scrub import HipaaScrubConfig, HipaaScrubFilter, Scrubber
+from filters.hipaa_scrub.geo import zip3
+from sidecar.api import BuildContext, Event
+from sidecar.cli import main
+from sidecar.config import load_config
+from sidecar.config.loader import ConfigError
+
+SAMPLE = "john smith 123 main st plainfield nj 07060 call 555-123-4567 born 03/15/1980 age 93"
+
+
+@pytest.fixture(scope="module")
+def default() -> Scrubber:
+    return Scrubber(HipaaScrubConfig())
+
+
+def build(policies: dict[str, str] | None = None, **kw: object) -> Scrubber:
+    return Scrubber(HipaaScrubConfig(policies=policies, **kw))  # type: ignore[arg-type]
+
+
+class TestPolicies:
+    def test_remove_is_default(self, default: Scrubber) -> None:
+        """Every identifier leaves; ordinary words and the state stay."""
+        text, counts = default.scrub(SAMPLE)
+        assert text == "plainfield nj call born age"
+        assert counts == {"name": 1, "address": 1, "zip": 1, "phone": 1, "date": 1, "age": 1}
+
+    def test_replace_puts_type_tokens(self) -> None:
+        s = build(default_policy="replace")  # type: ignore[arg-type]
+        text, _ = s.scrub("call 555-123-4567 or mail jane@aol.com")
+        assert text == "call [PHONE] or mail [EMAIL]"
+
+    def test_generalize(self) -> None:
+        """ZIP -> 3 digits (000 when restricted), date -> year, age -> 90+, small town -> state."""
+        s = build({"zip": "generalize", "date": "generalize", "age": "generalize", "city": "generalize"})
+        assert s.scrub("pizza 07060")[0] == "pizza 070"
+        assert s.scrub("pizza 03601")[0] == "pizza 000"  # 036 covers 20,000 people or fewer
+        assert s.scrub("born 03/15/1980")[0] == "born 1980"
+        assert s.scrub("dob march 15, 1980")[0] == "dob 1980"
+        assert s.scrub("birthday june 3")[0] == "birthday"  # no year to keep
+        assert s.scrub("93 year old woman")[0] == "90+ year old woman"
+        assert s.scrub("hope ar newspaper")[0] == "arkansas newspaper"
+
+    def test_generalize_url_keeps_host(self) -> None:
+        s = build({"url": "generalize"})
+        assert s.scrub("www.myspace.com/johnsmith")[0] == "www.myspace.com"
+        assert s.scrub("jane.blogspot.com pics")[0] == "pics"  # the host itself names her
+
+    def test_keep_counts_but_leaves_text(self) -> None:
+        s = build({"phone": "keep"})
+        text, counts = s.scrub("call 555-123-4567")
+        assert text == "call 555-123-4567" and counts == {"phone": 1}
+
+    def test_city_threshold(self) -> None:
+        """Cities over the threshold stay; null scrubs every city named with its state."""
+        assert build().scrub("plainfield nj plumbers")[0] == "plainfield nj plumbers"
+        assert build(city_keep_population=None).scrub("plainfield nj plumbers")[0] == "nj plumbers"
+
+    def test_bare_domains_policy(self) -> None:
+        assert build().scrub("myspace.com")[0] == "myspace.com"
+        assert build(bare_domains="scrub").scrub("myspace.com")[0] == ""
+
+    def test_allow_names(self) -> None:
+        s = build(allow_names=("betty crocker", "Sara Lee"))
+        assert s.scrub("sara lee cakes")[0] == "sara lee cakes"
+        assert build().scrub("sara lee cakes")[0] == "cakes"
+
+    def test_zip3(self) -> None:
+        assert zip3("07060") == "070" and zip3("83001") == "000" and zip3("90210") == "902"
+
+
+WORDS = st.sampled_from(
+    [
+        "john",
+        "smith",
+        "mary",
+        "ann",
+        "may",
+        "will",
+        "rose",
+        "jordan",
+        "paris",
+        "main",
+        "st",
+        "ave",
+        "123",
+        "4500",
+        "call",
+        "fax",
+        "ssn",
+        "555-123-4567",
+        "123-45-6788",
+        "07060",
+        "90210",
+        "born",
+        "03/15/1980",
+        "age",
+        "93",
+        "years",
+        "old",
+        "mrn",
+        "00123456",
+        "jane@aol.com",
+        "192.168.1.1",
+        "myspace.com/jsmith",
+        "hope",
+        "ar",
+        "nj",
+        ",",
+        "plainfield",
+        "county",
+        "orange",
+        "dr",
+        "po",
+        "box",
+        "12",
+        "4111111111111111",
+        "1999",
+        "honda",
+    ]
+)
+
+
+class TestIdempotence:
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(WORDS, min_size=1, max_size=10).map(" ".join))
+    def test_twice_equals_once(self, text: str) -> None:
+        """Scrubbing the scrubbed text changes nothing (remove policies)."""
+        s = _SCRUBBERS["remove"]
+        once = s.scrub(text)[0]
+        assert s.scrub(once)[0] == once
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(WORDS, min_size=1, max_size=10).map(" ".join), st.sampled_from(["replace", "generalize"]))
+    def test_twice_equals_once_other_policies(self, text: str, mode: str) -> None:
+        s = _SCRUBBERS[mode]
+        once = s.scrub(text)[0]
+        assert s.scrub(once)[0] == once
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.text(max_size=60))
+    def test_any_text_is_safe(self, text: str) -> None:
+        """Arbitrary unicode never crashes and stays idempotent."""
+        s = _SCRUBBERS["remove"]
+        once = s.scrub(text)[0]
+        assert s.scrub(once)[0] == once
+
+
+_SCRUBBERS = {
+    "remove": Scrubber(HipaaScrubConfig()),
+    "replace": Scrubber(HipaaScrubConfig(default_policy="replace")),  # type: ignore[arg-type]
+    "generalize": Scrubber(
+        HipaaScrubConfig(
+            policies={k: "generalize" for k in ("zip", "date", "age", "city", "county", "url")}  # type: ignore[arg-type]
+        )
+    ),
+}
+
+
+class TestConfig:
+    def load(self, tmp_path: Path, body: str) -> object:
+        path = tmp_path / "c.yaml"
+        path.write_text(f"state_dir: state\nfilters:\n  - hipaa_scrub:\n{body}", encoding="utf-8")
+        return load_config(path)
+
+    def test_valid(self, tmp_path: Path) -> None:
+        cfg = self.load(tmp_path, "      fields: [query, url]\n      policies: {zip: generalize, name: replace}\n")
+        spec = cfg.filters[0]  # type: ignore[attr-defined]
+        assert spec.config.fields == ("query", "url") and spec.config.policy_map()["zip"] == "generalize"
+
+    @pytest.mark.parametrize(
+        ("body", "fragment"),
+        [
+            ("      policies: {phonee: remove}\n", "policies.phonee: unknown identifier type"),
+            ("      policies: {name: generalize}\n", "policies.name: type name has no generalize policy"),
+            ("      policies: {zip: blur}\n", "unknown value 'blur'"),
+            ("      fields: [qurey]\n", "fields: unknown role 'qurey'"),
+            ("      default_policy: generalize\n", "default_policy: generalize applies to some types only"),
+            ("      city_keep_population: -5\n", "must be >= 0"),
+            ("      colour: red\n", "unknown key"),
+        ],
+    )
+    def test_errors_name_file_line_key(self, tmp_path: Path, body: str, fragment: str) -> None:
+        with pytest.raises(ConfigError) as err:
+            self.load(tmp_path, body)
+        msg = str(err.value)
+        assert fragment in msg and str(tmp_path / "c.yaml") + ":" in msg
+
+    def test_shipped_config(self) -> None:
+        root = Path(__file__).resolve().parents[3]
+        cfg = load_config(root / "config" / "hipaa.yaml")
+        assert [s.name for s in cfg.filters] == ["hipaa_scrub"]
+
+
+class TestFilter:
+    def test_process_annotates_counts_not_values(self) -> None:
+        f = HipaaScrubFilter(HipaaScrubConfig(fields=("query", "url")), BuildContext(config_dir=Path(".")))
+        evs = [
+            Event("u1", "john smith 555-123-4567", url="http://www.myspace.com/jsmith"),
+            Event("u2", "weather"),
+        ]
+        out = f.process(evs)
+        assert [e.query for e in out] == ["", "weather"]
+        assert out[0].url == ""
+        assert out[0].meta == {"scrub_counts": {"name": 1, "phone": 1, "url": 1}}
+        assert out[1].meta is None
+        assert f.counts["found_name"] == 1 and f.counts["changed_query"] == 1
+
+    def test_drop_emptied(self) -> None:
+        f = HipaaScrubFilter(HipaaScrubConfig(drop_emptied=True), BuildContext(config_dir=Path(".")))
+        out = f.process([Event("u", "555-123-4567"), Event("u", "pizza 07060")])
+        assert [e.query for e in out] == ["pizza"] and f.counts["dropped_emptied"] == 1
+
+    def test_no_value_in_logs(self, tmp_path: Path) -> None:
+        """Building, running and closing the chain logs no query text."""
+        from sidecar.pipeline import Pipeline
+
+        path = tmp_path / "c.yaml"
+        path.write_text("state_dir: state\nfilters:\n  - hipaa_scrub: {}\n", encoding="utf-8")
+        secrets = ["john smith", "555-123-4567", "07060", "jane@aol.com"]
+        with structlog.testing.capture_logs() as logs:
+            p = Pipeline(load_config(path))
+            out = p.process([Event("u", f"{secrets[0]} {secrets[1]} {secrets[2]} {secrets[3]}")])
+            p.close()
+        assert out[0].query == ""
+        dumped = repr(logs)
+        assert logs and not any(s in dumped for s in secrets)
+
+
+class TestCommand:
+    def test_one_line_out_per_line_in(self) -> None:
+        data = "john smith obituary\n\nweather 90210\r\nno newline 555-123-4567"
+        r = CliRunner().invoke(main, ["scrub"], input=data)
+        assert r.exit_code == 0
+        assert r.stdout_bytes == b"obituary\n\nweather\r\nno newline"
+
+    def test_bad_utf8_is_counted(self) -> None:
+        r = CliRunner().invoke(main, ["scrub", "--stats"], input=b"ok \xff 555-123-4567\n")
+        assert r.exit_code == 0 and r.stdout_bytes.count(b"\n") == 1
+        assert '"bad_utf8": 1' in r.stderr and "555" not in r.stderr
+
+    def test_config_policies(self, tmp_path: Path) -> None:
+        path = tmp_path / "c.yaml"
+        path.write_text("filters:\n  - hipaa_scrub: {default_policy: replace}\n", encoding="utf-8")
+        r = CliRunner().invoke(main, ["scrub", "--config", str(path)], input="call 555-123-4567\n")
+        assert r.stdout == "call [PHONE]\n"
+
+    def test_config_without_filter(self, tmp_path: Path) -> None:
+        path = tmp_path / "c.yaml"
+        path.write_text("filters: []\n", encoding="utf-8")
+        r = CliRunner().invoke(main, ["scrub", "--config", str(path)], input="x\n")
+        assert r.exit_code == 2 and "no hipaa_scrub filter" in r.stderr

@@ -1,0 +1,92 @@
+"""Shared helpers of the gRPC tests: an in-process sidecar on a free port."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from adapters.grpc.client import channel
+from adapters.grpc.server import SidecarServer
+from sidecar.api import Event, Filter, FilterConfig
+from sidecar.config import load_config
+from sidecar.pipeline import Pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED_DATA = ROOT / ".." / "shared" / "data"
+
+
+@dataclass
+class Running:
+    server: SidecarServer
+    chan: grpc.Channel
+    address: str
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.server.pipeline
+
+
+@contextmanager
+def sidecar(config_path: Path, extra_filters: tuple[Filter, ...] = (), stop: bool = True) -> Iterator[Running]:
+    """Start a sidecar for ``config_path`` on 127.0.0.1 (free port); ``extra_filters`` are appended to the chain."""
+    cfg = load_config(config_path)
+    pipeline = Pipeline(cfg, seed=7)
+    pipeline.chain.filters.extend(extra_filters)
+    server = SidecarServer(cfg, pipeline, "127.0.0.1:0")
+    server.service.buffering = any(f.BUFFERING for f in pipeline.chain.filters)
+    server.start()
+    address = f"127.0.0.1:{server.port}"
+    chan = channel(address)
+    try:
+        yield Running(server, chan, address)
+    finally:
+        chan.close()
+        if stop:
+            server.stop(grace=1.0)
+
+
+def write_config(tmp_path: Path, body: str = "filters: []\n", name: str = "sidecar.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text("state_dir: state\n" + body, encoding="utf-8")
+    return path
+
+
+class HoldAll(Filter):
+    """Test filter: holds every event until flushed."""
+
+    NAME = "hold_all"
+    BUFFERING = True
+
+    def __init__(self) -> None:
+        super().__init__(FilterConfig(), None)  # type: ignore[arg-type]
+        self.buffer: list[Event] = []
+
+    def process(self, batch: list[Event]) -> list[Event]:
+        self.buffer.extend(batch)
+        return []
+
+    def flush(self, final: bool) -> list[Event]:
+        out, self.buffer = self.buffer, []
+        return out
+
+    def held(self) -> int:
+        return len(self.buffer)
+
+
+class Profiles(Filter):
+    """Test filter: answers get_profile for one known user."""
+
+    NAME = "fake_profile"
+
+    def __init__(self) -> None:
+        super().__init__(FilterConfig(), None)  # type: ignore[arg-type]
+
+    def process(self, batch: list[Event]) -> list[Event]:
+        return batch
+
+    def get_profile(self, user: str) -> dict[str, int] | None:
+        return {"Sports": 3, "Health": 1} if user == "42" else None

@@ -1,0 +1,270 @@
+"""Records <-> events: TSV and JSON lines round trips through replay (property tests).
+
+A passthrough chain reproduces its input byte for byte (header, column or key
+order, empty fields, unicode, CRLF lines, a missing final newline); a chain that
+changes role values writes them back into the same record, keeping every other
+column or key, its order and its type.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import TEST_KEY, TEST_KEY_ENV
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters.file.replay import ReplaySummary, replay
+from filters.truncate_url import truncate
+from sidecar.codecs import AOL_COLUMNS, JsonlCodec, SchemaConfig, TsvCodec, carried_fields
+from sidecar.config import load_config
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PSEUDO_TRUNC = f"filters:\n  - pseudonymize: {{key_env: {TEST_KEY_ENV}}}\n  - truncate_url: {{}}\n"
+
+
+def run_replay(data: bytes, suffix: str, body: str = "filters: []\n") -> tuple[bytes, ReplaySummary]:
+    """Replay ``data`` (a file named in*suffix*) through a config; returns the output bytes and the summary."""
+    os.environ[TEST_KEY_ENV] = TEST_KEY
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp) / "c.yaml"
+        cfg.write_text(f"state_dir: state\ndead_letter_file: null\n{body}", encoding="utf-8")
+        src, out = Path(tmp) / f"in{suffix}", Path(tmp) / f"out{suffix}"
+        src.write_bytes(data)
+        summary = replay(load_config(cfg), str(src), str(out))
+        return out.read_bytes(), summary
+
+
+def pseudonym(user: object) -> str:
+    return hmac.new(TEST_KEY.encode(), str(user).encode(), hashlib.sha256).hexdigest()[:16]
+
+
+# --- strategies --------------------------------------------------------------------------------
+
+_chars = st.characters(blacklist_categories=("Cs",), blacklist_characters="\t\n\r")
+field_text = st.text(_chars, max_size=12)
+query_text = st.text(_chars, min_size=1, max_size=24).filter(lambda s: not s.isspace() and s.strip() != "")
+rank_text = st.one_of(st.just(""), st.integers(1, 500).map(str))
+url_text = st.one_of(
+    st.just(""), field_text,
+    st.builds(lambda h, p: f"http://www.{h}.com/{p}", st.text("abcxyz", min_size=1, max_size=6), field_text),
+)
+eols = st.sampled_from(["\n", "\r\n"])
+
+
+@st.composite
+def tsv_logs(draw: st.DrawFn) -> tuple[list[str], list[dict[str, str]], list[str], str]:
+    """(columns, rows by column, line endings, text): AOL columns in any order plus extra columns."""
+    extra = draw(st.lists(st.sampled_from(["Extra", "Session", "Ünïcode"]), unique=True, max_size=2))
+    columns = draw(st.permutations([*AOL_COLUMNS, *extra]))
+    n = draw(st.integers(0, 12))
+    rows = []
+    for _ in range(n):
+        row = {c: draw(field_text) for c in columns}
+        row["Query"] = draw(query_text)
+        row["ItemRank"] = draw(rank_text)
+        row["ClickURL"] = draw(url_text)
+        rows.append(row)
+    endings = [draw(eols) for _ in range(n + 1)]
+    if draw(st.booleans()):  # no final newline
+        endings[-1] = draw(st.sampled_from(["", "\r"]))
+    lines = ["\t".join(columns)] + ["\t".join(r[c] for c in columns) for r in rows]
+    text = "".join(line + eol for line, eol in zip(lines, endings))
+    return columns, rows, endings, text
+
+
+json_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**60), 2**60), st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+)
+json_values = st.recursive(
+    json_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+extra_keys = st.text(min_size=1, max_size=6).filter(lambda k: k not in AOL_COLUMNS)
+
+
+@st.composite
+def json_records(draw: st.DrawFn) -> dict[str, Any]:
+    """An object with the role keys (some optional or null) and unknown keys, in any order."""
+    pairs: list[tuple[str, Any]] = [
+        ("AnonID", draw(st.one_of(st.integers(0, 10**9), field_text.filter(bool)))),
+        ("Query", draw(query_text)),
+    ]
+    if draw(st.booleans()):
+        pairs.append(("QueryTime", draw(st.one_of(st.none(), field_text))))
+    if draw(st.booleans()):
+        pairs.append(("ItemRank", draw(st.one_of(st.none(), st.integers(1, 10), rank_text))))
+    if draw(st.booleans()):
+        pairs.append(("ClickURL", draw(st.one_of(st.none(), url_text))))
+    pairs += draw(st.dictionaries(extra_keys, json_values, max_size=4)).items()
+    return dict(draw(st.permutations(pairs)))
+
+
+@st.composite
+def jsonl_logs(draw: st.DrawFn) -> tuple[list[dict[str, Any]], str]:
+    records = draw(st.lists(json_records(), max_size=10))
+    ascii_only = draw(st.booleans())
+    seps = draw(st.sampled_from([(",", ":"), (", ", ": ")]))
+    lines = [json.dumps(r, ensure_ascii=ascii_only, separators=seps) for r in records]
+    endings = [draw(eols) for _ in lines]
+    if lines and draw(st.booleans()):
+        endings[-1] = ""
+    return records, "".join(line + eol for line, eol in zip(lines, endings))
+
+
+# --- passthrough: byte for byte -------------------------------------------------------------------
+
+
+@SETTINGS
+@given(tsv_logs())
+def test_tsv_passthrough_is_byte_identical(log: tuple[list[str], list[dict[str, str]], list[str], str]) -> None:
+    """Header, any column order, extra columns, empty fields, unicode, CRLF, no final newline."""
+    _, rows, _, text = log
+    data = text.encode("utf-8")
+    out, summary = run_replay(data, ".tsv")
+    assert out == data
+    assert summary.events_in == summary.events_out == len(rows)
+    assert summary.dead_lettered == 0
+
+
+@SETTINGS
+@given(jsonl_logs())
+def test_jsonl_passthrough_is_byte_identical(log: tuple[list[dict[str, Any]], str]) -> None:
+    """Unknown keys, nested values, key order, spacing and escapes survive untouched."""
+    records, text = log
+    data = text.encode("utf-8")
+    out, summary = run_replay(data, ".jsonl")
+    assert out == data
+    assert summary.events_out == len(records)
+
+
+def test_empty_and_header_only_inputs(tmp_path: Path) -> None:
+    """An empty file gives an empty file; a header alone is kept as it was."""
+    header = b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
+    for data in (b"", header, header + b"\r\n", header + b"\n"):
+        out, summary = run_replay(data, ".tsv")
+        assert out == data and summary.events_in == 0
+
+
+# --- changed values: written back into the same record ------------------------------------------
+
+
+@SETTINGS
+@given(tsv_logs())
+def test_tsv_changed_roles_keep_other_columns(log: tuple[list[str], list[dict[str, str]], list[str], str]) -> None:
+    """pseudonymize + truncate_url change AnonID and ClickURL; every other column, the header, the column
+    order and each line's ending stay as they were."""
+    columns, rows, endings, text = log
+    out, _ = run_replay(text.encode("utf-8"), ".tsv", PSEUDO_TRUNC)
+    out_text = out.decode("utf-8")
+    expect_lines = ["\t".join(columns)]
+    for r in rows:
+        changed = dict(r, AnonID=pseudonym(r["AnonID"]), ClickURL=truncate(r["ClickURL"]))
+        expect_lines.append("\t".join(changed[c] for c in columns))
+    expected = "".join(line + eol for line, eol in zip(expect_lines, endings))
+    assert out_text == expected
+
+
+@SETTINGS
+@given(jsonl_logs())
+def test_jsonl_changed_roles_keep_other_keys_order_and_types(log: tuple[list[dict[str, Any]], str]) -> None:
+    """Changed records keep every other key with its value and type, and the key order."""
+    records, text = log
+    out, _ = run_replay(text.encode("utf-8"), ".jsonl", PSEUDO_TRUNC)
+    out_lines = out.decode("utf-8").split("\n")
+    in_lines = text.split("\n")
+    assert len(out_lines) == len(in_lines), "same lines, same final-newline state"
+    if out_lines[-1] == "":
+        out_lines.pop()
+    assert len(out_lines) == len(records)
+    for rec, line, before in zip(records, out_lines, in_lines):
+        assert line.endswith("\r") == before.endswith("\r"), "a CRLF line stays a CRLF line"
+        got = json.loads(line.removesuffix("\r"))
+        assert list(got) == list(rec)
+        for key, value in rec.items():
+            if key == "AnonID":
+                assert got[key] == pseudonym(value)
+            elif key == "ClickURL" and isinstance(value, str):
+                assert got[key] == truncate(value)
+            else:
+                assert got[key] == value and type(got[key]) is type(value), key
+
+
+def test_decimal_pseudonym_keeps_an_integer_json_id_an_integer() -> None:
+    """output: decimal on an integer AnonID writes an integer back (a JSON consumer keeps its type)."""
+    data = b'{"AnonID": 4417749, "Query": "q", "n": 1}\n{"AnonID": "x7", "Query": "q"}\n'
+    body = f"filters:\n  - pseudonymize: {{key_env: {TEST_KEY_ENV}, output: decimal, length: 12}}\n"
+    out, _ = run_replay(data, ".jsonl", body)
+    first, second = (json.loads(line) for line in out.decode().splitlines())
+    assert isinstance(first["AnonID"], int) and first["AnonID"] != 4417749 and first["n"] == 1
+    assert isinstance(second["AnonID"], str) and len(second["AnonID"]) == 12
+
+
+# --- codec units ---------------------------------------------------------------------------------
+
+
+def test_tsv_codec_roles_follow_the_header() -> None:
+    """Roles are found by column name; the other columns are carried as named fields."""
+    codec = TsvCodec(SchemaConfig())
+    codec.accept_header("QueryTime\tExtra\tAnonID\tQuery\tItemRank\tClickURL")
+    ev = codec.decode("2006-03-01 00:00:00\tx\t42\tfoo bar\t\t", "\n")
+    assert (ev.user, ev.query, ev.time, ev.rank, ev.url) == ("42", "foo bar", "2006-03-01 00:00:00", "", "")
+    assert carried_fields(ev) == {"Extra": "x"}
+
+
+def test_tsv_header_missing_a_role_column_is_an_error() -> None:
+    """A header without a role's column names the missing role."""
+    from sidecar.api import ConfigValueError
+
+    codec = TsvCodec(SchemaConfig())
+    with pytest.raises(ConfigValueError, match="url=ClickURL"):
+        codec.accept_header("AnonID\tQuery\tQueryTime\tItemRank")
+
+
+def test_jsonl_event_from_another_codec_is_encoded_fresh() -> None:
+    """An event decoded as TSV, encoded as JSON: roles under their keys, extra columns carried."""
+    tsv = TsvCodec(SchemaConfig())
+    tsv.accept_header("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\tExtra")
+    ev = tsv.decode("7\tq\tt\t1\thttp://a.com\tz", "\n")
+    out = json.loads(JsonlCodec(SchemaConfig()).encode(ev))
+    assert out == {"Extra": "z", "AnonID": "7", "Query": "q", "QueryTime": "t", "ItemRank": "1", "ClickURL": "http://a.com"}
+
+
+# --- arbitrary bytes: never a crash, every line accounted for -------------------------------------
+
+_line_bytes = st.lists(
+    st.one_of(
+        st.sampled_from([b"\t", b"\r", b"\xff", b"\xc3\xa9", b" ", b"q", b"1", b"http://a.com/x", b"\xe2\x82"]),
+        st.binary(max_size=6).filter(lambda b: b"\n" not in b),
+    ),
+    max_size=40,
+).map(b"".join)
+
+
+@SETTINGS
+@given(st.lists(_line_bytes, max_size=15), st.booleans())
+def test_arbitrary_bytes_never_crash_and_every_line_is_counted(lines: list[bytes], final_newline: bool) -> None:
+    """Any byte soup: the replay finishes, each line after the header is an event or a dead letter, and
+    every output line is an input line, unchanged and in order."""
+    header = b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
+    data = b"\n".join([header, *lines]) + (b"\n" if final_newline else b"")
+    out, summary = run_replay(data, ".tsv", "limits: {max_record_bytes: 64}\nfilters: []\n")
+    rest = data[len(header) + 1:]
+    n = 0 if not rest else len(rest.split(b"\n")) - rest.endswith(b"\n")
+    assert summary.events_in + summary.dead_lettered == n
+    assert summary.records_in == n
+    in_lines = data.split(b"\n")
+    out_lines = out.split(b"\n")
+    if out_lines[-1] == b"":
+        out_lines.pop()
+    it = iter(in_lines)
+    assert all(any(o == i for i in it) for o in out_lines), "output lines are input lines, in order"
+    assert summary.events_out == len(out_lines) - 1

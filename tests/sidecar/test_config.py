@@ -1,0 +1,119 @@
+"""Config files: located errors `FILE:LINE: KEY: problem (allowed: ...)`, exit code 2, shipped configs load."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import QUERYLOG, ROOT
+
+from sidecar.config import load_config
+from sidecar.config.loader import ConfigError
+
+CASES = [
+    # (yaml body, expected message after "FILE:")
+    ("filterz: []\n",
+     "2: filterz: unknown key (allowed: dead_letter_file, filters, limits, logging, schema, server, sinks, state_dir)"),
+    ("limits:\n  batch_size: 0\n", "3: limits.batch_size: must be >= 1, got 0"),
+    ("limits:\n  max_record_bytes: lots\n", "3: limits.max_record_bytes: must be an integer, got 'lots'"),
+    ("schema:\n  format: csv\n", "3: schema.format: unknown value 'csv' (allowed: auto, tsv, jsonl)"),
+    ("schema:\n  roles:\n    agent: ua\n",
+     "4: schema.roles.agent: unknown key (allowed: query, rank, time, url, user)"),
+    ("logging:\n  level: loud\n", "3: logging.level: unknown value 'loud' (allowed: debug, info, warning, error)"),
+    ("server:\n  listen: nowhere\n", "3: server.listen: must be host:port, got 'nowhere'"),
+    ("server:\n  tls_cert_file: c.pem\n",
+     "3: server.tls_cert_file: Set both tls_cert_file and tls_key_file, or neither"),
+    ("state_dir: a\nstate_dir: b\n", "2: state_dir: duplicate key"),
+    ("filters: [\n", "3: invalid YAML: expected the node content, but found '<stream end>'"),
+    ("filters:\n  - truncate_url: {keep_port: maybe}\n",
+     "3: filters[0].truncate_url.keep_port: must be true or false, got 'maybe'"),
+    ("filters:\n  - truncate_url: {}\n    drop: {}\n",
+     "3: filters[0]: must be a mapping with exactly one key, the component name (allowed: {filters})"),
+    ("filters:\n  - drop:\n      rules:\n        - role: query\n          matches: \"(unclosed\"\n",
+     "6: filters[0].drop.rules[0].matches: invalid regular expression: missing ), unterminated subpattern"),
+    ("filters:\n  - drop:\n      rules:\n        - role: query\n          equals: [a]\n          colour: red\n",
+     "7: filters[0].drop.rules[0].colour: unknown key (allowed: empty, equals, ignore_case, matches, role)"),
+    ("filters:\n  - drop:\n      rules:\n        - {equals: [a]}\n        - {role: agent, empty: true}\n",
+     "6: filters[0].drop.rules[1].role: unknown value 'agent' (allowed: user, query, time, rank, url)"),
+    ("filters:\n  - drop: {rules: []}\n", "3: filters[0].drop.rules: give at least one rule"),
+    ("sinks:\n  - file: {path: x.tsv, fsync: 3}\n", "3: sinks[0].file.fsync: must be true or false, got 3"),
+]
+
+
+def _registered() -> str:
+    from sidecar.api import FILTERS
+    from sidecar.registry import plugins
+
+    return ", ".join(sorted(plugins(FILTERS)))
+
+
+@pytest.mark.parametrize(("body", "expected"), CASES)
+def test_located_errors(body: str, expected: str, write_config: Callable[..., Path]) -> None:
+    """load_config raises ConfigError whose text is FILE:LINE: KEY: problem (allowed: ...)."""
+    path = write_config(f"state_dir: s\n{body}" if not body.startswith("state_dir") else body)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path}:{expected.format(filters=_registered())}"
+
+
+def test_unknown_filter_lists_the_registered_ones(write_config: Callable[..., Path]) -> None:
+    """An unknown component name lists every registered filter."""
+    path = write_config("state_dir: s\nfilters:\n  - nosuch: {}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path}:3: filters[0].nosuch: unknown component (allowed: {_registered()})"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("filterz: []\n", "2: filterz: unknown key (allowed: "),
+        ("filters:\n  - drop:\n      rules:\n        - role: query\n          matches: \"(x\"\n",
+         "6: filters[0].drop.rules[0].matches: invalid regular expression: missing ), unterminated subpattern"),
+        ("filters:\n  - nosuch: {}\n", "3: filters[0].nosuch: unknown component (allowed: "),
+        ("limits:\n  batch_size: -5\n", "3: limits.batch_size: must be >= 1, got -5"),
+    ],
+)
+def test_check_config_exits_2_with_the_message(body: str, expected: str, tmp_path: Path) -> None:
+    """`querylog check-config` prints the located error on stderr, nothing on stdout, and exits 2."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"state_dir: {tmp_path / 's'}\n{body}")
+    run = subprocess.run([QUERYLOG, "check-config", str(path)], capture_output=True, text=True)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr.startswith(f"{path}:{expected}")
+    assert run.stderr.count("\n") == 1, "one line, no traceback"
+
+
+def test_missing_config_file_exits_2(tmp_path: Path) -> None:
+    """A missing file is a config error too."""
+    run = subprocess.run([QUERYLOG, "check-config", str(tmp_path / "nope.yaml")], capture_output=True, text=True)
+    assert run.returncode == 2
+    assert run.stderr.strip() == f"{tmp_path / 'nope.yaml'}: cannot read config: No such file or directory"
+
+
+def test_check_config_ok_names_the_chain(tmp_path: Path, hmac_key: str) -> None:
+    """A good config prints its chain and exits 0."""
+    path = tmp_path / "ok.yaml"
+    path.write_text(f"state_dir: s\nfilters:\n  - pseudonymize: {{key_env: {hmac_key}}}\n  - truncate_url: {{}}\n")
+    run = subprocess.run([QUERYLOG, "check-config", str(path)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == f"{path}: ok (2 filters: pseudonymize -> truncate_url)"
+
+
+def test_shipped_passthrough_config_loads() -> None:
+    """config/passthrough.yaml has no filters and the AOL schema defaults."""
+    cfg = load_config(ROOT / "config" / "passthrough.yaml")
+    assert cfg.filters == ()
+    assert cfg.sidecar.schema.header is True
+    assert cfg.sidecar.limits.max_record_bytes == 65536
+
+
+def test_relative_paths_resolve_against_the_config_folder(write_config: Callable[..., Path]) -> None:
+    """state_dir is relative to the config file; the dead-letter file to state_dir."""
+    path = write_config("state_dir: st\ndead_letter_file: dl.jsonl\n")
+    cfg = load_config(path)
+    assert cfg.state_dir == path.parent.resolve() / "st"
+    assert cfg.dead_letter_path == path.parent.resolve() / "st" / "dl.jsonl"

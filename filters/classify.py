@@ -21,13 +21,11 @@ never mid-stream.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sidecar.api import BuildContext, ConfigValueError, Event, Filter, FilterConfig, option
-from sidecar.codecs import JsonlCodec, TsvCodec
+from sidecar.api import BuildContext, ConfigValueError, Event, FieldError, Filter, FilterConfig, option
 
 
 @dataclass(frozen=True)
@@ -47,7 +45,7 @@ class ClassifyConfig(FilterConfig):
     )
 
 
-class ClassifyFilter(Filter):
+class ClassifyFilter(Filter[ClassifyConfig]):
     """Annotate events with category, path, main unit and confidence of the query."""
 
     NAME = "classify"
@@ -59,7 +57,6 @@ class ClassifyFilter(Filter):
         from knowledge import KBUnavailable
         from knowledge.classifier import Classifier
 
-        self.cfg = config
         path = None
         if config.kb_path:
             path = Path(config.kb_path)
@@ -73,7 +70,7 @@ class ClassifyFilter(Filter):
 
     def _unknown(self, ev: Event) -> bool:
         """Handle an uncategorised event; True when it stays in the stream."""
-        policy = self.cfg.unknown
+        policy = self.config.unknown
         if policy == "annotate":
             self.counts["unclassified"] += 1
             return True
@@ -106,42 +103,22 @@ class ClassifyFilter(Filter):
             ev.annotate("category_confidence", result.confidence)
             self.counts["classified"] += 1
             keep.append(ev)
-        if self.cfg.output_field is not None:
+        if self.config.output_field is not None:
             for ev in keep:
-                self._write_field(ev, self.cfg.output_field, ev.meta["category"] if ev.meta else None)
+                self._write_field(ev, self.config.output_field, ev.meta["category"] if ev.meta else None)
         return keep
 
     def _write_field(self, ev: Event, name: str, value: str | None) -> None:
-        """Put ``value`` into the record's field ``name``, keeping ``raw`` in step with the record."""
+        """Put ``value`` into the record's field ``name`` through the event's codec (which keeps ``raw`` in step)."""
         codec = ev.codec
-        raw = ev.raw
-        cr = "\r" if raw is not None and raw.endswith("\r") else ""
-        if isinstance(codec, TsvCodec):
-            if name not in codec.columns:
-                self.counts["output_field_no_column"] += 1
-                return
-            i = codec.columns.index(name)
-            if i in codec.idx:
-                self.counts["output_field_is_role"] += 1
-                return
-            fields = list(ev.record)
-            fields[i] = value or ""
-            ev.record = fields
-            if raw is not None:
-                ev.raw = "\t".join(fields) + cr
-        elif isinstance(codec, JsonlCodec) and isinstance(ev.record, dict):
-            if name in {key for _, key in codec.pairs}:
-                self.counts["output_field_is_role"] += 1
-                return
-            record = dict(ev.record)
-            record[name] = value
-            ev.record = record
-            if raw is not None:
-                compact = '": ' not in raw
-                text = json.dumps(record, ensure_ascii=False, separators=(",", ":") if compact else None)
-                ev.raw = text + cr
-        else:
+        if codec is None:
             self.counts["output_field_unsupported_codec"] += 1
+            return
+        try:
+            codec.set_field(ev, name, value)
+        except FieldError as exc:
+            reason = {"no_such_field": "no_column", "field_is_role": "is_role"}.get(exc.reason, exc.reason)
+            self.counts[f"output_field_{reason}"] += 1
             return
         self.counts["output_field_written"] += 1
 

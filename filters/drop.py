@@ -41,7 +41,7 @@ class DropConfig(FilterConfig):
             raise ConfigValueError("rules", "give at least one rule")
 
 
-class DropFilter(Filter):
+class DropFilter(Filter[DropConfig]):
     """Drop events matching any configured rule."""
 
     NAME = "drop"

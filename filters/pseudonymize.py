@@ -34,7 +34,7 @@ class PseudonymizeConfig(FilterConfig):
         assert self.role in ROLES
 
 
-class PseudonymizeFilter(Filter):
+class PseudonymizeFilter(Filter[PseudonymizeConfig]):
     """Replace a role's value (the user id by default) by its keyed HMAC-SHA256."""
 
     NAME = "pseudonymize"
@@ -43,7 +43,6 @@ class PseudonymizeFilter(Filter):
 
     def __init__(self, config: PseudonymizeConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
-        self.cfg = config
         self._key = ctx.secret(config.key_env, config.key_file, "HMAC key")
         self._cache: dict[str, str] = {}
 
@@ -53,20 +52,20 @@ class PseudonymizeFilter(Filter):
         if cached is not None:
             return cached
         digest = hmac.digest(self._key, text.encode("utf-8"), "sha256")
-        if self.cfg.output == "hex":
-            out = digest.hex()[: self.cfg.length]
+        if self.config.output == "hex":
+            out = digest.hex()[: self.config.length]
         else:
-            out = str(int.from_bytes(digest[:8], "big") % 10**self.cfg.length).zfill(self.cfg.length)
-        if len(self._cache) >= self.cfg.cache_size:
+            out = str(int.from_bytes(digest[:8], "big") % 10**self.config.length).zfill(self.config.length)
+        if len(self._cache) >= self.config.cache_size:
             self._cache.clear()
-        if self.cfg.cache_size:
+        if self.config.cache_size:
             self._cache[text] = out
         return out
 
     def process(self, batch: list[Event]) -> list[Event]:
-        role = self.cfg.role
+        role = self.config.role
         pseudonym = self.pseudonym
-        keep_int = self.cfg.output == "decimal"
+        keep_int = self.config.output == "decimal"
         for ev in batch:
             value = getattr(ev, role)
             out = pseudonym(value)

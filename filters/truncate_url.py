@@ -42,7 +42,7 @@ def truncate(url: str, keep_port: bool = False) -> str:
     return f"{parts.scheme}://{host}" + (f":{port}" if port else "")
 
 
-class TruncateUrlFilter(Filter):
+class TruncateUrlFilter(Filter[TruncateUrlConfig]):
     """Cut the url role down to scheme and host."""
 
     NAME = "truncate_url"

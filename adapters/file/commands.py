@@ -49,7 +49,7 @@ def replay_cmd(
     stop.install()
     show = sys.stderr.isatty() if progress is None else progress
     try:
-        replay(
+        summary = replay(
             cfg, input_path, output, seed=seed, progress=show, stop=stop, resume=resume, prescan=prescan
         )
     except ConfigError as exc:

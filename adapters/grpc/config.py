@@ -11,6 +11,7 @@ from sidecar.api import ConfigValueError, SourceConfig, option
 class GrpcSourceConfig(SourceConfig):
     """The gRPC service (`querylog serve`)."""
 
+    listen: str = option("127.0.0.1:50051", "host:port to listen on.")
     tls_cert_file: str | None = option(None, "PEM certificate file; with tls_key_file enables TLS.")
     tls_key_file: str | None = option(None, "PEM private key file for TLS.")
     max_message_bytes: int = option(64 * 1024 * 1024, "Largest gRPC message accepted or sent.", min=1024)

@@ -21,7 +21,7 @@ from sidecar.api import BuildContext, Event, Filter
 NAME = "hipaa_scrub"
 
 
-class HipaaScrubFilter(Filter):
+class HipaaScrubFilter(Filter[HipaaScrubConfig]):
     """Remove or generalize HIPAA Safe Harbor identifiers in the configured fields."""
 
     NAME = NAME
@@ -30,12 +30,11 @@ class HipaaScrubFilter(Filter):
 
     def __init__(self, config: HipaaScrubConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
-        self.cfg = config
         self.scrubber = Scrubber(config)
 
     def process(self, batch: list[Event]) -> list[Event]:
         scrub = self.scrubber.scrub
-        fields = self.cfg.fields
+        fields = self.config.fields
         counts = self.counts
         out: list[Event] = []
         for ev in batch:
@@ -54,7 +53,7 @@ class HipaaScrubFilter(Filter):
                 ev.annotate("scrub_counts", found)
                 for kind, n in found.items():
                     counts[f"found_{kind}"] += n
-            if self.cfg.drop_emptied and isinstance(ev.query, str) and not ev.query.strip():
+            if self.config.drop_emptied and isinstance(ev.query, str) and not ev.query.strip():
                 counts["dropped_emptied"] += 1
                 continue
             out.append(ev)

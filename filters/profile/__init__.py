@@ -55,7 +55,7 @@ class ProfileConfig(FilterConfig):
     )
 
 
-class ProfileFilter(Filter):
+class ProfileFilter(Filter[ProfileConfig]):
     """Count each user's events per category in SQLite (paper 001's profiler); events pass unchanged."""
 
     NAME = "profile"
@@ -65,7 +65,6 @@ class ProfileFilter(Filter):
 
     def __init__(self, config: ProfileConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
-        self.cfg = config
         if ctx.state is None:
             raise ConfigValueError("level", "profile needs the state store (state_dir)")
         self.state = ctx.state
@@ -76,15 +75,15 @@ class ProfileFilter(Filter):
         cat = meta.get("category") if meta else None
         if not cat or cat == UNKNOWN:
             return None
-        if self.cfg.level > 1 and meta:
+        if self.config.level > 1 and meta:
             path = meta.get("category_path")
             if path:
-                return "/".join(str(p) for p in tuple(path)[: self.cfg.level])
+                return "/".join(str(p) for p in tuple(path)[: self.config.level])
         return str(cat)
 
     def process(self, batch: list[Event]) -> list[Event]:
         counts: Counter[tuple[str, str]] = Counter()
-        skip = self.cfg.unknown == "skip"
+        skip = self.config.unknown == "skip"
         skipped = 0
         category = self.category
         for ev in batch:

@@ -15,29 +15,30 @@ from sidecar.api import COMMANDS
 
 
 class PluginGroup(click.Group):
-    """A click group that adds every command registered under ``querylog.commands``."""
+    """A click group whose ``commands`` are the entry points of ``querylog.commands``, loaded on first use."""
 
     _loaded = False
+    _commands: dict[str, click.Command]
+
+    @property  # type: ignore[override]  # click declares a plain attribute; a property loads it lazily
+    def commands(self) -> dict[str, click.Command]:
+        if not self._loaded:
+            self._loaded = True
+            self._load()
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        self._commands = value
 
     def _load(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True
         for ep in entry_points(group=COMMANDS):
             command = ep.load()
             if not isinstance(command, click.Command):
                 raise click.ClickException(f"{COMMANDS}: {ep.name} ({ep.value}) is not a click command")
-            if ep.name in self.commands:
+            if ep.name in self._commands:
                 raise click.ClickException(f"{COMMANDS}: {ep.name!r} is registered twice")
-            self.add_command(command, ep.name)
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        self._load()
-        return super().list_commands(ctx)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        self._load()
-        return super().get_command(ctx, cmd_name)
+            self._commands[ep.name] = command
 
 
 @click.group(cls=PluginGroup, context_settings={"help_option_names": ["-h", "--help"]})

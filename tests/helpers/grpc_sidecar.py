@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 
 from adapters.grpc.client import channel
-from adapters.grpc.server import SidecarServer
+from adapters.grpc.server import GrpcSource, SidecarServer
 from sidecar.api import Event, Filter, FilterConfig
 from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
@@ -27,7 +27,9 @@ class Running:
 
     @property
     def pipeline(self) -> Pipeline:
-        return self.server.pipeline
+        runtime = self.server.pipeline
+        assert isinstance(runtime, Pipeline)
+        return runtime
 
 
 @contextmanager
@@ -36,9 +38,12 @@ def sidecar(config_path: Path, extra_filters: tuple[Filter, ...] = (), stop: boo
     cfg = load_config(config_path)
     pipeline = Pipeline(cfg, seed=7)
     pipeline.chain.filters.extend(extra_filters)
-    server = SidecarServer(cfg, pipeline, "127.0.0.1:0")
-    server.service.buffering = any(f.BUFFERING for f in pipeline.chain.filters)
-    server.start()
+    spec = cfg.source("grpc")
+    assert spec is not None
+    source = GrpcSource(spec.config, pipeline.ctx, listen="127.0.0.1:0")
+    source.start(pipeline)
+    server = source.server
+    assert server is not None
     address = f"127.0.0.1:{server.port}"
     chan = channel(address)
     try:
@@ -46,7 +51,8 @@ def sidecar(config_path: Path, extra_filters: tuple[Filter, ...] = (), stop: boo
     finally:
         chan.close()
         if stop:
-            server.stop(grace=1.0)
+            source.stop(grace=1.0)
+            pipeline.close()
 
 
 def write_config(tmp_path: Path, body: str = "filters: []\n", name: str = "sidecar.yaml") -> Path:

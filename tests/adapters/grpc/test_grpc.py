@@ -254,8 +254,9 @@ def test_held_events_are_flushed_at_stop_and_not_lost(tmp_path: Path) -> None:
         list(QueryLogFilterStub(sc.chan).Filter(iter([batch])))
         server = sc.server
     counts = server.stop(grace=1.0)
+    sc.pipeline.close()  # the server leaves the runtime open; its owner closes it (dead letters flushed)
     assert counts["events_out"] == 1
-    dead = server.pipeline.config.dead_letter_path
+    dead = sc.pipeline.config.dead_letter_path
     assert dead is not None
     assert [json.loads(x)["reason"] for x in dead.read_text().splitlines()] == ["undelivered_at_shutdown"]
 
@@ -378,7 +379,9 @@ def test_a_second_server_on_a_busy_port_fails(tmp_path: Path) -> None:
         pipeline = Pipeline(cfg)
         try:
             with pytest.raises((OSError, RuntimeError)):
-                SidecarServer(cfg, pipeline, sc.address)
+                spec = cfg.source("grpc")
+                assert spec is not None
+                SidecarServer(spec.config, pipeline.ctx, pipeline, sc.address)
         finally:
             pipeline.close()
 

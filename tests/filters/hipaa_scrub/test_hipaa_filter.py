@@ -214,7 +214,7 @@ class TestFilter:
         assert [e.query for e in out] == ["", "weather"]
         assert out[0].url == ""
         assert out[0].meta == {"scrub_counts": {"name": 1, "phone": 1, "url": 1}}
-        assert out[1].meta is None
+        assert out[1].meta == {}
         assert f.counts["found_name"] == 1 and f.counts["changed_query"] == 1
 
     def test_drop_emptied(self) -> None:

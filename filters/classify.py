@@ -1,7 +1,7 @@
 """``classify``: annotate each event with its query's category (paper 001, Algorithm 1).
 
 Annotations for the filters after it (never written to the output record):
-``category`` (one of the categories of ``config/categories.yaml``, or None),
+``category`` (one of the categories of the category taxonomy (``knowledge/data/categories.yaml``), or None),
 ``category_path`` (levels L1..L5), ``main_unit`` (the most specific semantic
 unit) and ``category_confidence`` (0..1). Queries that cannot be categorised
 follow ``unknown``: ``annotate`` keeps them with ``category`` None (what

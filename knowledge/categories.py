@@ -1,4 +1,4 @@
-"""``config/categories.yaml``: the categories, defined by WordNet anchors and curated terms.
+"""The category taxonomy (``knowledge/data/categories.yaml``): the categories, defined by WordNet anchors and curated terms.
 
 Shape (every key optional except ``categories``)::
 
@@ -93,7 +93,7 @@ def _category(doc: Located, name: str, body: Any, path: str) -> CategoryDef:
 
 
 def load_taxonomy(path: Path | str | None = None) -> Taxonomy:
-    """Load and check a categories file (default: the project's ``config/categories.yaml``)."""
+    """Load and check a categories file (default: the shipped ``knowledge/data/categories.yaml``)."""
     file = Path(path) if path is not None else DEFAULT_CATEGORIES
     try:
         raw = file.read_bytes()

@@ -17,13 +17,13 @@ _PATH = click.option(
 
 @click.group("kb")
 def kb() -> None:
-    """The classifier's knowledge base (WordNet + wordfreq + config/categories.yaml)."""
+    """The classifier's knowledge base (WordNet + wordfreq + the category taxonomy)."""
 
 
 @kb.command("build")
 @_PATH
 @click.option("--categories", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Categories file (default: config/categories.yaml).")
+              help="Categories file (default: the shipped knowledge/data/categories.yaml).")
 @click.option("--if-missing", is_flag=True, help="Do nothing when a current, intact KB is already there.")
 def build_cmd(kb_path: Path | None, categories: Path | None, if_missing: bool) -> None:
     """Compile the KB into one cached file (about half a minute)."""

@@ -1,7 +1,7 @@
 """``querylog demo``: the main job end to end on a fresh machine.
 
 Generates a synthetic AOL-format log, starts ``querylog serve`` with
-``config/default.yaml`` on a free local port, streams the log through ``Filter``
+the shipped default config (``config/default.yaml``) on a free local port, streams the log through ``Filter``
 over gRPC, writes the protected output and prints a summary, then stops the
 server with SIGTERM.
 """
@@ -15,14 +15,14 @@ import socket
 import subprocess
 import sys
 import time
+from importlib import resources
 from pathlib import Path
 
 import click
 
 from sidecar.commandkit import load
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_CONFIG = REPO / "config" / "default.yaml"
+DEFAULT_CONFIG = Path(str(resources.files("querylog_config").joinpath("default.yaml")))
 
 
 def _free_port() -> int:
@@ -51,7 +51,7 @@ def _planted_left(protected: Path, values: list[str]) -> int:
 @click.command("demo")
 @click.option("--users", default=2000, show_default=True, type=click.IntRange(1, 1_000_000), help="Synthetic users.")
 @click.option("--seed", default=1, show_default=True, help="Seed of the synthetic log.")
-@click.option("--config", "-c", "config_file", default=str(DEFAULT_CONFIG), show_default="config/default.yaml",
+@click.option("--config", "-c", "config_file", default=str(DEFAULT_CONFIG), show_default="the shipped default config",
               type=click.Path(dir_okay=False, exists=True), help="Sidecar config.")
 @click.option("--out-dir", default="demo-out", show_default=True, type=click.Path(file_okay=False),
               help="Where the input, the protected output and the server log go.")

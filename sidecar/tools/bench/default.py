@@ -31,6 +31,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -179,8 +180,8 @@ def run(config: Path, users: int, replicas: int, batch: int, seed: int, order: s
 
 
 @click.command("default")
-@click.option("--config", "-c", "config_file", default=str(REPO / "config" / "default.yaml"),
-              show_default="config/default.yaml",
+@click.option("--config", "-c", "config_file", default=str(resources.files("querylog_config").joinpath("default.yaml")),
+              show_default="the shipped default config",
               type=click.Path(exists=True, dir_okay=False), help="The chain to measure.")
 @click.option("--users", default=4000, show_default=True, help="Users in the generated log.")
 @click.option("--replicas", default=os.cpu_count() or 1, show_default="the number of cores", type=click.IntRange(1, 64),

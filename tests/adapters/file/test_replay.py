@@ -64,7 +64,7 @@ def test_shared_passthrough_config_on_the_aol_sample(tmp_path: Path) -> None:
         pytest.skip("../shared/data is absent")
     out = tmp_path / "out.tsv"
     cfg = tmp_path / "passthrough.yaml"
-    cfg.write_text((ROOT / "config" / "passthrough.yaml").read_text().replace("../.querylog-state/passthrough", "st"))
+    cfg.write_text((ROOT / "config" / "passthrough.yaml").read_text().replace(".querylog-state/passthrough", "st"))
     run = subprocess.run([QUERYLOG, "replay", "--config", str(cfg), str(sample), "-o", str(out)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-500:]

@@ -1,0 +1,254 @@
+"""The RPC handlers of ``querylog.v1.QueryLogFilter``: ``Filter``, ``Ingest``, ``GetProfile``, ``Stats``.
+
+Bad input never breaks a stream: an unparseable message, an event with an empty
+query or one over ``limits.max_record_bytes`` is dead-lettered (counted by reason)
+and the stream goes on. The chain runs under one lock.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import grpc
+import structlog
+from google.protobuf.message import DecodeError
+
+from adapters.grpc.codec import EventBatch, ProtoCodec, ProtoEvent, QueryEvent
+from adapters.grpc.stats import stats_message
+from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
+    IngestResponse,
+    ProfileRequest,
+    ProfileResponse,
+    StatsRequest,
+    StatsResponse,
+)
+from sidecar.api import Event, Runtime
+
+log = structlog.get_logger("querylog.grpc")
+
+_is = operator.is_
+
+
+@dataclass
+class Incoming:
+    """A request as received: the parsed batch (None when unparseable) and its size in bytes."""
+
+    batch: EventBatch | None
+    size: int
+    data: bytes | None = None  # kept only when unparseable, for the dead-letter file
+
+
+def parse_batch(data: bytes) -> Incoming:
+    """Request deserializer that never raises: garbage becomes a dead letter, not a dead stream."""
+    try:
+        return Incoming(EventBatch.FromString(data), len(data))
+    except (DecodeError, ValueError):  # ValueError: invalid UTF-8 in a string field
+        return Incoming(None, len(data), data)
+
+
+class QueryLogService:
+    """The RPC handlers. Thread-safe: the chain and the sinks are used under :attr:`lock`."""
+
+    def __init__(self, runtime: Runtime, max_record_bytes: int) -> None:
+        self.pipeline = runtime
+        self.codec = ProtoCodec()
+        self.limit = max_record_bytes
+        self.lock = threading.Lock()
+        self.buffering = any(f.BUFFERING for f in runtime.filters)
+        self._released: list[Event] = []  # released by the timer, for the next Filter response
+        self._rpcs = itertools.count(1)
+        self.rpcs = 0
+
+    # ---- input -------------------------------------------------------------------------
+    def accept(self, incoming: Incoming, method: str) -> tuple[list[ProtoEvent], int]:
+        """Decode a request into events; bad ones are dead-lettered. Returns (events, dead)."""
+        dead = self.pipeline.dead_letters
+        batch = incoming.batch
+        if batch is None:
+            data = incoming.data
+            dead.add("invalid_message", f"grpc:{method}", None, data if data and len(data) <= self.limit else None)
+            return [], 1
+        messages = batch.events
+        events = self.codec.decode_batch(messages)
+        bad = 0
+        # No event can be larger than the batch minus 2 bytes (tag + length) for each other event.
+        if incoming.size - 2 * (len(events) - 1) > self.limit:
+            limit = self.limit
+            sizes = [m.ByteSize() for m in messages]
+            if max(sizes, default=0) > limit:
+                keep = []
+                for ev, size in zip(events, sizes):
+                    if size > limit:
+                        dead.add("oversized_record", f"grpc:{method}", None, None)
+                        bad += 1
+                    else:
+                        keep.append(ev)
+                events = keep
+        for ev in events:
+            q = ev.query
+            if not q or q.isspace():
+                break
+        else:
+            return events, bad
+        keep = []
+        for ev in events:
+            q = ev.query
+            if not q or q.isspace():
+                dead.add("empty_query", f"grpc:{method}", None, ev.record.SerializeToString())
+                bad += 1
+            else:
+                keep.append(ev)
+        return keep, bad
+
+    def _detach_held(self, taken: list[ProtoEvent], out: list[Event]) -> None:
+        """Copy the messages of events a filter kept, so they do not pin their whole request batch."""
+        left = {id(e) for e in out}
+        for ev in taken:
+            if id(ev) not in left:
+                copy = QueryEvent()
+                copy.CopyFrom(ev.record)
+                ev.record = copy
+
+    def _run(self, events: list[ProtoEvent]) -> tuple[list[Event], int]:
+        """The chain on one batch (caller holds the lock). Returns (out, change of held)."""
+        runtime = self.pipeline
+        if not self.buffering:
+            return (runtime.process(events) if events else []), 0
+        before = runtime.held()
+        taken = list(events)
+        out = runtime.process(events) if events else []
+        self._detach_held(taken, out)
+        return out, runtime.held() - before
+
+    # ---- output ------------------------------------------------------------------------
+    def response(self, request: EventBatch, taken: list[ProtoEvent], out: list[Event]) -> EventBatch:
+        """The response batch: the request itself when every event comes back in order (messages reused)."""
+        encode = self.codec.encode
+        if len(out) == len(request.events) and len(taken) == len(out) and all(map(_is, out, taken)):
+            for ev in out:
+                u, q, t, r, lk = ev.orig  # type: ignore[attr-defined]
+                if ev.user is not u or ev.query is not q or ev.time is not t or ev.rank is not r or ev.url is not lk:
+                    encode(ev)
+            return request
+        return EventBatch(events=[encode(e) for e in out], batch_id=request.batch_id)
+
+    def _take_released(self) -> list[Event]:
+        if not self._released:
+            return []
+        out, self._released = self._released, []
+        return out
+
+    def _deliver(self, events: list[Event]) -> None:
+        """Write to the sinks (caller holds the lock)."""
+        if events:
+            self.pipeline.deliver(events)
+
+    def flush(self, final: bool) -> int:
+        """Ask buffering filters to release; deliver to the sinks, else keep for Filter streams."""
+        with self.lock:
+            released = self.pipeline.flush(final)
+            if not released:
+                return 0
+            if self.pipeline.sinks:
+                self._deliver(released)
+                self.pipeline.flush_sinks()
+            else:
+                self._released.extend(released)
+            return len(released)
+
+    def drain_undeliverable(self) -> int:
+        """At shutdown, events nobody can take any more go to the dead-letter file (never lost silently)."""
+        with self.lock:
+            left = self._take_released()
+            for ev in left:
+                record = self.codec.encode(ev).SerializeToString()
+                self.pipeline.dead_letters.add("undelivered_at_shutdown", "grpc", None, record)
+            return len(left)
+
+    # ---- RPCs --------------------------------------------------------------------------
+    def Filter(self, requests: Iterator[Incoming], context: grpc.ServicerContext) -> Iterator[EventBatch]:
+        self.rpcs = next(self._rpcs)
+        try:
+            for incoming in requests:
+                events, _ = self.accept(incoming, "Filter")
+                taken = events[:]
+                with self.lock:
+                    out = self.pipeline.process(events) if events else []
+                    if self.buffering:
+                        self._detach_held(taken, out)
+                    released = self._take_released()
+                if released:
+                    out = out + released
+                request = incoming.batch if incoming.batch is not None else EventBatch()
+                yield self.response(request, taken, out)
+            with self.lock:
+                released = self._take_released()
+            if released:
+                yield EventBatch(events=[self.codec.encode(e) for e in released])
+        except Exception as exc:  # values may sit in the message: log the type only
+            self._failed("Filter", exc, context)
+
+    def Ingest(self, requests: Iterator[Incoming], context: grpc.ServicerContext) -> IngestResponse:
+        self.rpcs = next(self._rpcs)
+        if not self.pipeline.sinks:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no sinks configured")
+        resp = IngestResponse()
+        try:
+            for incoming in requests:
+                events, bad = self.accept(incoming, "Ingest")
+                n = len(events)
+                with self.lock:
+                    out, held = self._run(events)
+                    self._deliver(out)
+                resp.accepted += n
+                resp.delivered += len(out)
+                resp.held += held
+                resp.dropped += max(0, n - len(out) - held)
+                resp.dead_lettered += bad
+            with self.lock:
+                self.pipeline.flush_sinks()
+        except Exception as exc:
+            self._failed("Ingest", exc, context)
+        return resp
+
+    @staticmethod
+    def _failed(method: str, exc: Exception, context: grpc.ServicerContext) -> None:
+        """A stream ended by an error: the client went away (cancelled), or a bug (INTERNAL, type only)."""
+        if not context.is_active():
+            log.info("rpc_cancelled", method=method)
+            return
+        log.error("rpc_failed", method=method, error=type(exc).__name__)
+        context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__})")
+
+    def GetProfile(self, request: ProfileRequest, context: grpc.ServicerContext) -> ProfileResponse:
+        provider = next((f for f in self.pipeline.filters if callable(getattr(f, "get_profile", None))), None)
+        if provider is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no profile filter in the chain")
+        try:
+            with self.lock:
+                profile = provider.get_profile(request.user)  # type: ignore[union-attr]
+        except Exception as exc:  # the message may hold the user id: log the type only
+            self._failed("GetProfile", exc, context)
+            return ProfileResponse()  # reached only when the client has gone
+        if profile is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, "unknown user")
+        total = sum(profile.values())
+        return ProfileResponse(
+            user=request.user,
+            counts={str(k): int(v) for k, v in profile.items()},
+            weights={str(k): (v / total if total else 0.0) for k, v in profile.items()},
+            total=total,
+        )
+
+    def Stats(self, request: StatsRequest, context: grpc.ServicerContext) -> StatsResponse:
+        try:
+            with self.lock:
+                s = self.pipeline.stats()
+            return stats_message(s)
+        except Exception as exc:
+            self._failed("Stats", exc, context)
+            return StatsResponse()  # reached only when the client has gone

@@ -541,4 +541,3 @@ class Source(Generic[C]):
 
     def stop(self, grace: float | None = None) -> None:
         """Stop taking input; let what is in flight finish within ``grace`` seconds (None: the configured grace)."""
-

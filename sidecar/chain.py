@@ -12,7 +12,7 @@ from sidecar.api import Event, Filter
 class Chain:
     """Filters in order. Thread-safe: one batch at a time goes through the chain."""
 
-    def __init__(self, filters: list[Filter]) -> None:
+    def __init__(self, filters: list[Filter[Any]]) -> None:
         self.filters = filters
         self.lock = threading.Lock()
         self.events_in = 0

@@ -12,7 +12,7 @@ and its carried-through fields.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -40,7 +40,8 @@ class SchemaConfig:
     """How input records look. Output uses the same schema."""
 
     format: Literal["auto", "tsv", "jsonl"] = option(
-        "auto", "Record format; auto picks by file extension (.tsv/.txt -> tsv, .jsonl/.json/.ndjson -> jsonl).",
+        "auto",
+        "Record format; auto picks by file extension (.tsv/.txt -> tsv, .jsonl/.json/.ndjson -> jsonl).",
     )
     header: bool = option(True, "TSV: the first line is a header naming the columns (kept in the output).")
     columns: tuple[str, ...] = option(AOL_COLUMNS, "TSV: column names when there is no header line.")
@@ -75,7 +76,14 @@ class TsvCodec(Codec):
         if missing:
             names = ", ".join(f"{r}={roles[r]}" for r in missing)
             raise ConfigValueError("schema.roles", f"role column(s) not in the record's columns: {names}", self.columns)
-        self.idx = tuple(index[col] if col is not None else None for col in roles.values())
+        self.idx: tuple[int | None, ...] = tuple(index[col] if col is not None else None for col in roles.values())
+        user_i, query_i = self.idx[0], self.idx[1]
+        if user_i is None or query_i is None:  # typed str in RolesConfig; the loader rejects null
+            raise ConfigValueError("schema.roles", "the user and query roles need a column")
+        self._user_query = (user_i, query_i)
+        ti, ri, li = self._optional_idx = self.idx[2:]
+        #: The column of every role when all five have one (the fast path of ``decode_many``).
+        self._all_idx = (user_i, query_i, ti, ri, li) if ti is not None and ri is not None and li is not None else None
         self._role_columns = frozenset(col for col in roles.values() if col is not None)
 
     def accept_header(self, line: str) -> None:
@@ -87,7 +95,8 @@ class TsvCodec(Codec):
         fields = body.split("\t")
         if len(fields) != self.ncols:
             raise BadRecord("wrong_column_count")
-        ui, qi, ti, ri, li = self.idx
+        ui, qi = self._user_query
+        ti, ri, li = self._optional_idx
         query = fields[qi]
         if not query.strip():
             raise BadRecord("empty_query")
@@ -103,19 +112,19 @@ class TsvCodec(Codec):
             eol,
         )
 
-    def decode_many(self, lines: list[str], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
+    def decode_many(self, lines: Sequence[str], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
         """Fast path: decode complete lines; bad ones are appended to ``bad`` as (index, reason)."""
         ncols = self.ncols
-        ui, qi, ti, ri, li = self.idx
         out: list[Event] = []
         append = out.append
-        if None in self.idx:
+        if self._all_idx is None:
             for i, line in enumerate(lines):
                 try:
                     append(self.decode(line, eol))
                 except BadRecord as exc:
                     bad.append((i, exc.reason))
             return out
+        ui, qi, ti, ri, li = self._all_idx
         for i, line in enumerate(lines):
             fields = line.split("\t")
             if len(fields) != ncols or line[-1:] == "\r":
@@ -221,7 +230,7 @@ class JsonlCodec(Codec):
         get = values.get
         return Event(get("user"), query, get("time"), get("rank"), get("url"), record, line, self, eol)
 
-    def decode_many(self, lines: list[str], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
+    def decode_many(self, lines: Sequence[str], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
         out: list[Event] = []
         for i, line in enumerate(lines):
             try:
@@ -261,8 +270,8 @@ class JsonlCodec(Codec):
                 if record.get(key) is not getattr(event, role) and record.get(key) != getattr(event, role):
                     changed = True
                     break
-            if not changed:
-                return event.raw  # type: ignore[return-value]  # raw is not None: checked first
+            if not changed and event.raw is not None:  # not changed: raw is not None (checked first)
+                return event.raw
             record = dict(record)
             for role, key in self.pairs:
                 if key in record or getattr(event, role) is not None:
@@ -289,9 +298,9 @@ def carried_fields(event: Event) -> Mapping[str, Any]:
     return codec.fields(event) if codec is not None else {}
 
 
-def codec_for(schema: SchemaConfig, path: str | None) -> Codec:
+def codec_for(schema: SchemaConfig, path: str | None) -> TsvCodec | JsonlCodec:
     """The codec for a schema, picking the format by file extension when ``auto``."""
-    fmt = schema.format
+    fmt: str = schema.format
     if fmt == "auto":
         fmt = format_from_path(path) or "tsv"
     return TsvCodec(schema) if fmt == "tsv" else JsonlCodec(schema)

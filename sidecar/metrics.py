@@ -48,8 +48,9 @@ class PipelineCollector(Collector):
             for name, n in sorted(f["counts"].items()):
                 f_counts.add_metric([f["name"], str(name)], n)
         yield from (f_in, f_out, f_held, f_counts)
-        yield GaugeMetricFamily("querylog_uptime_seconds", "Seconds since the pipeline was built.",
-                                value=s.get("uptime_seconds", 0.0))
+        yield GaugeMetricFamily(
+            "querylog_uptime_seconds", "Seconds since the pipeline was built.", value=s.get("uptime_seconds", 0.0)
+        )
 
 
 def serve_metrics(listen: str, stats: StatsSource) -> tuple[Any, threading.Thread, int]:

@@ -9,7 +9,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 
@@ -33,15 +33,22 @@ def build_component(spec: ComponentSpec, ctx: BuildContext, config: LoadedConfig
         raise ConfigError(str(config.file), config.doc.line(key), key, exc.problem, exc.allowed) from None
 
 
+_TEXT_FORMATS: dict[str, Literal["tsv", "jsonl"]] = {"tsv": "tsv", "jsonl": "jsonl"}
+"""The configured text formats, by name."""
+
+
 def codec_lookup(schema: SchemaConfig) -> Callable[[str], Codec | None]:
     """Codecs by format name: the configured text codecs, else those registered under ``querylog.codecs``."""
     made: dict[str, Codec | None] = {}
 
     def lookup(fmt: str) -> Codec | None:
         if fmt not in made:
-            if fmt in ("tsv", "jsonl"):
-                made[fmt] = codec_for(SchemaConfig(format=fmt, header=schema.header, columns=schema.columns,
-                                                   roles=schema.roles), None)
+            text_format = _TEXT_FORMATS.get(fmt)
+            if text_format is not None:
+                made[fmt] = codec_for(
+                    SchemaConfig(format=text_format, header=schema.header, columns=schema.columns, roles=schema.roles),
+                    None,
+                )
             else:
                 cls = plugins(CODECS).get(fmt)
                 made[fmt] = cls() if cls is not None else None
@@ -62,8 +69,13 @@ class Pipeline:
         self.dead_letters = self.dead
         schema = config.sidecar.schema
         self.ctx = BuildContext(
-            config_dir=config.config_dir, state=self.state, rng=rng, seed=seed, schema=schema,
-            dead_letters=self.dead, codecs=codec_lookup(schema),
+            config_dir=config.config_dir,
+            state=self.state,
+            rng=rng,
+            seed=seed,
+            schema=schema,
+            dead_letters=self.dead,
+            codecs=codec_lookup(schema),
             max_record_bytes=config.sidecar.limits.max_record_bytes,
         )
         filters: list[Filter[Any]] = []

@@ -26,9 +26,7 @@ def plugins(group: str) -> dict[str, Any]:
     origin: dict[str, str] = {}
     for ep in entry_points(group=group):
         if ep.name in found:
-            raise PluginError(
-                f"{group}: {ep.name!r} is registered twice: {origin[ep.name]} and {ep.value}"
-            )
+            raise PluginError(f"{group}: {ep.name!r} is registered twice: {origin[ep.name]} and {ep.value}")
         try:
             found[ep.name] = ep.load()
         except Exception as exc:  # a broken third-party plugin must say which one

@@ -41,14 +41,10 @@ class StateStore:
                 os.chmod(side, 0o600)
         self.db = sqlite_utils.Database(self.conn)
         self.lock = threading.RLock()
-        self.db["schema_versions"].create(
-            {"component": str, "version": int}, pk="component", if_not_exists=True
-        )
+        self.db.table("schema_versions").create({"component": str, "version": int}, pk="component", if_not_exists=True)
 
     def version(self, component: str) -> int:
-        row = self.conn.execute(
-            "SELECT version FROM schema_versions WHERE component = ?", (component,)
-        ).fetchone()
+        row = self.conn.execute("SELECT version FROM schema_versions WHERE component = ?", (component,)).fetchone()
         return int(row[0]) if row else 0
 
     def migrate(self, component: str, migrations: Sequence[Migration]) -> int:

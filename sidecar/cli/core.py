@@ -40,11 +40,7 @@ def filters_cmd() -> None:
                 "name": name,
                 "entry_point": plugin_origin(group, name),
                 "summary": cls.SUMMARY or (cls.__doc__ or "").strip().splitlines()[0],
-                **(
-                    {"buffering": bool(cls.BUFFERING), "stateful": bool(cls.STATEFUL)}
-                    if group == FILTERS
-                    else {}
-                ),
+                **({"buffering": bool(cls.BUFFERING), "stateful": bool(cls.STATEFUL)} if group == FILTERS else {}),
                 "options": describe_config(cls.Config),
             }
             for name, cls in sorted(plugins(group).items())

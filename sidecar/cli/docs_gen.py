@@ -64,7 +64,10 @@ def cli_reference(root: click.Group) -> str:
 
     def walk(cmd: click.Command, path: list[str]) -> None:
         ctx = click.Context(
-            cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100,
+            cmd,
+            info_name=" ".join(path),
+            terminal_width=100,
+            max_content_width=100,
             help_option_names=["-h", "--help"],
         )
         lines.extend([f"## `{' '.join(path)}`", "", "```", cmd.get_help(ctx).rstrip(), "```", ""])

@@ -98,6 +98,12 @@ def load_yaml(path: Path | str, text: str | None = None) -> Located:
 # --- dataclass validation -------------------------------------------------------------
 
 
+def _is_dataclass(obj: Any) -> bool:
+    """``dataclasses.is_dataclass`` without its narrowing to ``DataclassInstance | type[DataclassInstance]``:
+    the hints and defaults examined here stay ``Any``, as the loader treats them."""
+    return dataclasses.is_dataclass(obj)
+
+
 def _type_name(tp: Any) -> str:
     origin = get_origin(tp)
     if origin is Literal:
@@ -108,7 +114,7 @@ def _type_name(tp: Any) -> str:
         return "mapping"
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in get_args(tp) if a is not type(None))
-    if dataclasses.is_dataclass(tp):
+    if _is_dataclass(tp):
         return "mapping"
     return {str: "string", int: "integer", float: "number", bool: "boolean"}.get(tp, getattr(tp, "__name__", str(tp)))
 
@@ -143,7 +149,7 @@ def _convert(tp: Any, value: Any, key: str, doc: Located, path: str) -> Any:
             raise doc.error(path, "must be a mapping")
         _, vt = get_args(tp)
         return types.MappingProxyType({k: _convert(vt, v, key, doc, f"{path}.{k}") for k, v in value.items()})
-    if dataclasses.is_dataclass(tp):
+    if _is_dataclass(tp):
         return build_config(tp, value, doc, path)
     if tp is Any:
         return value
@@ -216,12 +222,14 @@ def describe_config(cls: type[Any]) -> list[dict[str, Any]]:
         if not f.init:
             continue
         default: Any
-        if dataclasses.is_dataclass(f.default):
+        if _is_dataclass(f.default):
             default = "(see nested options)"
         elif f.default is not dataclasses.MISSING:
-            default = [dataclasses.asdict(d) if dataclasses.is_dataclass(d) else d for d in f.default] if isinstance(
-                f.default, tuple
-            ) else f.default
+            default = (
+                [dataclasses.asdict(d) if _is_dataclass(d) else d for d in f.default]
+                if isinstance(f.default, tuple)
+                else f.default
+            )
         elif f.default_factory is not dataclasses.MISSING:
             default = "(see nested options)"
         else:
@@ -236,10 +244,10 @@ def describe_config(cls: type[Any]) -> list[dict[str, Any]]:
         if "choices" in f.metadata:
             entry["allowed"] = list(f.metadata["choices"])
         tp = hints[f.name]
-        if get_origin(tp) in (tuple, Sequence) and dataclasses.is_dataclass(get_args(tp)[0]):
+        if get_origin(tp) in (tuple, Sequence) and _is_dataclass(get_args(tp)[0]):
             tp = get_args(tp)[0]
             entry["key"] = f"{f.name}[]"
-        if dataclasses.is_dataclass(tp):
+        if _is_dataclass(tp):
             entry["options"] = describe_config(tp)
         out.append(entry)
     return out

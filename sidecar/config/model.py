@@ -40,7 +40,9 @@ class SidecarConfig:
     )
     schema: SchemaConfig = option(SchemaConfig(), "Record schema of the input (and so of the output).")
     limits: LimitsConfig = option(LimitsConfig(), "Input bounds and batching.")
-    server: Any = option(None, "The gRPC service (`querylog serve`): the options of the `grpc` source.")
+    server: dict[str, Any] | None = option(
+        None, "The gRPC service (`querylog serve`): the options of the `grpc` source (see Sources below)."
+    )
     logging: LoggingConfig = option(LoggingConfig(), "Own logs.")
     filters: tuple[Any, ...] = option((), "The chain: a list of one-key mappings `filter_name: {options}`.")
     sinks: tuple[Any, ...] = option((), "Where `serve` Ingest and `replay` without -o deliver: `sink_name: {options}`.")
@@ -133,5 +135,5 @@ def _server_source(doc: Located, options: Any) -> tuple[ComponentSpec, ...]:
         if options is not None:
             raise doc.error("server", "no source named grpc is installed", sorted(registry))
         return ()
-    config = build_config(cls.Config, {} if options is None else options, doc, "server")
+    config = build_config(cls.Config, {} if options is None else dict(options), doc, "server")
     return (ComponentSpec("grpc", cls, config, "server"),)

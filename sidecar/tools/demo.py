@@ -51,10 +51,22 @@ def _planted_left(protected: Path, values: list[str]) -> int:
 @click.command("demo")
 @click.option("--users", default=2000, show_default=True, type=click.IntRange(1, 1_000_000), help="Synthetic users.")
 @click.option("--seed", default=1, show_default=True, help="Seed of the synthetic log.")
-@click.option("--config", "-c", "config_file", default=str(DEFAULT_CONFIG), show_default="the shipped default config",
-              type=click.Path(dir_okay=False, exists=True), help="Sidecar config.")
-@click.option("--out-dir", default="demo-out", show_default=True, type=click.Path(file_okay=False),
-              help="Where the input, the protected output and the server log go.")
+@click.option(
+    "--config",
+    "-c",
+    "config_file",
+    default=str(DEFAULT_CONFIG),
+    show_default="the shipped default config",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Sidecar config.",
+)
+@click.option(
+    "--out-dir",
+    default="demo-out",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where the input, the protected output and the server log go.",
+)
 @click.option(
     "--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100_000), help="Events per Filter request."
 )
@@ -73,8 +85,10 @@ def demo_cmd(users: int, seed: int, config_file: str, out_dir: str, batch_size: 
     with src.open("w", encoding="utf-8") as f:
         gen = generate_log(users, seed, f)
     records = sum(1 for _ in src.open("rb")) - 1
-    _say(f"generated {users:,} users, {records:,} events ({len(gen.planted)} planted identifiers) "
-         f"-> {src} in {time.perf_counter() - t0:.1f} s")
+    _say(
+        f"generated {users:,} users, {records:,} events ({len(gen.planted)} planted identifiers) "
+        f"-> {src} in {time.perf_counter() - t0:.1f} s"
+    )
 
     env = dict(os.environ)
     if not env.get("QUERYLOG_HMAC_KEY"):
@@ -83,9 +97,19 @@ def demo_cmd(users: int, seed: int, config_file: str, out_dir: str, batch_size: 
     names = " -> ".join(spec.name for spec in cfg.filters) or "passthrough"
     with server_log.open("w", encoding="utf-8") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from sidecar.cli import main; main()", "serve", "--config", config_file,
-             "--listen", address],
-            stdout=subprocess.DEVNULL, stderr=log_file, env=env,
+            [
+                sys.executable,
+                "-c",
+                "from sidecar.cli import main; main()",
+                "serve",
+                "--config",
+                config_file,
+                "--listen",
+                address,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
+            env=env,
         )
     code = 1
     try:
@@ -117,4 +141,3 @@ def demo_cmd(users: int, seed: int, config_file: str, out_dir: str, batch_size: 
     if code != 0:
         _say(f"the sidecar exited with code {code}; see {server_log}")
         raise SystemExit(1)
-

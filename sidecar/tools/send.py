@@ -113,20 +113,34 @@ def send_file(
     return summary
 
 
-
 @click.command("send")
 @click.option("--address", "-a", required=True, metavar="HOST:PORT", help="Sidecar address.")
-@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100_000),
-              help="Events per batch.")
-@click.option("--tls-ca", default=None, type=click.Path(dir_okay=False, exists=True),
-              help="CA certificate (PEM): use TLS.")
-@click.option("--config", "-c", "config_file", default=None, type=click.Path(dir_okay=False),
-              help="Take the record schema and limits from this config (default: AOL TSV).")
+@click.option(
+    "--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100_000), help="Events per batch."
+)
+@click.option(
+    "--tls-ca", default=None, type=click.Path(dir_okay=False, exists=True), help="CA certificate (PEM): use TLS."
+)
+@click.option(
+    "--config",
+    "-c",
+    "config_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Take the record schema and limits from this config (default: AOL TSV).",
+)
 @click.option("--output", "-o", required=True, help="Where the returned events go (input's schema; .gz compresses).")
 @click.option("--timeout", default=None, type=float, help="Give up after this many seconds.")
 @click.argument("input_path", metavar="INPUT")
-def send_cmd(address: str, batch_size: int, tls_ca: str | None, config_file: str | None, output: str,
-             timeout: float | None, input_path: str) -> None:
+def send_cmd(
+    address: str,
+    batch_size: int,
+    tls_ca: str | None,
+    config_file: str | None,
+    output: str,
+    timeout: float | None,
+    input_path: str,
+) -> None:
     """Stream a log file (TSV/JSONL, .gz; `-` = stdin) through the sidecar's Filter and write what comes back."""
     from adapters.grpc.client import channel
     from adapters.grpc.codec import tune_gc
@@ -150,11 +164,10 @@ def send_cmd(address: str, batch_size: int, tls_ca: str | None, config_file: str
         click.echo(f"send: no connection to {address} within {timeout} s", err=True)
         sys.exit(1)
     except grpc.RpcError as exc:
-        click.echo(f"send: {exc.code().name}: {exc.details()}", err=True)  # type: ignore[attr-defined]
+        click.echo(f"send: {exc.code().name}: {exc.details()}", err=True)
         sys.exit(1)
     except ConfigError as exc:
         fail_config(exc)
     finally:
         chan.close()
     click.echo(summary.line(), err=True)
-

@@ -13,19 +13,48 @@ import click
 @click.option("--original", required=True, type=click.Path(exists=True, dir_okay=False), help="The original log.")
 @click.option("--protected", required=True, type=click.Path(exists=True, dir_okay=False), help="The protected log.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every figure.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a self-contained HTML report with plots.")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a self-contained HTML report with plots.",
+)
 @click.option("--k", default=5, show_default=True, type=click.IntRange(2), help="The attacker's k (Algorithm 3).")
-@click.option("--delta", default=1.2, show_default=True, type=click.FloatRange(min=1.0, min_open=True),
-              help="The attacker's delta.")
+@click.option(
+    "--delta",
+    default=1.2,
+    show_default=True,
+    type=click.FloatRange(min=1.0, min_open=True),
+    help="The attacker's delta.",
+)
 @click.option("--seed", default=0, show_default=True, help="Seed of the attackers' random picks.")
-@click.option("--config", "-c", "config_file", default=None, type=click.Path(dir_okay=False),
-              help="Read both logs with this config's schema (default: AOL TSV / JSON lines by extension).")
-@click.option("--instance-field", default=None, metavar="FIELD",
-              help="A field naming each query event that travels with the query (a request id): the attacks are "
-                   "then also scored per record, a query put back with its own sender.")
-def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | None, k: int, delta: float,
-              seed: int, config_file: str | None, instance_field: str | None) -> None:
+@click.option(
+    "--config",
+    "-c",
+    "config_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Read both logs with this config's schema (default: AOL TSV / JSON lines by extension).",
+)
+@click.option(
+    "--instance-field",
+    default=None,
+    metavar="FIELD",
+    help="A field naming each query event that travels with the query (a request id): the attacks are "
+    "then also scored per record, a query put back with its own sender.",
+)
+def audit_cmd(
+    original: str,
+    protected: str,
+    as_json: bool,
+    html_path: str | None,
+    k: int,
+    delta: float,
+    seed: int,
+    config_file: str | None,
+    instance_field: str | None,
+) -> None:
     """Measure re-identification risk and utility of a protected log against its original."""
     from sidecar.commandkit import load
     from sidecar.tools.audit.report import AuditInputError, classifier_categorise, json_view, render_html, run_audit
@@ -37,8 +66,16 @@ def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | Non
         click.echo(f"audit: the classifier is not available ({type(exc).__name__})", err=True)
         sys.exit(2)
     try:
-        result = run_audit(original, protected, categorise=categorise, k=k, delta=delta, seed=seed, schema=schema,
-                           instance_field=instance_field)
+        result = run_audit(
+            original,
+            protected,
+            categorise=categorise,
+            k=k,
+            delta=delta,
+            seed=seed,
+            schema=schema,
+            instance_field=instance_field,
+        )
     except AuditInputError as exc:
         click.echo(f"audit: {exc}", err=True)
         sys.exit(2)
@@ -49,26 +86,41 @@ def audit_cmd(original: str, protected: str, as_json: bool, html_path: str | Non
         return
     best = result["best_deanonymizer"]
     click.echo(f"records: original {result['records_original']:,}, protected {result['records_protected']:,}")
-    click.echo(f"matching (user, query) records: {result['matching_records']:,} "
-               f"({100 * result['matching_share']:.3f}%); identical records: {result['matching_full_records']:,}"
-               + (f"; records carrying their own sender's query: {result['matching_own_sender_records']:,}"
-                  if "matching_own_sender_records" in result else ""))
+    click.echo(
+        f"matching (user, query) records: {result['matching_records']:,} "
+        f"({100 * result['matching_share']:.3f}%); identical records: {result['matching_full_records']:,}"
+        + (
+            f"; records carrying their own sender's query: {result['matching_own_sender_records']:,}"
+            if "matching_own_sender_records" in result
+            else ""
+        )
+    )
     for name, v in result["deanonymizers"].items():
-        per_record = (f"  records {v['recovered_records']:>8,}  {100 * v['recovered_records_share']:7.3f}%"
-                      if "recovered_records" in v else "")
+        per_record = (
+            f"  records {v['recovered_records']:>8,}  {100 * v['recovered_records_share']:7.3f}%"
+            if "recovered_records" in v
+            else ""
+        )
         click.echo(f"  {name:<18} pairs {v['recovered']:>8,}  {100 * v['recovered_share']:7.3f}%{per_record}")
-    click.echo(f"best attack: {best['name']} {100 * best['recovered_share']:.3f}% of pairs (1/k = {100 / k:.2f}%; "
-               f"blind guess within categories = {100 * result['chance_share']:.3f}%)")
+    click.echo(
+        f"best attack: {best['name']} {100 * best['recovered_share']:.3f}% of pairs (1/k = {100 / k:.2f}%; "
+        f"blind guess within categories = {100 * result['chance_share']:.3f}%)"
+    )
     ident = result["best_identical_deanonymizer"]
-    click.echo(f"best attack, identical records (paper 001's measure): {ident['name']} "
-               f"{100 * ident['recovered_identical_share']:.3f}%")
+    click.echo(
+        f"best attack, identical records (paper 001's measure): {ident['name']} "
+        f"{100 * ident['recovered_identical_share']:.3f}%"
+    )
     if "best_records_deanonymizer" in result:
         rec = result["best_records_deanonymizer"]
-        click.echo(f"best attack per record: {rec['name']} {100 * rec['recovered_records_share']:.3f}% of records "
-                   f"put back with their own sender (blind guess = {100 * result['chance_records_share']:.3f}%; "
-                   f"{result['instance']['field']} unique on {100 * result['instance']['unique_share']:.1f}%)")
-    click.echo(f"profile JSD (mean per user): {result['profile_jsd']:.4f}; "
-               f"unchanged profiles: {100 * result['profile_unchanged_share']:.1f}%")
+        click.echo(
+            f"best attack per record: {rec['name']} {100 * rec['recovered_records_share']:.3f}% of records "
+            f"put back with their own sender (blind guess = {100 * result['chance_records_share']:.3f}%; "
+            f"{result['instance']['field']} unique on {100 * result['instance']['unique_share']:.1f}%)"
+        )
+    click.echo(
+        f"profile JSD (mean per user): {result['profile_jsd']:.4f}; "
+        f"unchanged profiles: {100 * result['profile_unchanged_share']:.1f}%"
+    )
     if html_path:
         click.echo(f"report: {html_path}")
-

@@ -181,7 +181,8 @@ def run_all(
     """
     by_time = sorted(range(len(protected)), key=lambda i: _time_key(protected[i][3]))
     measures: dict[str, tuple[Sequence[Hashable], Counter[tuple[str, Hashable]]]] = {
-        "": ([r[1] for r in protected], original_pairs)}  # type: ignore[dict-item]
+        "": ([r[1] for r in protected], original_pairs),  # type: ignore[dict-item]  # Counter is invariant; only read
+    }
     measures.update({f"_{name}": value for name, value in (extra or {}).items()})
     out: dict[str, dict[str, Any]] = {}
     for name, select in ATTACKS.items():

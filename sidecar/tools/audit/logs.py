@@ -21,8 +21,9 @@ class Record:
     """Every field but the user, in a fixed order: two records are identical when user and rest are."""
 
 
-def read_log(path: str, schema: SchemaConfig | None = None,
-             instance_field: str | None = None) -> tuple[list[Record], int]:
+def read_log(
+    path: str, schema: SchemaConfig | None = None, instance_field: str | None = None
+) -> tuple[list[Record], int]:
     """All decodable records of a TSV/JSONL log (.gz ok) and the number of undecodable lines.
 
     ``instance_field``: a field identifying each query event (a role's field or
@@ -45,8 +46,9 @@ def read_log(path: str, schema: SchemaConfig | None = None,
             bad += 1
             continue
         instance = _field(ev, instance_field, role_of) if instance_field else None
-        records.append(Record(str(ev.user), str(ev.query), "" if ev.time is None else str(ev.time), line,
-                              instance, _rest(ev)))
+        records.append(
+            Record(str(ev.user), str(ev.query), "" if ev.time is None else str(ev.time), line, instance, _rest(ev))
+        )
     return records, bad
 
 

@@ -40,7 +40,7 @@ def classifier_categorise(kb_path: Path | None = None) -> Categorise:
 def categories_of(records: list[Record], categorise: Categorise, cache: dict[str, str]) -> list[str]:
     todo = sorted({r.query for r in records if r.query not in cache})
     for i in range(0, len(todo), 5000):
-        chunk = todo[i:i + 5000]
+        chunk = todo[i : i + 5000]
         for q, c in zip(chunk, categorise(chunk)):
             cache[q] = c if c else UNKNOWN
     return [cache[r.query] for r in records]
@@ -83,21 +83,30 @@ def run_audit(
     original_pairs = Counter((r.user, r.query) for r in original)
     stream = [(r.user, r.query, c, r.time) for r, c in zip(protected, cat_p)]
     extra: dict[str, tuple[list[Any], Counter[tuple[str, Any]]]] = {
-        "identical": ([r.rest for r in protected], Counter((r.user, r.rest) for r in original))}
+        "identical": ([r.rest for r in protected], Counter((r.user, r.rest) for r in original))
+    }
     if instance_field:
-        extra["records"] = ([r.instance or "" for r in protected],
-                            Counter((r.user, r.instance) for r in original if r.instance is not None))
+        extra["records"] = (
+            [r.instance or "" for r in protected],
+            Counter((r.user, r.instance) for r in original if r.instance is not None),
+        )
         result["instance"] = _instance_summary(instance_field, original, protected)
     result["deanonymizers"] = deanon.run_all(stream, original_pairs, len(original), k, delta, seed, extra)
     best = max(result["deanonymizers"].items(), key=lambda kv: kv[1]["recovered_share"])
-    result["chance_share"] = deanon.chance([(r.user, r.query, c) for r, c in zip(original, cat_o)],
-                                           original_pairs, seed)
-    result["best_deanonymizer"] = {"name": best[0], "recovered_share": best[1]["recovered_share"],
-                                   "over_chance": best[1]["recovered_share"] - result["chance_share"]}
+    result["chance_share"] = deanon.chance(
+        [(r.user, r.query, c) for r, c in zip(original, cat_o)], original_pairs, seed
+    )
+    result["best_deanonymizer"] = {
+        "name": best[0],
+        "recovered_share": best[1]["recovered_share"],
+        "over_chance": best[1]["recovered_share"] - result["chance_share"],
+    }
     for name in extra:
         best = max(result["deanonymizers"].items(), key=lambda kv: kv[1][f"recovered_{name}_share"])
-        result[f"best_{name}_deanonymizer"] = {"name": best[0],
-                                               f"recovered_{name}_share": best[1][f"recovered_{name}_share"]}
+        result[f"best_{name}_deanonymizer"] = {
+            "name": best[0],
+            f"recovered_{name}_share": best[1][f"recovered_{name}_share"],
+        }
     if "records" in extra:  # no blind guess for "identical": the attacker never sees the original's other fields
         keyed = [(r.user, r.instance, c) for r, c in zip(original, cat_o) if r.instance is not None]
         result["chance_records_share"] = deanon.chance(keyed, extra["records"][1], seed)
@@ -116,8 +125,10 @@ def _instance_summary(field: str, original: list[Record], protected: list[Record
     n_o, n_p = len(original), len(protected)
     return {
         "field": field,
-        "present_share": {"original": sum(seen.values()) / n_o if n_o else 0.0,
-                          "protected": sum(r.instance is not None for r in protected) / n_p if n_p else 0.0},
+        "present_share": {
+            "original": sum(seen.values()) / n_o if n_o else 0.0,
+            "protected": sum(r.instance is not None for r in protected) / n_p if n_p else 0.0,
+        },
         "unique_share": sum(1 for c in seen.values() if c == 1) / n_o if n_o else 0.0,
     }
 
@@ -150,17 +161,31 @@ def _plots(result: dict[str, Any]) -> list[tuple[str, str]]:
     if "best_records_deanonymizer" in result:
         x = range(len(names))
         ax.bar([i - 0.2 for i in x], shares, width=0.4, color="#4c72b0", label="pairs")
-        ax.bar([i + 0.2 for i in x], [100 * result["deanonymizers"][n]["recovered_records_share"] for n in names],
-               width=0.4, color="#dd8452", label="records (own sender)")
+        ax.bar(
+            [i + 0.2 for i in x],
+            [100 * result["deanonymizers"][n]["recovered_records_share"] for n in names],
+            width=0.4,
+            color="#dd8452",
+            label="records (own sender)",
+        )
         ax.set_xticks(list(x), names)
     else:
         ax.bar(names, shares, color="#4c72b0")
     ax.axhline(100 / k, color="#c44e52", linestyle="--", label=f"1/k = {100 / k:.1f}%")
-    ax.axhline(100 * result["chance_share"], color="#999999", linestyle="-.",
-               label=f"blind guess, pairs = {100 * result['chance_share']:.1f}%")
+    ax.axhline(
+        100 * result["chance_share"],
+        color="#999999",
+        linestyle="-.",
+        label=f"blind guess, pairs = {100 * result['chance_share']:.1f}%",
+    )
     if "chance_records_share" in result:
-        ax.axhline(100 * result["chance_records_share"], color="#dd8452", linestyle="-.", linewidth=0.8,
-                   label=f"blind guess, records = {100 * result['chance_records_share']:.1f}%")
+        ax.axhline(
+            100 * result["chance_records_share"],
+            color="#dd8452",
+            linestyle="-.",
+            linewidth=0.8,
+            label=f"blind guess, records = {100 * result['chance_records_share']:.1f}%",
+        )
     ax.axhline(100 * PAPER_BEST, color="#55a868", linestyle=":", label="paper 001 best attack, lowest k: 1.89%")
     ax.set_ylabel("original pairs / records recovered (%)")
     ax.set_title("How many original (user, query) pairs / records each attack puts back")
@@ -203,23 +228,32 @@ def _verdict(result: dict[str, Any], k: int) -> tuple[bool, str]:
     if rec is not None:
         share = rec["recovered_records_share"]
         if share > 1 / k:
-            return False, (f"Attention: an attack puts {100 * share:.2f}% of the queries back with their own "
-                           f"sender, more than 1/k = {100 / k:.2f}%.")
-        text = (f"No protected record re-creates an original (user, query) pair, and no attack puts more than "
-                f"1/k of the queries back with their own sender (best: {100 * share:.2f}%).")
+            return False, (
+                f"Attention: an attack puts {100 * share:.2f}% of the queries back with their own "
+                f"sender, more than 1/k = {100 / k:.2f}%."
+            )
+        text = (
+            f"No protected record re-creates an original (user, query) pair, and no attack puts more than "
+            f"1/k of the queries back with their own sender (best: {100 * share:.2f}%)."
+        )
         if best["recovered_share"] > 1 / k:
-            text += (f" Counted by pairs, the best attack reaches {100 * best['recovered_share']:.2f}%, against"
-                     f" {100 * result['chance_share']:.2f}% for a blind guess: users of this log share many"
-                     " query texts, so a user is often given a text they also typed themselves.")
+            text += (
+                f" Counted by pairs, the best attack reaches {100 * best['recovered_share']:.2f}%, against"
+                f" {100 * result['chance_share']:.2f}% for a blind guess: users of this log share many"
+                " query texts, so a user is often given a text they also typed themselves."
+            )
         return True, text
     if best["recovered_share"] <= 1 / k:
-        return True, ("No protected record re-creates an original (user, query) pair, and no attack does better"
-                      " than 1/k.")
+        return True, (
+            "No protected record re-creates an original (user, query) pair, and no attack does better than 1/k."
+        )
     text = "Attention: an attack recovers more than 1/k of the original (user, query) pairs (see below)."
     if best["recovered_share"] <= result["chance_share"]:
-        text += (" It recovers no more than a blind guess: users of this log share many query texts, so even a"
-                 " guess that ignores the protected log matches that often. Audit with --instance-field to score"
-                 " each record against its own sender.")
+        text += (
+            " It recovers no more than a blind guess: users of this log share many query texts, so even a"
+            " guess that ignores the protected log matches that often. Audit with --instance-field to score"
+            " each record against its own sender."
+        )
     return False, text
 
 
@@ -233,34 +267,59 @@ def render_html(result: dict[str, Any]) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{v['guesses']:,}</td><td>{v['recovered']:,}</td>"
         f"<td>{100 * v['recovered_share']:.3f}%</td>"
-        + (f"<td>{v['recovered_records']:,}</td><td>{100 * v['recovered_records_share']:.3f}%</td>"
-           if per_record else "") + "</tr>"
+        + (
+            f"<td>{v['recovered_records']:,}</td><td>{100 * v['recovered_records_share']:.3f}%</td>"
+            if per_record
+            else ""
+        )
+        + "</tr>"
         for name, v in result["deanonymizers"].items()
     )
     facts = [
         ("Records (original / protected)", f"{result['records_original']:,} / {result['records_protected']:,}"),
-        ("Protected records re-creating an original (user, query)",
-         f"{result['matching_records']:,} ({100 * result['matching_share']:.3f}%)"),
+        (
+            "Protected records re-creating an original (user, query)",
+            f"{result['matching_records']:,} ({100 * result['matching_share']:.3f}%)",
+        ),
         ("Protected records identical to an original record", f"{result['matching_full_records']:,}"),
-        *([("Protected records carrying their own sender's query (same event)",
-             f"{result['matching_own_sender_records']:,}")] if "matching_own_sender_records" in result else []),
+        *(
+            [
+                (
+                    "Protected records carrying their own sender's query (same event)",
+                    f"{result['matching_own_sender_records']:,}",
+                )
+            ]
+            if "matching_own_sender_records" in result
+            else []
+        ),
         ("Best attack", f"{html.escape(best['name'])}: {100 * best['recovered_share']:.3f}% of original pairs"),
-        ("Reference: a blind guess (users shuffled within each category)",
-         f"{100 * result['chance_share']:.3f}% — pairs 'recovered' by coincidence when users share query texts"),
+        (
+            "Reference: a blind guess (users shuffled within each category)",
+            f"{100 * result['chance_share']:.3f}% — pairs 'recovered' by coincidence when users share query texts",
+        ),
     ]
     ident = result["best_identical_deanonymizer"]
-    facts.append((
-        "Best attack, identical records (paper 001's measure: the guessed record equals an original in every field)",
-        f"{html.escape(ident['name'])}: {100 * ident['recovered_identical_share']:.3f}% of original records"))
+    facts.append(
+        (
+            "Best attack, identical records "
+            "(paper 001's measure: the guessed record equals an original in every field)",
+            f"{html.escape(ident['name'])}: {100 * ident['recovered_identical_share']:.3f}% of original records",
+        )
+    )
     if best_rec is not None:
         inst = result["instance"]
         facts += [
-            ("Best attack, per record (a query put back with its own sender)",
-             f"{html.escape(best_rec['name'])}: {100 * best_rec['recovered_records_share']:.3f}% of original "
-             f"records (blind guess {100 * result['chance_records_share']:.3f}%)"),
-            ("Record key", f"{html.escape(inst['field'])}: on {100 * inst['present_share']['original']:.1f}% / "
-                           f"{100 * inst['present_share']['protected']:.1f}% of records, unique on "
-                           f"{100 * inst['unique_share']:.1f}%"),
+            (
+                "Best attack, per record (a query put back with its own sender)",
+                f"{html.escape(best_rec['name'])}: {100 * best_rec['recovered_records_share']:.3f}% of original "
+                f"records (blind guess {100 * result['chance_records_share']:.3f}%)",
+            ),
+            (
+                "Record key",
+                f"{html.escape(inst['field'])}: on {100 * inst['present_share']['original']:.1f}% / "
+                f"{100 * inst['present_share']['protected']:.1f}% of records, unique on "
+                f"{100 * inst['unique_share']:.1f}%",
+            ),
         ]
     facts += [
         ("Reference: 1/k", f"{100 / k:.2f}% (k = {k})"),
@@ -278,7 +337,9 @@ def render_html(result: dict[str, Any]) -> str:
     per_record_note = (
         " Per record, a guess counts only when it puts a query back with its own sender,"
         f" the record being identified by its {html.escape(result['instance']['field'])} field."
-        if per_record else "")
+        if per_record
+        else ""
+    )
     record_heads = "<th>correct records</th><th>share of original records</th>" if per_record else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Query log privacy audit</title>
@@ -289,10 +350,10 @@ th {{ text-align: left; background: #f4f4f4; }} .ok {{ color: #256029; }} .warn 
 img {{ max-width: 100%; }}
 </style></head><body>
 <h1>Query log privacy audit</h1>
-<p class="{'ok' if verdict_ok else 'warn'}"><strong>{verdict}</strong></p>
+<p class="{"ok" if verdict_ok else "warn"}"><strong>{verdict}</strong></p>
 <p>The attacks are paper 001's de-anonymizers 1-4: the attacker has the protected log and the same
 knowledge base as the sidecar (the worst case), rebuilds the category buffers with k = {k} and
-δ = {result['attacker']['delta']}, and pairs users with queries by chance (1), by how often a user
+δ = {result["attacker"]["delta"]}, and pairs users with queries by chance (1), by how often a user
 appears in a buffer (2), by the user's history in the category (3), or both (4); "+T" replays the log
 in time order. The share is of all original (user, query) pairs: a guess counts when the user ever sent
 that text.{per_record_note}</p>

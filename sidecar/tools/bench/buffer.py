@@ -13,6 +13,7 @@ import random
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -20,8 +21,22 @@ from sidecar.api import BuildContext, Event
 from sidecar.tools.bench.common import peak_rss_mib
 
 CATEGORIES = (
-    "Arts", "Business", "Computers", "Games", "Health", "Home", "Kids and Teens", "News",
-    "Recreation", "Reference", "Regional", "Science", "Shopping", "Society", "Sports", "World",
+    "Arts",
+    "Business",
+    "Computers",
+    "Games",
+    "Health",
+    "Home",
+    "Kids and Teens",
+    "News",
+    "Recreation",
+    "Reference",
+    "Regional",
+    "Science",
+    "Shopping",
+    "Society",
+    "Sports",
+    "World",
 )
 
 
@@ -33,14 +48,17 @@ def categorised_events(n: int, users: int, seed: int) -> list[Event]:
     for i in range(n):
         u = rng.randrange(users)
         cat = rng.choice(favourites[u]) if rng.random() < 0.8 else rng.choice(CATEGORIES)
-        ev = Event(str(100000 + u), f"{cat.lower()} query {rng.randrange(20000)}",
-                   f"2006-03-01 {i % 24:02d}:00:00", "", "")
+        ev = Event(
+            str(100000 + u), f"{cat.lower()} query {rng.randrange(20000)}", f"2006-03-01 {i % 24:02d}:00:00", "", ""
+        )
         ev.meta = {"category": cat, "category_path": (cat,)}
         out.append(ev)
     return out
 
 
-def run_filter(name: str, options: dict[str, object], events: list[Event], batch: int, state_dir: Path) -> dict:
+def run_filter(
+    name: str, options: dict[str, object], events: list[Event], batch: int, state_dir: Path
+) -> dict[str, Any]:
     """Build the named filter on a fresh state store and time ``process`` over all batches."""
     from sidecar.registry import FILTERS, plugins
     from sidecar.state import StateStore
@@ -56,7 +74,7 @@ def run_filter(name: str, options: dict[str, object], events: list[Event], batch
     tune_gc()  # as `querylog serve` does: start-up heap (here also the pre-built input) frozen, gen0 at 20,000
     c0, t0 = time.process_time(), time.perf_counter()
     for i in range(0, len(events), batch):
-        out += len(f.process(events[i:i + batch]))
+        out += len(f.process(events[i : i + batch]))
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - c0
     gc.unfreeze()
@@ -65,8 +83,16 @@ def run_filter(name: str, options: dict[str, object], events: list[Event], batch
     stats = f.stats()
     f.close()
     state.close()
-    return {"events": len(events), "out": out, "held": held, "seconds": seconds, "cpu_seconds": cpu,
-            "events_per_s": len(events) / seconds, "events_per_cpu_s": len(events) / cpu, "stats": stats}
+    return {
+        "events": len(events),
+        "out": out,
+        "held": held,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "events_per_s": len(events) / seconds,
+        "events_per_cpu_s": len(events) / cpu,
+        "stats": stats,
+    }
 
 
 @click.command("buffer")
@@ -83,8 +109,10 @@ def COMMAND(events: int, users: int, k: int, batch: int, seed: int) -> None:
     evs = categorised_events(events, users, seed)
     with tempfile.TemporaryDirectory() as tmp:
         r = run_filter("category_buffer", {"k": k}, evs, batch, Path(tmp))
-    click.echo(f"category_buffer k={k}: {r['events']:,} events ({users:,} users) in {r['seconds']:.3f} s "
-               f"= {r['events_per_s']:,.0f} events/s ({r['events_per_cpu_s']:,.0f} per CPU-second); "
-               f"released {r['out']:,}, held {r['held']:,}")
+    click.echo(
+        f"category_buffer k={k}: {r['events']:,} events ({users:,} users) in {r['seconds']:.3f} s "
+        f"= {r['events_per_s']:,.0f} events/s ({r['events_per_cpu_s']:,.0f} per CPU-second); "
+        f"released {r['out']:,}, held {r['held']:,}"
+    )
     click.echo("paper 001 anonymizer: 45,454 events/s (no persistence); target >= 150,000 events/s")
     click.echo(f"peak RSS: {peak_rss_mib():.1f} MiB")

@@ -61,18 +61,30 @@ def _line(label: str, count: int, walls: list[float], cpus: list[float], note: s
     wall_rate = count / statistics.median(walls)
     cpu_rate = count / statistics.median(cpus)
     best = count / min(cpus)
-    return (f"{label:16}: {count:>9,} queries  wall {wall_rate:>9,.0f}/s  CPU {cpu_rate:>9,.0f}/s "
-            f"(best CPU {best:>9,.0f}/s)  {note}")
+    return (
+        f"{label:16}: {count:>9,} queries  wall {wall_rate:>9,.0f}/s  CPU {cpu_rate:>9,.0f}/s "
+        f"(best CPU {best:>9,.0f}/s)  {note}"
+    )
 
 
 @click.command("classify")
-@click.option("--queries", "n", default=200_000, show_default=True,
-              help="Length of the cached stream (and size of the generated pool without AOL data).")
+@click.option(
+    "--queries",
+    "n",
+    default=200_000,
+    show_default=True,
+    help="Length of the cached stream (and size of the generated pool without AOL data).",
+)
 @click.option("--repeat", default=3, show_default=True, help="Timed runs per mode (median reported).")
 @click.option("--seed", default=1, show_default=True, help="Seed of generated queries (when the AOL sample is absent).")
 @click.option("--kb", "kb_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="KB file.")
-@click.option("--aol", "aol", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="AOL-format TSV to draw queries from (default: <repo>/../shared/data/aol-sample.tsv if present).")
+@click.option(
+    "--aol",
+    "aol",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="AOL-format TSV to draw queries from (default: <repo>/../shared/data/aol-sample.tsv if present).",
+)
 @click.option("--generated", is_flag=True, help="Use generated queries even when the AOL sample is present.")
 def COMMAND(n: int, repeat: int, seed: int, kb_path: Path | None, aol: Path | None, generated: bool) -> None:
     """Queries/s on one core (wall and CPU; cache off and on), KB load time, peak RSS."""
@@ -99,8 +111,10 @@ def COMMAND(n: int, repeat: int, seed: int, kb_path: Path | None, aol: Path | No
     got = sum(1 for q in distinct if clf.classify(q) is not None)
 
     click.echo(f"queries        : {origin}: {len(distinct):,} (categorised {got / len(distinct):.1%})")
-    click.echo(f"KB load        : {load_s:.3f} s, classifier tables {init_s:.3f} s, recommendation index "
-               f"{prep_s:.3f} s; peak RSS {rss0:.0f} -> {rss_kb:.0f} MiB (KB) -> {rss_ready:.0f} MiB (ready)")
+    click.echo(
+        f"KB load        : {load_s:.3f} s, classifier tables {init_s:.3f} s, recommendation index "
+        f"{prep_s:.3f} s; peak RSS {rss0:.0f} -> {rss_kb:.0f} MiB (KB) -> {rss_ready:.0f} MiB (ready)"
+    )
 
     modes: dict[str, tuple[list[float], list[float]]] = {"cold": ([], []), "uncached": ([], []), "cached": ([], [])}
     for _ in range(repeat):

@@ -28,8 +28,23 @@ def _write_log(path: Path, events: int, seed: int) -> None:
     import random
 
     rng = random.Random(seed)
-    words = ["weather", "cheap flights", "pizza near me", "lyrics", "ebay", "myspace", "jobs", "recipes",
-             "used cars", "mortgage rates", "nba scores", "flu symptoms", "hotels", "maps", "news"]
+    words = [
+        "weather",
+        "cheap flights",
+        "pizza near me",
+        "lyrics",
+        "ebay",
+        "myspace",
+        "jobs",
+        "recipes",
+        "used cars",
+        "mortgage rates",
+        "nba scores",
+        "flu symptoms",
+        "hotels",
+        "maps",
+        "news",
+    ]
     with path.open("w", encoding="utf-8") as out:
         out.write("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n")
         for i in range(events):
@@ -127,8 +142,16 @@ def _start_server(tmp: Path, echo: bool) -> tuple[subprocess.Popen[bytes], str]:
     else:
         cfg = tmp / "grpc-passthrough.yaml"
         cfg.write_text("state_dir: grpc-state\nlogging: {level: warning}\nfilters: []\n")
-        cmd = [sys.executable, "-c", "from sidecar.cli import main; main()", "serve", "--config", str(cfg),
-               "--listen", address]
+        cmd = [
+            sys.executable,
+            "-c",
+            "from sidecar.cli import main; main()",
+            "serve",
+            "--config",
+            str(cfg),
+            "--listen",
+            address,
+        ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if echo:
         ok = _wait_port(address)
@@ -167,7 +190,7 @@ def bench_grpc_filter(address: str, events: list[Event], batch_size: int, rounds
         seq = 1
         for _ in range(rounds):
             for i in range(0, len(events), batch_size):
-                chunk = events[i:i + batch_size]
+                chunk = events[i : i + batch_size]
                 yield to_batch(chunk, seq)
                 seq += len(chunk)
 
@@ -196,8 +219,10 @@ def bench_grpc(events: int, seed: int, repeat: int, echo: bool) -> list[str]:
                 for batch_size in (100, 1000):
                     runs = [bench_grpc_filter(address, decoded, batch_size, rounds) for _ in range(repeat)]
                     best = min(runs, key=lambda r: r["seconds"])
-                    out.append(f"{f'gRPC {label} b={batch_size}':<22}: {best['events']:>9,} events  "
-                               f"{best['seconds']:.3f} s  {best['events_per_s']:>11,.0f} events/s")
+                    out.append(
+                        f"{f'gRPC {label} b={batch_size}':<22}: {best['events']:>9,} events  "
+                        f"{best['seconds']:.3f} s  {best['events_per_s']:>11,.0f} events/s"
+                    )
                 out.append(f"{'server peak RSS':<22}: {_peak_rss_of(proc.pid):.1f} MiB ({label})")
             finally:
                 proc.send_signal(signal.SIGTERM)
@@ -224,6 +249,7 @@ def COMMAND(events: int, seed: int, repeat: int, do_file: bool, do_grpc: bool, e
         click.echo(f"{'client peak RSS':<22}: {peak_rss_mib():.1f} MiB")
     if do_file:
         r = bench_file_replay(events, seed, repeat)
-        click.echo(f"file replay   : {r['events']:>9,} events  {r['seconds']:.3f} s  "
-                   f"{r['events_per_s']:>11,.0f} events/s")
+        click.echo(
+            f"file replay   : {r['events']:>9,} events  {r['seconds']:.3f} s  {r['events_per_s']:>11,.0f} events/s"
+        )
         click.echo(f"peak RSS      : {peak_rss_mib():.1f} MiB")

@@ -27,8 +27,10 @@ def COMMAND(events: int, users: int, batch: int, seed: int) -> None:
     evs = categorised_events(events, users, seed)
     with tempfile.TemporaryDirectory() as tmp:
         r = run_filter("profile", {}, evs, batch, Path(tmp))
-    click.echo(f"profile: {r['events']:,} events ({users:,} users, {r['stats'].get('profiles', 0):,} profiles) "
-               f"in {r['seconds']:.3f} s = {r['events_per_s']:,.0f} events/s "
-               f"({r['events_per_cpu_s']:,.0f} per CPU-second)")
+    click.echo(
+        f"profile: {r['events']:,} events ({users:,} users, {r['stats'].get('profiles', 0):,} profiles) "
+        f"in {r['seconds']:.3f} s = {r['events_per_s']:,.0f} events/s "
+        f"({r['events_per_cpu_s']:,.0f} per CPU-second)"
+    )
     click.echo("paper 001 profiler: 3,745 events/s; target >= 150,000 events/s")
     click.echo(f"peak RSS: {peak_rss_mib():.1f} MiB")

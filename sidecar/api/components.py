@@ -1,0 +1,177 @@
+"""The components: :class:`Filter`, :class:`Source` (with the :class:`Runtime` it drives), :class:`Sink`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from sidecar.api.config import FilterConfig, SinkConfig, SourceConfig
+from sidecar.api.context import BuildContext, DeadLetterSink
+from sidecar.api.events import Codec, Event
+
+C = TypeVar("C")
+
+
+class Filter(Generic[C]):
+    """A batch filter. Subclasses set ``NAME``, ``Config`` and implement ``process``."""
+
+    NAME: ClassVar[str] = ""
+    Config: ClassVar[type[Any]] = FilterConfig
+    #: One line for ``querylog filters``; defaults to the first docstring line.
+    SUMMARY: ClassVar[str] = ""
+    #: Holds events between calls (then implements ``held``/``flush``).
+    BUFFERING: ClassVar[bool] = False
+    #: Keeps anything between batches (in memory or in the state store): its output depends on earlier input.
+    STATEFUL: ClassVar[bool] = False
+    #: Learns from a first pass over an archive (``replay --prescan``); implements ``prescan``.
+    PRESCAN: ClassVar[bool] = False
+
+    def __init__(self, config: C, ctx: BuildContext) -> None:
+        self.config: C = config
+        self.ctx = ctx
+        #: Per-reason counters (``dropped_rule``, ``replaced_email``...), exported by Stats.
+        self.counts: Counter[str] = Counter()
+
+    def process(self, batch: list[Event]) -> list[Event]:
+        """The events that leave the filter now (changed in place or new), in order."""
+        raise NotImplementedError
+
+    def prescan(self, batches: Iterable[list[Event]]) -> None:
+        """Read every event of an archive, as it will later arrive here, before the replay starts.
+
+        Called once by ``replay --prescan`` on filters with ``PRESCAN`` set; the
+        events went through the (stateless) filters in front of this one.
+        """
+
+    def flush(self, final: bool) -> list[Event]:
+        """Release what may be released now; ``final`` on shutdown. Default: nothing held."""
+        return []
+
+    def held(self) -> int:
+        """Events currently held by this filter."""
+        return 0
+
+    def stats(self) -> dict[str, Any]:
+        """Extra state for Stats (e.g. per-category k); counts only, never values."""
+        return {}
+
+    def close(self) -> None:
+        """Release resources. Held state stays in the state store."""
+
+
+# ---- sinks ------------------------------------------------------------------------------------
+
+
+class Sink(Generic[C]):
+    """Where protected events go. ``write`` may buffer; ``flush`` is the delivery point:
+    when it returns, everything written so far is delivered (acknowledgements wait for it).
+    """
+
+    NAME: ClassVar[str] = ""
+    Config: ClassVar[type[Any]] = SinkConfig
+    SUMMARY: ClassVar[str] = ""
+
+    def __init__(self, config: C, ctx: BuildContext) -> None:
+        self.config: C = config
+        self.ctx = ctx
+        self.written = 0
+
+    def start(self, header: str | None, codec: Codec | None) -> None:
+        """Called once before the first write with the input's header line and codec (None: schema-less)."""
+
+    def write(self, events: list[Event]) -> None:
+        """Take events (may buffer)."""
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        """Deliver everything written so far."""
+
+    def close(self) -> None:
+        """Flush and release resources."""
+
+
+# ---- sources ----------------------------------------------------------------------------------
+
+
+@dataclass
+class RecordBatch:
+    """Records as a source read them, with what the runtime needs to decode and report them."""
+
+    records: Sequence[Any]
+    codec: Codec
+    #: Where they came from, for dead letters and logs (a path, ``grpc:Ingest``...): never a value.
+    origin: str
+    #: The position (line number...) of each record, for dead letters; None: not known.
+    positions: Sequence[int] | None = None
+    #: Line end of the last record (``""`` when the input ended without one).
+    last_eol: str = "\n"
+
+
+@dataclass
+class Receipt:
+    """What became of a :class:`RecordBatch`: counts, and the events that left the chain (delivered)."""
+
+    accepted: int = 0
+    dead_lettered: int = 0
+    delivered: list[Event] = field(default_factory=list)
+    held: int = 0
+    dropped: int = 0
+
+
+class Runtime(Protocol):
+    """What a source drives: the chain, the sinks and the dead letters, thread-safe."""
+
+    dead_letters: DeadLetterSink
+    filters: Sequence[Filter[Any]]
+    sinks: Sequence[Sink[Any]]
+
+    def receive(self, batch: RecordBatch) -> Receipt:
+        """Decode, run the chain, deliver to the sinks and flush them; durable when it returns."""
+        ...
+
+    def process(self, events: list[Event]) -> list[Event]:
+        """Run decoded events through the chain; returns what leaves it now (not delivered)."""
+        ...
+
+    def deliver(self, events: list[Event]) -> None:
+        """Write events to every sink (sinks may buffer until ``flush_sinks``)."""
+        ...
+
+    def flush_sinks(self) -> None:
+        """Flush every sink: what was delivered so far is durable when it returns."""
+        ...
+
+    def flush(self, final: bool) -> list[Event]:
+        """Ask buffering filters to release; returns what left the chain (not delivered)."""
+        ...
+
+    def held(self) -> int:
+        """Events held by the chain's filters."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """Counts of the chain, the filters and the dead letters (no values)."""
+        ...
+
+
+class Source(Generic[C]):
+    """Where records come from. See the module docstring for the acknowledgement rule."""
+
+    NAME: ClassVar[str] = ""
+    Config: ClassVar[type[Any]] = SourceConfig
+    SUMMARY: ClassVar[str] = ""
+    #: ``start`` returns when the input ends (a file); otherwise it returns at once (a server).
+    FINITE: ClassVar[bool] = False
+
+    def __init__(self, config: C, ctx: BuildContext) -> None:
+        self.config: C = config
+        self.ctx = ctx
+
+    def start(self, runtime: Runtime) -> None:
+        """Begin reading; hand every batch to ``runtime.receive`` and acknowledge upstream after it returns."""
+        raise NotImplementedError
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop taking input; let what is in flight finish within ``grace`` seconds (None: the configured grace)."""

@@ -1,0 +1,92 @@
+"""What a component gets when it is built: :class:`BuildContext` and the services it names."""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from sidecar.api.config import ConfigValueError, SchemaConfig
+from sidecar.api.events import Codec
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    import sqlite_utils
+
+
+class StateStoreLike(Protocol):
+    """The state store as components see it (one SQLite database, see the rules above)."""
+
+    conn: sqlite3.Connection
+    db: sqlite_utils.Database
+    lock: threading.RLock
+
+    def migrate(self, component: str, migrations: Sequence[Callable[[sqlite_utils.Database], None]]) -> int: ...
+
+
+class DeadLetterSink(Protocol):
+    """Where bad records go: counted by reason, the record kept (size-capped) in the dead-letter file."""
+
+    def add(self, reason: str, source: str, line: int | None, record: bytes | str | None) -> None: ...
+
+
+@dataclass
+class BuildContext:
+    """Resources a component may use when it is built."""
+
+    config_dir: Path
+    state: StateStoreLike | None = None
+    rng: random.Random = field(default_factory=random.SystemRandom)
+    seed: int | None = None
+    #: The configured record schema; sinks encode schema-less events with it.
+    schema: SchemaConfig | None = None
+    #: The pipeline's dead letters; None outside a pipeline.
+    dead_letters: DeadLetterSink | None = None
+    #: Wall-clock seconds; tests give a fake clock.
+    clock: Callable[[], float] = time.time
+    #: Codecs by format name, for events restored from the state store (``codec_for``).
+    codecs: Callable[[str], Codec | None] = field(default=lambda fmt: None, repr=False)
+    #: The configured bound on one record in bytes (``limits.max_record_bytes``); longer ones are dead-lettered.
+    max_record_bytes: int = 65536
+
+    def resolve(self, path: str) -> Path:
+        """``path`` relative to the config file's folder (``~`` expanded; absolute paths as they are)."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else self.config_dir / p
+
+    def codec_for(self, fmt: str | None) -> Codec | None:
+        """The codec of format ``fmt`` (the configured text codec, or one registered under ``querylog.codecs``)."""
+        return self.codecs(fmt) if fmt else None
+
+    def secret(self, env: str | None, file: str | None, what: str) -> bytes:
+        """Read a secret from an environment variable or a file (never from YAML)."""
+        if env:
+            value = os.environ.get(env)
+            if value:
+                return value.encode()
+            raise ConfigValueError("key_env", f"environment variable {env} is not set or empty ({what})")
+        if file:
+            path = Path(file)
+            if not path.is_absolute():
+                path = self.config_dir / path
+            try:
+                data = path.read_bytes().strip()
+            except OSError as exc:
+                raise ConfigValueError("key_file", f"cannot read {what} file {path}: {exc.strerror}") from None
+            if not data:
+                raise ConfigValueError("key_file", f"{what} file {path} is empty")
+            return data
+        raise ConfigValueError("key_env", f"{what}: set key_env or key_file")
+
+    def token_bytes(self, n: int) -> bytes:
+        """Random bytes from the CSPRNG, or from the seeded RNG in tests."""
+        if self.seed is None:
+            return secrets.token_bytes(n)
+        return self.rng.randbytes(n)

@@ -16,7 +16,8 @@ import pytest
 import yaml
 from helpers import QUERYLOG, GeneratedLog
 
-from sidecar.tools.generate.synthetic import HEADER, IDENTIFIER_KINDS, VOCABULARY, generate_log
+from sidecar.tools.generate.synthetic import HEADER, IDENTIFIER_KINDS, generate_log
+from sidecar.tools.generate.vocabulary import VOCABULARY
 
 ODP = {"Arts", "Business", "Computers", "Games", "Health", "Home", "Kids and Teens", "News", "Recreation",
        "Reference", "Regional", "Science", "Shopping", "Society", "Sports", "World"}

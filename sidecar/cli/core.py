@@ -18,12 +18,17 @@ from sidecar.registry import plugin_origin, plugins
 @click.argument("config_file", type=click.Path(dir_okay=False))
 def check_config(config_file: str) -> None:
     """Validate a config file; exit 2 with FILE:LINE: KEY: problem when it is wrong."""
-    from sidecar.pipeline import Pipeline
+    from sidecar.pipeline import Pipeline, build_component
 
     cfg = load(config_file)
     setup_logs(cfg)
     try:
-        Pipeline(cfg, with_sinks=True).close()
+        pipeline = Pipeline(cfg, with_sinks=True)
+        try:
+            for spec in cfg.sources:  # built (options checked), never started
+                build_component(spec, pipeline.ctx, cfg)
+        finally:
+            pipeline.close()
     except ConfigError as exc:
         fail_config(exc)
     names = [spec.name for spec in cfg.filters]

@@ -78,11 +78,31 @@ def _resolve(found: list[Span]) -> list[Span]:
     return kept
 
 
-class Scrubber:
-    """Detect and scrub identifiers in short texts. Build once (loads name and place data)."""
+def _any_text(text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
+    """A ``Detector.prefilter`` that always passes (``Scrubber(prechecks=False)``)."""
+    return True
 
-    def __init__(self, config: HipaaScrubConfig | None = None) -> None:
+
+def _any_words(lower: str, words: list[str]) -> bool:
+    """A ``Detector.wants`` that always passes (``Scrubber(prechecks=False)``)."""
+    return True
+
+
+class Scrubber:
+    """Detect and scrub identifiers in short texts. Build once (loads name and place data).
+
+    ``prechecks=False`` (keyword only) builds a scrubber without the pre-checks that decide which
+    detectors to run: no digit count, digit-run lengths, cue words, trigger words, detector
+    ``prefilter``/``wants`` or combined network check gates a detector. Only the text's character
+    classes still do: a text of letters and spaces runs the word detectors alone, the e-mail
+    detector needs an ``@`` and the network detectors a ``.``, ``:`` or ``-``. It finds exactly what
+    the default scrubber finds (the pre-checks are necessary conditions; tests compare the two),
+    only slower. The default path is not touched by the switch.
+    """
+
+    def __init__(self, config: HipaaScrubConfig | None = None, *, prechecks: bool = True) -> None:
         cfg = config or HipaaScrubConfig()
+        self.prechecks = prechecks
         self.policies = cfg.policy_map()
         geo = load_geo()
         big_places = [
@@ -109,7 +129,11 @@ class Scrubber:
         ]
         alpha: list[Detector] = [
             NameDetector(
-                load_names(), cfg.name_threshold, cfg.name_cue_threshold, cfg.allow_names, big_places,
+                load_names(),
+                cfg.name_threshold,
+                cfg.name_cue_threshold,
+                cfg.allow_names,
+                big_places,
                 not_last=geo.countries | {n for n in geo.state_names.values() if " " not in n},
             ),
             PlaceDetector(geo, cfg.city_keep_population, common_words()),
@@ -147,6 +171,18 @@ class Scrubber:
         )
         # one combined pre-check: most queries have none of these
         self.netcheck = re.compile(r"[.:]\S|-[0-9a-f]{2}-", re.IGNORECASE)
+        if not prechecks:
+            self._drop_prechecks()
+
+    def _drop_prechecks(self) -> None:
+        """Replace the plans built above by ones that run every detector ungated (``prechecks=False``)."""
+        everything: RunsPlan = ([], [], [(None, d.detect) for d in self.digit])
+        self._digit_by_count = [everything] * len(self._digit_by_count)
+        self._plan_cache.clear()
+        self._net_plan = [(_any_text, d.detect) for d in self.net]
+        self._alpha_plan = [(_any_words, d.detect) for d in self.alpha]
+        self._alpha_words = None
+        self.netcheck = re.compile("")
 
     def _plan_for(self, lengths: tuple[int, ...]) -> tuple[DigitPlan, frozenset[int]]:
         """The digit plan for a text whose digit runs have these lengths (in text order): the plan

@@ -62,7 +62,7 @@ def write_config(tmp_path: Path, body: str = "filters: []\n", name: str = "sidec
 
 
 class HoldAll(Filter):
-    """Test filter: holds every event until flushed."""
+    """Test filter: holds every event until flushed; ``released`` lists every event a flush gave back."""
 
     NAME = "hold_all"
     BUFFERING = True
@@ -70,6 +70,7 @@ class HoldAll(Filter):
     def __init__(self) -> None:
         super().__init__(FilterConfig(), None)  # type: ignore[arg-type]
         self.buffer: list[Event] = []
+        self.released: list[Event] = []
 
     def process(self, batch: list[Event]) -> list[Event]:
         self.buffer.extend(batch)
@@ -77,6 +78,7 @@ class HoldAll(Filter):
 
     def flush(self, final: bool) -> list[Event]:
         out, self.buffer = self.buffer, []
+        self.released.extend(out)
         return out
 
     def held(self) -> int:

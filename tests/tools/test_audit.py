@@ -29,8 +29,9 @@ def categorise(queries: list[str]) -> list[str | None]:
     return [None if q.startswith("zzz") else q.split()[0].capitalize() for q in queries]
 
 
-def write_log(path: Path, users: int, per_user: int, seed: int, event_ids: bool = False,
-              shared: float = 0.0) -> list[str]:
+def write_log(
+    path: Path, users: int, per_user: int, seed: int, event_ids: bool = False, shared: float = 0.0
+) -> list[str]:
     """Topical users; ``shared`` of the lines are one popular text per topic; optional EventID column."""
     rng = random.Random(seed)
     lines = []
@@ -52,14 +53,15 @@ def protect(src: Path, dst: Path, tmp: Path, k: int) -> int:
     text = src.read_text().splitlines()
     codec.accept_header(text[0])
     state = StateStore(tmp / f"state{k}")
-    f = CategoryBufferFilter(CategoryBufferConfig(k=k), BuildContext(config_dir=tmp, state=state,
-                                                                       rng=random.Random(k), seed=k))
+    f = CategoryBufferFilter(
+        CategoryBufferConfig(k=k), BuildContext(config_dir=tmp, state=state, rng=random.Random(k), seed=k)
+    )
     out_lines = [text[0]]
     events = [codec.decode(line, "\n") for line in text[1:]]
     for e, c in zip(events, categorise([e.query for e in events])):
         e.annotate("category", c)
     for i in range(0, len(events), 100):
-        out_lines += [codec.encode(o) for o in f.process(events[i:i + 100])]
+        out_lines += [codec.encode(o) for o in f.process(events[i : i + 100])]
     dst.write_text("\n".join(out_lines) + "\n")
     held = f.held()
     state.close()
@@ -68,6 +70,8 @@ def protect(src: Path, dst: Path, tmp: Path, k: int) -> int:
 
 class TestMatcher:
     def test_counts_pairs_and_whole_records(self) -> None:
+        """The log matcher counts protected records whose (user, query) pair is original (2 of 3) and, apart, those
+        identical in every field (1)."""
         orig = [Record("a", "x", "1", "a\tx\t1"), Record("b", "y", "2", "b\ty\t2")]
         prot = [Record("a", "x", "9", "a\tx\t9"), Record("a", "y", "2", "a\ty\t2"), Record("b", "y", "2", "b\ty\t2")]
         m = match(orig, prot)
@@ -75,6 +79,7 @@ class TestMatcher:
         assert m["matching_share"] == pytest.approx(2 / 3)
 
     def test_no_match_when_repaired(self) -> None:
+        """When every query was re-paired with the other user, no (user, query) pair matches."""
         orig = [Record("a", "x", "1", "l1"), Record("b", "y", "1", "l2")]
         prot = [Record("b", "x", "1", "l3"), Record("a", "y", "1", "l4")]
         assert match(orig, prot)["matching_records"] == 0
@@ -89,7 +94,7 @@ class TestDeanonymizers:
         first = deanon.attack(stream, deanon.ATTACKS["deanonymizer_2"], 3, 1.2, 0, flush=False)
         assert first == []  # one user only: k grows, nothing popped
         s2 = [("A", "C"), ("A", "C"), ("B", "C")]
-        (u, pos), = deanon.attack(s2, deanon.ATTACKS["deanonymizer_2"], 3, 1.2, 0, flush=False)
+        ((u, pos),) = deanon.attack(s2, deanon.ATTACKS["deanonymizer_2"], 3, 1.2, 0, flush=False)
         assert u == "A" and pos in range(3)
         s3 = [("B", "C"), ("X", "D"), ("B", "C"), ("B", "C"), ("A", "C")]
         guesses = deanon.attack(s3, deanon.ATTACKS["deanonymizer_3"], 4, 1.2, 0, flush=False)
@@ -131,36 +136,53 @@ class TestDeanonymizers:
         assert one["recovered_records"] <= one["recovered"] and one["recovered_records_share"] < 0.1
 
     @settings(max_examples=60, deadline=None)
-    @given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(0, 2)), min_size=1, max_size=60),
-           st.randoms(use_true_random=False))
+    @given(
+        st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(0, 2)), min_size=1, max_size=60),
+        st.randoms(use_true_random=False),
+    )
     def test_record_hits_never_exceed_pair_hits(self, events: list[tuple[int, int, int]], rnd: random.Random) -> None:
         """A query put back with its own sender is also a pair put back: records <= pairs for every attack."""
         original = [(f"u{u}", f"t{t}", f"C{c}", f"e{i}") for i, (u, t, c) in enumerate(events)]
         users = [u for u, _, _, _ in original]
         rnd.shuffle(users)
         stream = [(users[i], t, c, str(i)) for i, (_, t, c, _) in enumerate(original)]
-        res = deanon.run_all(stream, Counter((u, t) for u, t, _, _ in original), len(original), 2, 1.2, 0,
-                             {"records": ([e for _, _, _, e in original],
-                                          Counter((u, e) for u, _, _, e in original))})
+        res = deanon.run_all(
+            stream,
+            Counter((u, t) for u, t, _, _ in original),
+            len(original),
+            2,
+            1.2,
+            0,
+            {"records": ([e for _, _, _, e in original], Counter((u, e) for u, _, _, e in original))},
+        )
         for v in res.values():
             assert 0 <= v["recovered_records"] <= v["recovered"] <= len(original)
 
     def test_recovered_counts_a_pair_once_per_original_occurrence(self) -> None:
+        """A pair that occurs once in the original counts as recovered at most once, even when the protected stream
+        lets an attack guess it twice."""
         stream = [("a", "x", "C", "1"), ("a", "x", "C", "2")]
         res = deanon.run_all(stream, Counter({("a", "x"): 1}), 1, 2, 1.2, 0)
         assert res["deanonymizer_1"]["recovered"] <= 1
 
 
 class TestUtility:
-    @pytest.mark.parametrize(("p", "q", "expected"), [
-        ({"A": 3, "B": 1}, {"A": 6, "B": 2}, 0.0),
-        ({"A": 1}, {"B": 1}, 1.0),
-        ({"A": 1, "B": 1}, {"A": 1}, 0.311278),
-    ])
+    @pytest.mark.parametrize(
+        ("p", "q", "expected"),
+        [
+            ({"A": 3, "B": 1}, {"A": 6, "B": 2}, 0.0),
+            ({"A": 1}, {"B": 1}, 1.0),
+            ({"A": 1, "B": 1}, {"A": 1}, 0.311278),
+        ],
+    )
     def test_jsd_base2(self, p: dict[str, int], q: dict[str, int], expected: float) -> None:
+        """Jensen-Shannon divergence in bits: 0 for proportional profiles, 1 for disjoint ones, 0.311278 for an even
+        A/B profile against A alone."""
         assert utility.jsd(Counter(p), Counter(q)) == pytest.approx(expected, abs=1e-6)
 
     def test_compare_counts_unchanged_and_missing(self) -> None:
+        """compare gives the share of users whose profile is unchanged (1 of 3), counts the user missing from the
+        protected log, and averages the JSD over users present in both (0.5)."""
         o = {"a": Counter({"A": 2}), "b": Counter({"B": 1}), "c": Counter({"C": 1})}
         p = {"a": Counter({"A": 2}), "b": Counter({"A": 1})}
         r = utility.compare(o, p)
@@ -183,6 +205,9 @@ class TestEndToEnd:
         assert r["profile_jsd"] < 0.02
 
     def test_cli_json_and_html(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """`querylog audit --json --html` prints one JSON object with the matching count, the profile JSD and every
+        attack's recovered share, and writes a self-contained HTML page: three inline PNG plots, no external
+        resource."""
         from sidecar.cli import main
 
         src, dst = tmp_path / "orig.tsv", tmp_path / "prot.tsv"
@@ -190,8 +215,9 @@ class TestEndToEnd:
         protect(src, dst, tmp_path, 5)
         monkeypatch.setattr(report, "classifier_categorise", lambda: categorise)
         page = tmp_path / "r.html"
-        res = CliRunner().invoke(main, ["audit", "--original", str(src), "--protected", str(dst), "--json",
-                                        "--html", str(page)])
+        res = CliRunner().invoke(
+            main, ["audit", "--original", str(src), "--protected", str(dst), "--json", "--html", str(page)]
+        )
         assert res.exit_code == 0, res.output
         data = json.loads(res.output)
         assert isinstance(data["matching_records"], int) and "profile_jsd" in data
@@ -228,6 +254,7 @@ class TestEndToEnd:
 
 
 def test_read_log_counts_bad_lines(tmp_path: Path) -> None:
+    """read_log keeps a well-formed record and counts a line without tabs and a line with a blank query as bad (2)."""
     p = tmp_path / "l.tsv"
     p.write_text(HEADER + "\n1\tq\tt\t\t\nbroken line\n2\t \tt\t\t\n")
     records, bad = read_log(str(p))
@@ -251,23 +278,28 @@ def test_bench_event_ids_pad_short_lines_and_number_every_line(tmp_path: Path) -
     src.write_text(HEADER + "\n1\tq one\t2006-03-01 00:00:00\n2\tq two\t2006-03-01 00:00:01\t1\thttp://a\n")
     dst = with_event_ids(src, tmp_path / "ids.tsv")
     records, bad = read_log(str(dst), instance_field=EVENT_ID)
-    assert bad == 0 and [(r.user, r.query, r.instance) for r in records] == [("1", "q one", "e1"),
-                                                                             ("2", "q two", "e2")]
+    assert bad == 0 and [(r.user, r.query, r.instance) for r in records] == [("1", "q one", "e1"), ("2", "q two", "e2")]
     assert dst.read_text().splitlines()[1].split("\t") == ["1", "q one", "2006-03-01 00:00:00", "", "", "e1"]
 
 
-@pytest.mark.parametrize(("matching", "pairs", "records", "ok", "words"), [
-    (0, 0.03, None, True, "no attack does better than 1/k"),
-    (0, 0.30, None, False, "no more than a blind guess"),
-    (2, 0.01, 0.01, False, "re-create original"),
-    (0, 0.30, 0.10, True, "Counted by pairs"),
-    (0, 0.10, 0.25, False, "own sender, more than 1/k"),
-])
+@pytest.mark.parametrize(
+    ("matching", "pairs", "records", "ok", "words"),
+    [
+        (0, 0.03, None, True, "no attack does better than 1/k"),
+        (0, 0.30, None, False, "no more than a blind guess"),
+        (2, 0.01, 0.01, False, "re-create original"),
+        (0, 0.30, 0.10, True, "Counted by pairs"),
+        (0, 0.10, 0.25, False, "own sender, more than 1/k"),
+    ],
+)
 def test_report_verdict(matching: int, pairs: float, records: float | None, ok: bool, words: str) -> None:
     """The report's headline: per record when an instance key was given, else per pair; pairs above 1/k but at
     a blind guess's level are explained, not hidden."""
-    result: dict[str, object] = {"matching_records": matching, "chance_share": 0.35,
-                                 "best_deanonymizer": {"recovered_share": pairs}}
+    result: dict[str, object] = {
+        "matching_records": matching,
+        "chance_share": 0.35,
+        "best_deanonymizer": {"recovered_share": pairs},
+    }
     if records is not None:
         result["best_records_deanonymizer"] = {"recovered_records_share": records}
     verdict_ok, text = report._verdict(result, 5)

@@ -11,6 +11,9 @@ from sidecar.cli import main
 
 
 def test_demo_writes_protected_output_and_summary(tmp_path: Path) -> None:
+    """`querylog demo --users 40 --seed 3` exits 0 and prints the summary line; protected.tsv keeps input.tsv's
+    header and has one row per event out, 16-digit pseudonyms none of which is an original id, URLs cut to scheme and
+    host; server.log records one server_stopped."""
     out_dir = tmp_path / "demo-out"
     result = CliRunner().invoke(main, ["demo", "--users", "40", "--seed", "3", "--out-dir", str(out_dir)])
     assert result.exit_code == 0, result.output

@@ -26,11 +26,14 @@ def scrubber() -> Scrubber:
 
 
 def test_deterministic_by_seed(corpus: Corpus) -> None:
+    """The corpus generator gives the same items for the same seed and other items for another seed."""
     assert list(corpus.items(200, seed=5)) == list(corpus.items(200, seed=5))
     assert list(corpus.items(200, seed=5)) != list(corpus.items(200, seed=6))
 
 
 def test_spans_are_valid_and_every_type_is_planted(corpus: Corpus) -> None:
+    """items(n) yields n ordinary queries beside the n planted ones; every gold span lies inside its query without
+    surrounding whitespace, and 4 items per type plant every identifier type."""
     seen = set()
     items = list(corpus.items(len(KINDS) * 4, seed=2))
     assert sum(1 for _, g in items if not g) == len(KINDS) * 4  # as many ordinary queries
@@ -51,6 +54,8 @@ def test_quality_targets_on_a_small_corpus(corpus: Corpus, scrubber: Scrubber) -
 
 
 def test_evaluate_counts_misses_and_false_alarms() -> None:
+    """evaluate scores a missed phone as recall 0, a name span on an ordinary word as precision 0, and that word as
+    not kept (1 of 2 words kept)."""
     items = [("call 555-123-4567", [(5, 17, "phone")]), ("rose garden", [])]
     sc = evaluate(lambda q: [(0, 4, "name")] if q.startswith("rose") else [], items)
     assert sc.recall("phone") == 0.0 and sc.precision("name") == 0.0

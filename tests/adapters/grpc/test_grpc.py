@@ -143,15 +143,19 @@ def test_ingest_acknowledges_after_delivery(tmp_path: Path) -> None:
     """Ingest answers only once the file sink holds every event (flushed), with the counts."""
     config = write_config(
         tmp_path,
-        "filters:\n  - drop: {rules: [{role: query, equals: ['-']}]}\n"
-        "sinks:\n  - file: {path: delivered.tsv}\n",
+        "filters:\n  - drop: {rules: [{role: query, equals: ['-']}]}\nsinks:\n  - file: {path: delivered.tsv}\n",
     )
     batches = []
     for b in range(3):
         batch = EventBatch()
         for i in range(100):
-            batch.events.add(user=str(i), query="-" if i == 0 else f"query {b} {i}", rank="1", seq=b * 100 + i + 1,
-                             attributes={"Extra": "kept"} if i == 1 else {})
+            batch.events.add(
+                user=str(i),
+                query="-" if i == 0 else f"query {b} {i}",
+                rank="1",
+                seq=b * 100 + i + 1,
+                attributes={"Extra": "kept"} if i == 1 else {},
+            )
         batches.append(batch)
     bad = EventBatch()
     bad.events.add(user="1", query="")
@@ -167,12 +171,16 @@ def test_ingest_acknowledges_after_delivery(tmp_path: Path) -> None:
 
 
 def test_ingest_without_sinks_is_refused(tmp_path: Path) -> None:
+    """Ingest on a sidecar whose config has no sinks fails with FAILED_PRECONDITION: nothing could be delivered, so
+    nothing is acknowledged."""
     with sidecar(write_config(tmp_path)) as sc, pytest.raises(grpc.RpcError) as err:
         QueryLogFilterStub(sc.chan).Ingest(iter([EventBatch()]))
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
 def test_health_is_serving(tmp_path: Path) -> None:
+    """The standard health service answers SERVING both for the empty service name (the whole server) and for
+    querylog.v1.QueryLogFilter."""
     with sidecar(write_config(tmp_path)) as sc:
         stub = health_pb2_grpc.HealthStub(sc.chan)
         for service in ("", "querylog.v1.QueryLogFilter"):
@@ -181,6 +189,8 @@ def test_health_is_serving(tmp_path: Path) -> None:
 
 
 def test_get_profile_without_profile_filter(tmp_path: Path) -> None:
+    """GetProfile on a chain without a filter that has get_profile fails with FAILED_PRECONDITION and the details `no
+    profile filter in the chain`."""
     with sidecar(write_config(tmp_path)) as sc, pytest.raises(grpc.RpcError) as err:
         get_profile(sc.chan, "42")
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -209,10 +219,11 @@ def test_timer_released_events_come_back_on_the_next_filter_response(tmp_path: P
     second.events.add(user="2", query="maps", seq=2)
 
     def released(seq: int) -> None:
-        """Wait until the timer has released the event ``seq`` into the queue for Filter streams."""
+        """Wait until the timer has flushed the event ``seq`` out of the filter. The service queues it for Filter
+        streams under the service lock, which the next request takes before it runs the chain, so it is queued then."""
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            if any(e.record.seq == seq for e in list(sc.server.service._released)):
+            if any(e.record.seq == seq for e in list(hold.released)):
                 return
             time.sleep(0.01)
 
@@ -231,6 +242,8 @@ def test_timer_released_events_come_back_on_the_next_filter_response(tmp_path: P
 
 
 def test_timer_released_events_go_to_sinks_when_configured(tmp_path: Path) -> None:
+    """With a file sink configured, an event Ingest reports as held (accepted 1, delivered 0, held 1) is written to
+    the sink's file once the flush timer (every 0.05 s) releases it."""
     config = write_config(tmp_path, "server: {flush_interval_seconds: 0.05}\nsinks:\n  - file: {path: out.tsv}\n")
     hold = HoldAll()
     batch = EventBatch()
@@ -262,6 +275,9 @@ def test_held_events_are_flushed_at_stop_and_not_lost(tmp_path: Path) -> None:
 
 
 def test_stats_reports_filter_extras(tmp_path: Path) -> None:
+    """Stats carries a filter's stats() dict as the extras of that filter's entry, under its name: nested counts and
+    plain numbers alike."""
+
     class WithExtras(Profiles):
         NAME = "with_extras"
 
@@ -276,6 +292,8 @@ def test_stats_reports_filter_extras(tmp_path: Path) -> None:
 
 
 def test_fresh_message_from_a_tsv_event_carries_non_role_fields() -> None:
+    """ProtoCodec.encode of an event decoded from TSV builds a new QueryEvent: the five roles as strings (empty for
+    empty fields) and every non-role column (Ip) as an attribute."""
     from adapters.grpc.codec import ProtoCodec
     from sidecar.codecs import SchemaConfig, TsvCodec
 

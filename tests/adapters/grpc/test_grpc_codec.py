@@ -24,6 +24,8 @@ def _message(draw_roles: tuple[str, str, str, str, str], attrs: dict[str, str], 
 
 @given(st.tuples(text, nonempty, text, text, text), st.dictionaries(text, text, max_size=3), st.integers(0, 2**64 - 1))
 def test_unchanged_event_reuses_its_message(roles, attrs, seq) -> None:  # type: ignore[no-untyped-def]
+    """Encoding an untouched decoded QueryEvent returns the very message it came from, and the batch serializes to
+    the same bytes; empty optional roles decode as None."""
     batch = EventBatch(events=[_message(roles, attrs, seq)])
     before = batch.SerializeToString()
     codec = ProtoCodec()
@@ -41,6 +43,8 @@ def test_unchanged_event_reuses_its_message(roles, attrs, seq) -> None:  # type:
     st.dictionaries(st.sampled_from(ROLES), st.one_of(st.none(), text, st.integers())),
 )
 def test_changed_roles_are_written_back(roles, attrs, changes) -> None:  # type: ignore[no-untyped-def]
+    """Role values set on a decoded event (strings, integers or None) are written into the message as strings, None
+    as empty; seq and attributes are kept."""
     codec = ProtoCodec()
     batch = EventBatch(events=[_message(roles, attrs, 7)])
     (ev,) = codec.decode_batch(batch.events)
@@ -53,8 +57,13 @@ def test_changed_roles_are_written_back(roles, attrs, changes) -> None:  # type:
     assert m.seq == 7 and dict(m.attributes) == attrs
 
 
-@given(st.lists(st.tuples(tsv_field, tsv_field.filter(lambda s: s.strip()), tsv_field, tsv_field, tsv_field),
-                min_size=1, max_size=20))
+@given(
+    st.lists(
+        st.tuples(tsv_field, tsv_field.filter(lambda s: s.strip()), tsv_field, tsv_field, tsv_field),
+        min_size=1,
+        max_size=20,
+    )
+)
 def test_tsv_records_round_trip_through_messages(rows) -> None:  # type: ignore[no-untyped-def]
     """Client -> QueryEvents -> server decode/encode (unchanged) -> client writes the same lines."""
     tsv = TsvCodec(SchemaConfig())
@@ -72,13 +81,19 @@ def test_tsv_records_round_trip_through_messages(rows) -> None:  # type: ignore[
     assert not back.pending
 
 
-json_value = st.one_of(st.none(), st.integers(-10**6, 10**6), st.text(max_size=10), st.booleans())
+json_value = st.one_of(st.none(), st.integers(-(10**6), 10**6), st.text(max_size=10), st.booleans())
 
 
-@given(st.lists(st.fixed_dictionaries(
-    {"AnonID": st.one_of(st.integers(0, 10**9), st.text(min_size=1, max_size=8)), "Query": nonempty},
-    optional={"QueryTime": json_value, "ItemRank": json_value, "ClickURL": json_value, "other": json_value},
-), min_size=1, max_size=10))
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"AnonID": st.one_of(st.integers(0, 10**9), st.text(min_size=1, max_size=8)), "Query": nonempty},
+            optional={"QueryTime": json_value, "ItemRank": json_value, "ClickURL": json_value, "other": json_value},
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
 def test_jsonl_records_keep_types_through_messages(records) -> None:  # type: ignore[no-untyped-def]
     """Non-string role values (integer ranks, nulls) come back as they were."""
     codec = JsonlCodec(SchemaConfig(format="jsonl"))
@@ -93,6 +108,8 @@ def test_jsonl_records_keep_types_through_messages(records) -> None:  # type: ig
 
 
 def test_unknown_seq_becomes_a_fresh_record_with_attributes() -> None:
+    """A returned message whose seq the Reassembler never sent becomes a new event; a TSV codec with an Ip column
+    writes its attributes into that column."""
     tsv = TsvCodec(SchemaConfig(header=False, columns=("AnonID", "Query", "QueryTime", "ItemRank", "ClickURL", "Ip")))
     m = QueryEvent(user="u", query="q", attributes={"Ip": "1.2.3.4"}, seq=999)
     (ev,) = Reassembler().take(EventBatch(events=[m]))

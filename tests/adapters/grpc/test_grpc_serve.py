@@ -24,21 +24,34 @@ def free_port() -> int:
 
 
 def test_serve_stops_cleanly_on_sigterm_and_logs_no_values(tmp_path: Path) -> None:
+    """`querylog serve` as a process filters a generated log sent over gRPC, exits 0 on SIGTERM with server_started
+    and server_stopped JSON logs whose counts match what was sent and received, and its output names no planted
+    identifier, long query or user id."""
     src = tmp_path / "in.tsv"
     with src.open("w", encoding="utf-8") as f:
         planted = generate_log(150, 5, f).planted
     assert planted
     config = write_config(
         tmp_path,
-        "logging: {format: json}\n"
-        "filters:\n  - pseudonymize: {key_env: TEST_HMAC_KEY}\n  - truncate_url: {}\n",
+        "logging: {format: json}\nfilters:\n  - pseudonymize: {key_env: TEST_HMAC_KEY}\n  - truncate_url: {}\n",
     )
     address = f"127.0.0.1:{free_port()}"
     env = {**os.environ, "TEST_HMAC_KEY": "secret-key-for-tests"}
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from sidecar.cli import main; main()",
-         "serve", "--config", str(config), "--listen", address],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-c",
+            "from sidecar.cli import main; main()",
+            "serve",
+            "--config",
+            str(config),
+            "--listen",
+            address,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         chan = channel(address)

@@ -26,6 +26,8 @@ def _events(*queries: object) -> list[Event]:
 
 
 def test_annotations(tmp_path: Path) -> None:
+    """A known query (flu symptoms) is annotated Health with its path, main unit and a confidence in (0, 1]; an
+    unknown one gets empty annotations; counts are 1 classified and 1 unclassified, and the query text is unchanged."""
     f = _filter(tmp_path)
     out = f.process(_events("flu symptoms", "xqzvbn"))
     assert len(out) == 2
@@ -39,6 +41,8 @@ def test_annotations(tmp_path: Path) -> None:
 
 
 def test_unknown_drop(tmp_path: Path) -> None:
+    """unknown: drop removes the queries the classifier cannot place, empty and None queries included, and counts
+    them as dropped_unclassified."""
     f = _filter(tmp_path, unknown="drop")
     out = f.process(_events("flu symptoms", "", None, "zzzzqqq"))
     assert [e.query for e in out] == ["flu symptoms"]
@@ -46,6 +50,8 @@ def test_unknown_drop(tmp_path: Path) -> None:
 
 
 def test_unknown_dead_letter(tmp_path: Path) -> None:
+    """unknown: dead_letter removes an unclassifiable query from the output and writes one dead-letter line with
+    reason unclassified."""
     dead = DeadLetters(tmp_path / "dead.jsonl")
     f = _filter(tmp_path, dead, unknown="dead_letter")
     out = f.process(_events("ebay", "qqqzzzx"))
@@ -57,12 +63,16 @@ def test_unknown_dead_letter(tmp_path: Path) -> None:
 
 
 def test_missing_kb_without_rebuild_is_a_config_error(tmp_path: Path) -> None:
+    """A kb_path that does not exist, with rebuild: false, fails the build with a ConfigValueError on kb_path that
+    says to run `querylog kb build`."""
     with pytest.raises(ConfigValueError) as info:
         _filter(tmp_path, kb_path=str(tmp_path / "none.qlkb"), rebuild=False)
     assert info.value.key == "kb_path" and "querylog kb build" in info.value.problem
 
 
 def test_bad_unknown_policy_lists_choices() -> None:
+    """An unknown value for the option unknown (ignore) is a ConfigError whose message lists the allowed values,
+    dead_letter among them."""
     with pytest.raises(ConfigError) as info:
         build_config(ClassifyFilter.Config, {"unknown": "ignore"}, load_yaml("<test>", "{}"), "filters[0].classify")
     assert "dead_letter" in str(info.value)
@@ -97,6 +107,8 @@ def test_output_field_tsv_existing_column(tmp_path: Path) -> None:
 
 
 def test_output_field_tsv_without_column_changes_nothing(tmp_path: Path) -> None:
+    """output_field naming a column the TSV header lacks leaves the line unchanged (counted output_field_no_column);
+    naming a role column (Query) never overwrites it (counted output_field_is_role)."""
     from sidecar.codecs import SchemaConfig, TsvCodec
 
     codec = TsvCodec(SchemaConfig())
@@ -111,6 +123,8 @@ def test_output_field_tsv_without_column_changes_nothing(tmp_path: Path) -> None
 
 
 def test_output_field_jsonl(tmp_path: Path) -> None:
+    """On JSON lines output_field adds the category key after the existing keys (null when unknown), keeping key
+    order and the compact separators of the input."""
     from sidecar.codecs import JsonlCodec, SchemaConfig
 
     codec = JsonlCodec(SchemaConfig(format="jsonl"))

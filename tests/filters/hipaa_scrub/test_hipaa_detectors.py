@@ -224,6 +224,7 @@ def test_every_table_has_negatives() -> None:
     ("digits", "ok"), [("4111111111111111", True), ("4111111111111112", False), ("490154203237518", True)]
 )
 def test_luhn(digits: str, ok: bool) -> None:
+    """luhn_ok accepts valid card numbers (16 and 15 digits) and rejects a 16-digit number whose last digit is wrong."""
     assert luhn_ok(digits) is ok
 
 
@@ -231,4 +232,6 @@ def test_luhn(digits: str, ok: bool) -> None:
     ("vin", "ok"), [("1HGCM82633A004352", True), ("1HGCM82633A004353", False), ("11111111111111111", True)]
 )
 def test_vin_check_digit(vin: str, ok: bool) -> None:
+    """vin_check_ok accepts VINs whose check digit (position 9) fits the rest and rejects one whose last character
+    was changed."""
     assert vin_check_ok(vin) is ok

@@ -37,6 +37,8 @@ class TestPolicies:
         assert counts == {"name": 1, "address": 1, "zip": 1, "phone": 1, "date": 1, "age": 1}
 
     def test_replace_puts_type_tokens(self) -> None:
+        """default_policy: replace swaps each identifier for its type token: a phone number becomes [PHONE], an
+        e-mail address [EMAIL]."""
         s = build(default_policy="replace")  # type: ignore[arg-type]
         text, _ = s.scrub("call 555-123-4567 or mail jane@aol.com")
         assert text == "call [PHONE] or mail [EMAIL]"
@@ -53,11 +55,14 @@ class TestPolicies:
         assert s.scrub("hope ar newspaper")[0] == "arkansas newspaper"
 
     def test_generalize_url_keeps_host(self) -> None:
+        """url: generalize cuts a personal URL to its host (www.myspace.com) but removes a host that itself names the
+        person (jane.blogspot.com)."""
         s = build({"url": "generalize"})
         assert s.scrub("www.myspace.com/johnsmith")[0] == "www.myspace.com"
         assert s.scrub("jane.blogspot.com pics")[0] == "pics"  # the host itself names her
 
     def test_keep_counts_but_leaves_text(self) -> None:
+        """phone: keep leaves the phone number in the text and still counts it as a phone."""
         s = build({"phone": "keep"})
         text, counts = s.scrub("call 555-123-4567")
         assert text == "call 555-123-4567" and counts == {"phone": 1}
@@ -68,15 +73,19 @@ class TestPolicies:
         assert build(city_keep_population=None).scrub("plainfield nj plumbers")[0] == "nj plumbers"
 
     def test_bare_domains_policy(self) -> None:
+        """A bare domain (myspace.com) is kept by default and removed with bare_domains: scrub."""
         assert build().scrub("myspace.com")[0] == "myspace.com"
         assert build(bare_domains="scrub").scrub("myspace.com")[0] == ""
 
     def test_allow_names(self) -> None:
+        """allow_names (compared case-insensitively) keeps a brand that reads as a first and last name (sara lee);
+        without it the pair is removed."""
         s = build(allow_names=("betty crocker", "Sara Lee"))
         assert s.scrub("sara lee cakes")[0] == "sara lee cakes"
         assert build().scrub("sara lee cakes")[0] == "cakes"
 
     def test_zip3(self) -> None:
+        """zip3 gives a ZIP code's first three digits, or 000 for a three-digit area of 20,000 people or fewer (830)."""
         assert zip3("07060") == "070" and zip3("83001") == "000" and zip3("90210") == "902"
 
 
@@ -144,6 +153,8 @@ class TestIdempotence:
     @settings(max_examples=200, deadline=None)
     @given(st.lists(WORDS, min_size=1, max_size=10).map(" ".join), st.sampled_from(["replace", "generalize"]))
     def test_twice_equals_once_other_policies(self, text: str, mode: str) -> None:
+        """Under replace and generalize policies too, scrubbing the scrubbed text of identifier-like words changes
+        nothing."""
         s = _SCRUBBERS[mode]
         once = s.scrub(text)[0]
         assert s.scrub(once)[0] == once
@@ -175,6 +186,8 @@ class TestConfig:
         return load_config(path)
 
     def test_valid(self, tmp_path: Path) -> None:
+        """A hipaa_scrub config with fields [query, url] and per-type policies loads: the roles keep their order and
+        zip maps to generalize."""
         cfg = self.load(tmp_path, "      fields: [query, url]\n      policies: {zip: generalize, name: replace}\n")
         spec = cfg.filters[0]  # type: ignore[attr-defined]
         assert spec.config.fields == ("query", "url") and spec.config.policy_map()["zip"] == "generalize"
@@ -192,12 +205,16 @@ class TestConfig:
         ],
     )
     def test_errors_name_file_line_key(self, tmp_path: Path, body: str, fragment: str) -> None:
+        """Each bad hipaa_scrub option (unknown type, type without generalize, unknown policy, unknown role,
+        generalize as default, negative population, unknown key) is a ConfigError naming the file and the key's
+        problem."""
         with pytest.raises(ConfigError) as err:
             self.load(tmp_path, body)
         msg = str(err.value)
         assert fragment in msg and str(tmp_path / "c.yaml") + ":" in msg
 
     def test_shipped_config(self) -> None:
+        """config/hipaa.yaml loads and its chain is hipaa_scrub alone."""
         root = Path(__file__).resolve().parents[3]
         cfg = load_config(root / "config" / "hipaa.yaml")
         assert [s.name for s in cfg.filters] == ["hipaa_scrub"]
@@ -205,6 +222,9 @@ class TestConfig:
 
 class TestFilter:
     def test_process_annotates_counts_not_values(self) -> None:
+        """With fields [query, url] the filter empties a query and a URL made only of identifiers, annotates that
+        event with counts per type (never values), leaves a clean event unannotated, and counts found_name and
+        changed_query."""
         f = HipaaScrubFilter(HipaaScrubConfig(fields=("query", "url")), BuildContext(config_dir=Path(".")))
         evs = [
             Event("u1", "john smith 555-123-4567", url="http://www.myspace.com/jsmith"),
@@ -218,6 +238,8 @@ class TestFilter:
         assert f.counts["found_name"] == 1 and f.counts["changed_query"] == 1
 
     def test_drop_emptied(self) -> None:
+        """drop_emptied: true drops an event whose query was only an identifier (counted dropped_emptied) and keeps
+        another event with its scrubbed query."""
         f = HipaaScrubFilter(HipaaScrubConfig(drop_emptied=True), BuildContext(config_dir=Path(".")))
         out = f.process([Event("u", "555-123-4567"), Event("u", "pizza 07060")])
         assert [e.query for e in out] == ["pizza"] and f.counts["dropped_emptied"] == 1
@@ -240,23 +262,30 @@ class TestFilter:
 
 class TestCommand:
     def test_one_line_out_per_line_in(self) -> None:
+        """`querylog scrub` writes one scrubbed line per input line, keeping empty lines and CRLF endings, and adds
+        no newline after a last line without one."""
         data = "john smith obituary\n\nweather 90210\r\nno newline 555-123-4567"
         r = CliRunner().invoke(main, ["scrub"], input=data)
         assert r.exit_code == 0
         assert r.stdout_bytes == b"obituary\n\nweather\r\nno newline"
 
     def test_bad_utf8_is_counted(self) -> None:
+        """A line with invalid UTF-8 still gives one output line; `--stats` reports bad_utf8: 1 on stderr without the
+        line's digits."""
         r = CliRunner().invoke(main, ["scrub", "--stats"], input=b"ok \xff 555-123-4567\n")
         assert r.exit_code == 0 and r.stdout_bytes.count(b"\n") == 1
         assert '"bad_utf8": 1' in r.stderr and "555" not in r.stderr
 
     def test_config_policies(self, tmp_path: Path) -> None:
+        """`querylog scrub --config` applies the config's hipaa_scrub options: default_policy: replace turns a phone
+        number into [PHONE]."""
         path = tmp_path / "c.yaml"
         path.write_text("filters:\n  - hipaa_scrub: {default_policy: replace}\n", encoding="utf-8")
         r = CliRunner().invoke(main, ["scrub", "--config", str(path)], input="call 555-123-4567\n")
         assert r.stdout == "call [PHONE]\n"
 
     def test_config_without_filter(self, tmp_path: Path) -> None:
+        """`querylog scrub --config` with a config that has no hipaa_scrub filter exits 2 and says so on stderr."""
         path = tmp_path / "c.yaml"
         path.write_text("filters: []\n", encoding="utf-8")
         r = CliRunner().invoke(main, ["scrub", "--config", str(path)], input="x\n")

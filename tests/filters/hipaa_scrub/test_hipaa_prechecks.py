@@ -18,47 +18,135 @@ from filters.hipaa_scrub import HipaaScrubConfig, Scrubber
 from filters.hipaa_scrub.detectors import scan_from_starts
 from sidecar.tools.corpus.hipaa import Corpus
 
-
-def ungated(cfg: HipaaScrubConfig | None = None) -> Scrubber:
-    """A scrubber that runs every detector on every text."""
-    s = Scrubber(cfg)
-    everything: list = [[], [], [(None, d.detect) for d in s.digit]]
-    s._digit_by_count = [everything] * len(s._digit_by_count)  # type: ignore[list-item]
-    s._net_plan = [(lambda *_: True, d.detect) for d in s.net]
-    s._alpha_plan = [(lambda *_: True, d.detect) for d in s.alpha]
-    s._alpha_words = None
-    s.netcheck = re.compile("")
-    return s
-
-
 GATED = Scrubber()
-UNGATED = ungated()
+UNGATED = Scrubber(prechecks=False)
 STRICT = HipaaScrubConfig(city_keep_population=None, name_threshold=0.0, name_cue_threshold=-1.0)
 GATED_STRICT = Scrubber(STRICT)
-UNGATED_STRICT = ungated(STRICT)
+UNGATED_STRICT = Scrubber(STRICT, prechecks=False)
 BARE = HipaaScrubConfig(bare_domains="scrub")
 GATED_BARE = Scrubber(BARE)
-UNGATED_BARE = ungated(BARE)
+UNGATED_BARE = Scrubber(BARE, prechecks=False)
 
 PIECES = st.sampled_from(
     [
-        "john", "smith", "mary", "ann", "q", "smith-jones", "o'neal", "dr", "mrs", "obituary", "heather",
-        "plants", "chase", "bank",
-        "deere", "harley", "davidson", "baby", "ruth", "university",
-        "may", "rose", "jordan", ",", "hope", "ar", "in", "me", "new", "york",
-        "springfield", "county", "orange", "plainfield", "nj", "st", "louis", "mo", "saint",
-        "123", "4500", "12", "1", "07060", "90210-1234", "555-123-4567", "(555) 123 4567", "5551234567",
-        "15551234567", "555-1234", "+44 20 7946 0958", "123-45-6788", "123 45 6788", "123456788",
-        "4111 1111 1111 1111", "4111111111111111", "490154203237518", "1HGCM82633A004352",
-        "x4dwjpdw9eww26942", "978-0-306-40615-7", "a1b2c3d4e5f6g7h8i9", "12345678901",
-        "03/15/1980", "1980-03-15", "march", "15,", "1980", "15th", "of", "born", "dob", "3/15",
-        "age", "93", "years", "old", "yo", "mrn", "member", "id", "a/c", "s/n", "vin", "plate", "ABC1234",
-        "ssn", "fax", "zip", "main", "ave", "box", "po", "apt", "4b",
-        "jane@aol.com", "192.168.1.1", "1.5.0.4", "2001:db8::1", "1a-fd-c9-b2-c4-54", "c797.ff08.a6cd",
-        "myspace.com/jsmith", "jane.blogspot.com", "www.google.com",
-        "2001:0db8:85a3:0000:0000:8a2e:0370:7334", "::ffff:192.0.2.1", "1:2:3:4:5:6:10.0.0.1", "25:7b:cf:5e:12:65",
-        "social security", "soc sec #", "ss#", "555.123.4567", "1-800-555-1234", "(555)123-4567", "5551234",
-        "12-25-1980", "1980/12/25", "7.4.2006", "3-15",
+        "john",
+        "smith",
+        "mary",
+        "ann",
+        "q",
+        "smith-jones",
+        "o'neal",
+        "dr",
+        "mrs",
+        "obituary",
+        "heather",
+        "plants",
+        "chase",
+        "bank",
+        "deere",
+        "harley",
+        "davidson",
+        "baby",
+        "ruth",
+        "university",
+        "may",
+        "rose",
+        "jordan",
+        ",",
+        "hope",
+        "ar",
+        "in",
+        "me",
+        "new",
+        "york",
+        "springfield",
+        "county",
+        "orange",
+        "plainfield",
+        "nj",
+        "st",
+        "louis",
+        "mo",
+        "saint",
+        "123",
+        "4500",
+        "12",
+        "1",
+        "07060",
+        "90210-1234",
+        "555-123-4567",
+        "(555) 123 4567",
+        "5551234567",
+        "15551234567",
+        "555-1234",
+        "+44 20 7946 0958",
+        "123-45-6788",
+        "123 45 6788",
+        "123456788",
+        "4111 1111 1111 1111",
+        "4111111111111111",
+        "490154203237518",
+        "1HGCM82633A004352",
+        "x4dwjpdw9eww26942",
+        "978-0-306-40615-7",
+        "a1b2c3d4e5f6g7h8i9",
+        "12345678901",
+        "03/15/1980",
+        "1980-03-15",
+        "march",
+        "15,",
+        "1980",
+        "15th",
+        "of",
+        "born",
+        "dob",
+        "3/15",
+        "age",
+        "93",
+        "years",
+        "old",
+        "yo",
+        "mrn",
+        "member",
+        "id",
+        "a/c",
+        "s/n",
+        "vin",
+        "plate",
+        "ABC1234",
+        "ssn",
+        "fax",
+        "zip",
+        "main",
+        "ave",
+        "box",
+        "po",
+        "apt",
+        "4b",
+        "jane@aol.com",
+        "192.168.1.1",
+        "1.5.0.4",
+        "2001:db8::1",
+        "1a-fd-c9-b2-c4-54",
+        "c797.ff08.a6cd",
+        "myspace.com/jsmith",
+        "jane.blogspot.com",
+        "www.google.com",
+        "2001:0db8:85a3:0000:0000:8a2e:0370:7334",
+        "::ffff:192.0.2.1",
+        "1:2:3:4:5:6:10.0.0.1",
+        "25:7b:cf:5e:12:65",
+        "social security",
+        "soc sec #",
+        "ss#",
+        "555.123.4567",
+        "1-800-555-1234",
+        "(555)123-4567",
+        "5551234",
+        "12-25-1980",
+        "1980/12/25",
+        "7.4.2006",
+        "3-15",
     ]
 )
 TEXTS = st.lists(PIECES, min_size=1, max_size=8).map(" ".join)
@@ -68,9 +156,19 @@ def spans(s: Scrubber, text: str) -> list[tuple[int, int, str]]:
     return [(x.start, x.end, x.kind) for x in s.detect(text)]
 
 
+def test_the_switch_turns_the_prechecks_off() -> None:
+    """Scrubber(prechecks=False) reports the switch and its combined network pre-check passes any text (weather),
+    which the default scrubber's rejects; the default keeps its pre-checks."""
+    assert GATED.prechecks and not UNGATED.prechecks and not UNGATED_STRICT.prechecks
+    assert GATED.netcheck.search("weather") is None
+    assert UNGATED.netcheck.search("weather") is not None
+
+
 @settings(max_examples=600, deadline=None)
 @given(TEXTS)
 def test_prechecks_block_nothing(text: str) -> None:
+    """On texts built from identifier-like pieces, scrubbers with pre-checks find the same spans as
+    Scrubber(prechecks=False), under the default, the strict-name and the bare-domain configs."""
     assert spans(GATED, text) == spans(UNGATED, text)
     assert spans(GATED_STRICT, text) == spans(UNGATED_STRICT, text)
     assert spans(GATED_BARE, text) == spans(UNGATED_BARE, text)
@@ -79,6 +177,8 @@ def test_prechecks_block_nothing(text: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet="0123456789abcdefx -./:()+@,#", max_size=40))
 def test_prechecks_block_nothing_on_symbol_soup(text: str) -> None:
+    """On short texts of digits, hex letters and punctuation the default scrubber finds the same spans as
+    Scrubber(prechecks=False)."""
     assert spans(GATED, text) == spans(UNGATED, text)
 
 
@@ -95,10 +195,36 @@ def test_prechecks_block_nothing_on_the_corpus(corpus_texts: list[str]) -> None:
 CUE_TEXT = st.lists(
     st.sampled_from(
         [
-            "mrn", "mrn:", "medical record", "medrec", "member id", "policy #", "account number", "acct",
-            "a/c", "s/n", "sn", "serial no.", "license plate", "drivers license", "dl", "vin", "card",
-            "cardno12345678", "4account", "x", "is", "=", "#", "00123456", "ab-1234", "1999", "12",
-            "yrg07598386", "9957903289", "ABC1234",
+            "mrn",
+            "mrn:",
+            "medical record",
+            "medrec",
+            "member id",
+            "policy #",
+            "account number",
+            "acct",
+            "a/c",
+            "s/n",
+            "sn",
+            "serial no.",
+            "license plate",
+            "drivers license",
+            "dl",
+            "vin",
+            "card",
+            "cardno12345678",
+            "4account",
+            "x",
+            "is",
+            "=",
+            "#",
+            "00123456",
+            "ab-1234",
+            "1999",
+            "12",
+            "yrg07598386",
+            "9957903289",
+            "ABC1234",
         ]
     ),
     min_size=1,
@@ -118,9 +244,32 @@ def test_cue_scan_finds_what_the_full_scan_finds(text: str) -> None:
 DATE_TEXT = st.lists(
     st.sampled_from(
         [
-            "born", "birth day", "birthdate", "dob", "d.o.b.", "died", "passed away", "admitted on", "discharge date",
-            "march", "mar.", "sept", "september", "may", "june", "3", "15th", "31", "of", ",", "1980", "2006",
-            "3/15", "x", "obituary", "bday",
+            "born",
+            "birth day",
+            "birthdate",
+            "dob",
+            "d.o.b.",
+            "died",
+            "passed away",
+            "admitted on",
+            "discharge date",
+            "march",
+            "mar.",
+            "sept",
+            "september",
+            "may",
+            "june",
+            "3",
+            "15th",
+            "31",
+            "of",
+            ",",
+            "1980",
+            "2006",
+            "3/15",
+            "x",
+            "obituary",
+            "bday",
         ]
     ),
     min_size=1,
@@ -196,6 +345,8 @@ def test_ascii_variants_match_like_the_case_insensitive_patterns(text: str) -> N
 
 
 def test_ascii_variant_keeps_patterns_with_capitals_and_drops_only_ignorecase() -> None:
+    """ascii_variant returns a pattern with a capital letter, or one without IGNORECASE, unchanged and drops
+    IGNORECASE from a lowercase one (named groups kept); at least one detector pattern gets such a faster variant."""
     from filters.hipaa_scrub.detectors import ascii_variant
 
     capital = re.compile(r"X\d", re.IGNORECASE)
@@ -245,6 +396,8 @@ def test_run_lengths_hold_wherever_a_detector_finds_something(text: str) -> None
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="0123456789abz -._٣", max_size=20))
 def test_letter_touching_digit_gate_is_the_plain_alternation(text: str) -> None:
+    """LongNumberDetector.mixed_gate finds a lowercase letter next to a digit exactly when the plain letter-digit or
+    digit-letter regex does, non-ASCII digits included."""
     d = next(x for x in GATED.digit if type(x).__name__ == "LongNumberDetector")
     assert (d.mixed_gate.search(text) is None) == (re.search(r"[a-z]\d|\d[a-z]", text) is None)
 
@@ -252,6 +405,8 @@ def test_letter_touching_digit_gate_is_the_plain_alternation(text: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="0123456789", max_size=20))
 def test_luhn_matches_the_textbook_loop(digits: str) -> None:
+    """luhn_ok agrees with the textbook Luhn loop (double every second digit from the right, subtract 9 above 9,
+    total divisible by 10) on any digit string, the empty one included."""
     from filters.hipaa_scrub.detectors import luhn_ok
 
     total = 0

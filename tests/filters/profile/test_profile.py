@@ -43,12 +43,16 @@ def test_counts_and_get_profile(tmp_path: Path) -> None:
 
 
 def test_skip_unknown_and_level(tmp_path: Path) -> None:
+    """level: 2 counts the two-level category path (Arts/Sub); unknown: skip leaves uncategorised events out of the
+    profile and counts them as skipped_unknown."""
     p = ProfileFilter(ProfileConfig(level=2, unknown="skip"), ctx(tmp_path))
     p.process([ev("a", "x", "Arts"), ev("a", "y", None)])
     assert p.get_profile("a") == {"Arts/Sub": 1} and p.counts["skipped_unknown"] == 1
 
 
 def test_profile_survives_restart(tmp_path: Path) -> None:
+    """Counts live in the state store: a new filter on the reopened store returns the profile written before the
+    close."""
     c = ctx(tmp_path)
     ProfileFilter(ProfileConfig(), c).process([ev("a", "x", "Arts")])
     c.state.close()  # type: ignore[union-attr]
@@ -71,7 +75,7 @@ def test_invariant_protected_plus_held_equals_original(tmp_path: Path) -> None:
         buf = CategoryBufferFilter(CategoryBufferConfig(k=k), c)
         prof = ProfileFilter(ProfileConfig(), c)
         for i in range(0, len(events), 250):
-            prof.process(buf.process([ev(e.user, e.query, e.meta["category"]) for e in events[i:i + 250]]))  # type: ignore[index]
+            prof.process(buf.process([ev(e.user, e.query, e.meta["category"]) for e in events[i : i + 250]]))  # type: ignore[index]
         protected: Counter[tuple[str, str]] = Counter()
         for user in {e.user for e in events}:
             for cat, n in (prof.get_profile(user) or {}).items():
@@ -81,6 +85,8 @@ def test_invariant_protected_plus_held_equals_original(tmp_path: Path) -> None:
 
 
 def test_export_formats(tmp_path: Path) -> None:
+    """export_profiles returns the number of users and writes json (count and weight per category), csv (user,
+    category, count rows in order) and sqlite (a profiles table whose weights sum to 1 per user)."""
     c = ctx(tmp_path / "s")
     p = ProfileFilter(ProfileConfig(), c)
     p.process([ev("a", "x", "Arts"), ev("a", "y", "Arts"), ev("a", "z", "Health"), ev("b", "w", "News")])
@@ -90,20 +96,29 @@ def test_export_formats(tmp_path: Path) -> None:
     export_profiles(c.state, "csv", tmp_path / "p.csv")  # type: ignore[arg-type]
     rows = list(csv.DictReader((tmp_path / "p.csv").open()))
     assert [(r["user"], r["category"], r["count"]) for r in rows] == [
-        ("a", "Arts", "2"), ("a", "Health", "1"), ("b", "News", "1")]
+        ("a", "Arts", "2"),
+        ("a", "Health", "1"),
+        ("b", "News", "1"),
+    ]
     export_profiles(c.state, "sqlite", tmp_path / "p.db")  # type: ignore[arg-type]
     db = sqlite3.connect(tmp_path / "p.db")
     assert db.execute("SELECT SUM(count), ROUND(SUM(weight), 6) FROM profiles").fetchone() == (4, 2.0)
 
 
 def test_profiles_export_command(tmp_path: Path) -> None:
+    """`querylog profiles export -c CONFIG --format csv` reads the profiles from the config's state_dir and writes
+    the header and one row per user and category."""
     cfg = tmp_path / "c.yaml"
     cfg.write_text("state_dir: state\nfilters:\n  - profile: {}\n")
     c = ctx(tmp_path / "state")
     ProfileFilter(ProfileConfig(), c).process([ev("a", "x", "Arts")])
     c.state.close()  # type: ignore[union-attr]
     out = tmp_path / "out.csv"
-    r = subprocess.run([QUERYLOG, "profiles", "export", "-c", str(cfg), "--format", "csv", "-o", str(out)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [QUERYLOG, "profiles", "export", "-c", str(cfg), "--format", "csv", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert out.read_text().splitlines() == ["user,category,count,weight", "a,Arts,1,1.000000"]

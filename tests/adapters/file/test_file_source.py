@@ -1,0 +1,55 @@
+"""The `file` source: its options as a file (testdata/file_source*.yaml), and a file read through a runtime."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from helpers.configs import report_invalid_lines
+
+from adapters.file.source import FileSource
+from sidecar.config import build_config, load_config, load_yaml
+from sidecar.pipeline import Pipeline
+
+TESTDATA = Path(__file__).with_name("testdata")
+HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
+
+
+def load_source_options(path: Path, text: str | None = None) -> object:
+    """The file source's config from a YAML mapping of its options (located errors, like the loader's)."""
+    doc = load_yaml(path, text)
+    return build_config(FileSource.Config, doc.data, doc, "")
+
+
+def test_source_options_file_loads() -> None:
+    """testdata/file_source.yaml gives exactly the options it writes, none at its default."""
+    config = load_source_options(TESTDATA / "file_source.yaml")
+    assert config == FileSource.Config(path="in.tsv", format="tsv", batch_size=2, max_record_bytes=64)
+
+
+def test_invalid_source_options_are_reported_at_their_lines() -> None:
+    """Every line of testdata/file_source_invalid.yaml marked `# invalid` is a ConfigError `FILE:LINE: KEY: problem`
+    at that line, naming its key."""
+    reported = report_invalid_lines(TESTDATA / "file_source_invalid.yaml", load_source_options)
+    assert sorted(err.key for err in reported.values()) == ["batch_size", "encoding", "format", "max_record_bytes"]
+
+
+def test_file_source_reads_batches_into_the_runtime(tmp_path: Path) -> None:
+    """FileSource built from testdata/file_source.yaml (path relative to the config folder) delivers the file in
+    batches of 2 through a passthrough pipeline: the sink's output is the input without the one record longer than
+    max_record_bytes (64), which is dead-lettered as oversized_record; the source counts the 5 records delivered."""
+    rows = [f"{i}\tquery {i}\t2006-03-01 00:00:0{i}\t\t" for i in range(5)]
+    long_row = "9\t" + "x" * 80 + "\t2006-03-01 00:00:09\t\t"
+    (tmp_path / "in.tsv").write_text("\n".join([HEADER, rows[0], rows[1], long_row, *rows[2:]]) + "\n")
+    (tmp_path / "sidecar.yaml").write_text("state_dir: state\nsinks:\n  - file: {path: out.tsv}\n")
+    shutil.copy(TESTDATA / "file_source.yaml", tmp_path / "file_source.yaml")
+    pipeline = Pipeline(load_config(tmp_path / "sidecar.yaml"))
+    source = FileSource(load_source_options(tmp_path / "file_source.yaml"), pipeline.ctx)  # type: ignore[arg-type]
+    source.start(pipeline)
+    pipeline.close()
+    assert source.records == 5  # records delivered: neither the header nor the dead letter
+    assert (tmp_path / "out.tsv").read_text() == "\n".join([HEADER, *rows]) + "\n"
+    dead = pipeline.config.dead_letter_path
+    assert dead is not None
+    assert [json.loads(line)["reason"] for line in dead.read_text().splitlines()] == ["oversized_record"]

@@ -302,5 +302,5 @@ def test_report_verdict(matching: int, pairs: float, records: float | None, ok: 
     }
     if records is not None:
         result["best_records_deanonymizer"] = {"recovered_records_share": records}
-    verdict_ok, text = report._verdict(result, 5)
+    verdict_ok, text = report.verdict(result, 5)
     assert verdict_ok is ok and words in text

@@ -219,7 +219,7 @@ def _plots(result: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _verdict(result: dict[str, Any], k: int) -> tuple[bool, str]:
+def verdict(result: dict[str, Any], k: int) -> tuple[bool, str]:
     """Pass/attention and one sentence: per record when the audit has an instance key, else per pair."""
     best = result["best_deanonymizer"]
     rec = result.get("best_records_deanonymizer")
@@ -262,7 +262,7 @@ def render_html(result: dict[str, Any]) -> str:
     k = result["attacker"]["k"]
     best = result["best_deanonymizer"]
     best_rec = result.get("best_records_deanonymizer")
-    verdict_ok, verdict = _verdict(result, k)
+    verdict_ok, verdict_text = verdict(result, k)
     per_record = best_rec is not None
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{v['guesses']:,}</td><td>{v['recovered']:,}</td>"
@@ -350,7 +350,7 @@ th {{ text-align: left; background: #f4f4f4; }} .ok {{ color: #256029; }} .warn 
 img {{ max-width: 100%; }}
 </style></head><body>
 <h1>Query log privacy audit</h1>
-<p class="{"ok" if verdict_ok else "warn"}"><strong>{verdict}</strong></p>
+<p class="{"ok" if verdict_ok else "warn"}"><strong>{verdict_text}</strong></p>
 <p>The attacks are paper 001's de-anonymizers 1-4: the attacker has the protected log and the same
 knowledge base as the sidecar (the worst case), rebuilds the category buffers with k = {k} and
 δ = {result["attacker"]["delta"]}, and pairs users with queries by chance (1), by how often a user

@@ -1,4 +1,5 @@
-"""The category taxonomy (``knowledge/data/categories.yaml``): the categories, defined by WordNet anchors and curated terms.
+"""The category taxonomy (``knowledge/data/categories.yaml``): categories defined by WordNet anchors and
+curated terms.
 
 Shape (every key optional except ``categories``)::
 

@@ -175,6 +175,10 @@ class TsvCodec(Codec):
         if raw is not None:
             event.raw = "\t".join(fields) + ("\r" if raw.endswith("\r") else "")
 
+    def remove_field(self, event: Event, name: str) -> None:
+        """A TSV record keeps its columns: the field is emptied."""
+        self.set_field(event, name, "")
+
     def _fresh(self, event: Event) -> list[str]:
         carried = carried_fields(event)
         by_role = {col: getattr(event, role) for role, col in self.schema.roles.mapping().items() if col}
@@ -245,6 +249,18 @@ class JsonlCodec(Codec):
             raise FieldError("field_is_role")
         record = dict(event.record)
         record[name] = value
+        event.record = record
+        if event.raw is not None:
+            event.raw = _dumps(record, event.raw)
+
+    def remove_field(self, event: Event, name: str) -> None:
+        if event.codec is not self or not isinstance(event.record, dict):
+            raise FieldError("unsupported_codec")
+        if name in self._role_keys:
+            raise FieldError("field_is_role")
+        if name not in event.record:
+            return
+        record = {k: v for k, v in event.record.items() if k != name}
         event.record = record
         if event.raw is not None:
             event.raw = _dumps(record, event.raw)

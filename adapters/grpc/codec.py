@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import EventBatch, QueryEvent
-from sidecar.api import Codec, Event
+from sidecar.api import ROLES, Codec, Event, FieldError
 
 __all__ = ["EventBatch", "ProtoCodec", "ProtoEvent", "QueryEvent", "tune_gc"]
 
@@ -139,6 +139,31 @@ class ProtoCodec(Codec):
         """Non-role fields: the message's attributes (used when a TSV/JSONL sink writes it)."""
         record = event.record
         return dict(record.attributes) if type(record) is QueryEvent else {}
+
+    def get_field(self, event: Event, name: str) -> Any:
+        """A non-role field is an entry of the message's ``attributes``."""
+        record = event.record
+        if type(record) is not QueryEvent or name not in record.attributes:
+            raise FieldError("no_such_field")
+        return record.attributes[name]
+
+    def set_field(self, event: Event, name: str, value: Any) -> None:
+        """Set an ``attributes`` entry of the event's own message (the message is what is encoded)."""
+        record = event.record
+        if type(record) is not QueryEvent:
+            raise FieldError("unsupported_codec")
+        if name in ROLES:
+            raise FieldError("field_is_role")
+        record.attributes[name] = _text(value)
+
+    def remove_field(self, event: Event, name: str) -> None:
+        record = event.record
+        if type(record) is not QueryEvent:
+            raise FieldError("unsupported_codec")
+        if name in ROLES:
+            raise FieldError("field_is_role")
+        if name in record.attributes:
+            del record.attributes[name]
 
     def pack_record(self, record: Any) -> Any:
         """The message's wire bytes (``seq`` and ``attributes`` included)."""

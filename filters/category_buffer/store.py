@@ -12,19 +12,20 @@ Writes happen once per batch inside ``SAVEPOINT`` so they nest in a runtime
 transaction when there is one (the runtime can then commit delivery and state
 together) and commit on their own otherwise. A row created and fully released
 within one batch is never written: the state on disk is the state after the
-batch, which is all a restart needs.
+batch, which is all a restart needs (:class:`Journal` collects a batch's changes).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import msgpack
 import sqlite_utils
 
+from filters.category_buffer.buckets import Bucket, Held
 from sidecar.api import Codec, Event, StateStoreLike
 
 RECORD_EXT = 1  # msgpack extension type of a record packed by its codec (``Codec.pack_record`` bytes)
@@ -46,7 +47,7 @@ def _create(db: sqlite_utils.Database) -> None:
     db.execute(f"CREATE TABLE IF NOT EXISTS {KS} (bucket TEXT PRIMARY KEY, k INTEGER NOT NULL) WITHOUT ROWID")
 
 
-MIGRATIONS = [_create]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create]
 
 
 def _fallback(obj: Any) -> Any:
@@ -157,3 +158,61 @@ class HeldStore:
             conn.executemany(
                 f"INSERT INTO {KS}(bucket, k) VALUES (?, ?) ON CONFLICT(bucket) DO UPDATE SET k = excluded.k", ks
             )
+
+
+class Journal:
+    """One batch's changes to the held rows, written in one transaction by :meth:`commit`.
+
+    A held event that arrived in this batch (``Held.new``) is inserted at commit
+    if a half of it is still held; an older one is updated when a half moved or
+    left, and deleted once both halves are gone.
+    """
+
+    def __init__(self) -> None:
+        self.new: list[Held] = []
+        self.touched: set[Held] = set()
+        self.gone: list[int] = []
+        self.dirty_k: set[str] = set()
+
+    def arrived(self, h: Held) -> None:
+        """``h`` arrived in this batch."""
+        self.new.append(h)
+
+    def moved(self, h: Held) -> None:
+        """A half of ``h`` left or changed bucket; the other is still held."""
+        if not h.new:
+            self.touched.add(h)
+
+    def left(self, h: Held) -> None:
+        """Both halves of ``h`` are gone."""
+        if not h.new:
+            self.touched.discard(h)
+            self.gone.append(h.row)
+
+    def k_changed(self, bucket: str) -> None:
+        """The k of ``bucket`` changed."""
+        self.dirty_k.add(bucket)
+
+    def commit(self, store: HeldStore, buckets: Mapping[str, Bucket]) -> int:
+        """Write the batch's changes atomically and start a new batch; returns the events whose record
+        could not be kept (they are rebuilt from their roles after a restart)."""
+        inserts = []
+        not_kept = 0
+        for h in self.new:
+            if h.ubucket is None and h.qbucket is None:
+                continue  # arrived and left within the batch: nothing to store
+            blob, kept = pack_event(h.event)
+            if not kept:
+                not_kept += 1
+            inserts.append((h.row, h.ubucket, h.qbucket, h.arrived, blob))
+            h.new = False
+        updates = [(h.ubucket, h.qbucket, h.row) for h in self.touched]
+        deletes = [(row,) for row in self.gone]
+        ks = [(name, buckets[name].k) for name in self.dirty_k]
+        if inserts or updates or deletes or ks:
+            store.write(inserts, updates, deletes, ks)
+        self.new = []
+        self.touched = set()
+        self.gone = []
+        self.dirty_k = set()
+        return not_kept

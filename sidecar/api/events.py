@@ -113,6 +113,10 @@ class Codec:
         """Set non-role field ``name`` of the event's record, keeping ``raw`` in step (the identity rule)."""
         raise FieldError("unsupported_codec")
 
+    def remove_field(self, event: Event, name: str) -> None:
+        """Remove non-role field ``name`` (a format with fixed columns empties it instead); keeps ``raw`` in step."""
+        raise FieldError("unsupported_codec")
+
     def pack_record(self, record: Any) -> Any:
         """The record as msgpack-able data (lists, dicts, strings, numbers, bytes), for the state store."""
         return record

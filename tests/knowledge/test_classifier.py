@@ -14,8 +14,22 @@ from knowledge.evaluate import read_labelled
 from knowledge.text import STOPWORDS
 
 CATEGORIES = {
-    "Arts", "Business", "Computers", "Games", "Health", "Home", "Kids and Teens", "News", "Recreation",
-    "Reference", "Regional", "Science", "Shopping", "Society", "Sports", "World",
+    "Arts",
+    "Business",
+    "Computers",
+    "Games",
+    "Health",
+    "Home",
+    "Kids and Teens",
+    "News",
+    "Recreation",
+    "Reference",
+    "Regional",
+    "Science",
+    "Shopping",
+    "Society",
+    "Sports",
+    "World",
 }
 
 
@@ -31,6 +45,7 @@ def test_paper_example_european_soccer() -> None:
 
 
 def test_flu_symptoms_is_health() -> None:
+    """A two-word query of a plain WordNet noun and its context: Health, main unit `flu`."""
     r = classifier().classify("flu symptoms")
     assert r is not None and r.category == "Health" and r.main_unit == "flu"
 
@@ -85,6 +100,7 @@ def test_artic_monkeys_paper_failure_and_fix() -> None:
     ],
 )
 def test_known_queries(query: str, category: str) -> None:
+    """Hand-picked queries, one per rule of the classifier (each commented), get the expected category."""
     r = classifier().classify(query)
     assert r is not None and r.category == category
 
@@ -114,6 +130,7 @@ def test_everyday_words_with_mostly_uncategorised_senses_are_no_evidence(query: 
     [("realtor.com", "realtor com"), ("cars.com for sale", "cars com"), ("t mobile", "t mobile")],
 )
 def test_curated_terms_may_start_or_end_with_a_stop_word(query: str, unit: str) -> None:
+    """Curated terms may start or end with a stop word (`realtor com`, `t mobile`): they are the main unit."""
     r = classifier().classify(query)
     assert r is not None and r.main_unit == unit
 
@@ -127,19 +144,30 @@ def test_function_words_do_not_start_a_wordnet_phrase() -> None:
 @pytest.mark.parametrize(
     "token",
     [
-        "retardation",  # a WordNet noun without a category
-        "teething", "breastfeeding",  # WordNet words of other parts of speech / inflections
-        "hostels", "scrolls",  # plurals of known words
-        "neeson", "cuoco",  # census surnames
-        "koco", "fips",  # under five letters: one edit away from too many words
+        # a WordNet noun without a category
+        "retardation",
+        # WordNet words of other parts of speech / inflections
+        "teething",
+        "breastfeeding",
+        # plurals of known words
+        "hostels",
+        "scrolls",
+        # census surnames
+        "neeson",
+        "cuoco",
+        # under five letters: one edit away from too many words
+        "koco",
+        "fips",
     ],
 )
 def test_real_words_and_names_get_no_recommendation(token: str) -> None:
+    """Negatives of spelling recommendation: known words, inflections, census names and short tokens stay as typed."""
     assert classifier().recommend(token) == (token,)
 
 
 @pytest.mark.parametrize(("token", "fixed"), [("dictonary", "dictionary"), ("tequilla", "tequila")])
 def test_misspellings_still_get_a_recommendation(token: str, fixed: str) -> None:
+    """A rare misspelling gets the most frequent known word one edit away."""
     assert classifier().recommend(token) == (fixed,)
 
 
@@ -150,11 +178,14 @@ def test_a_persons_name_alone_is_uncategorised(query: str) -> None:
 
 
 def test_a_persons_name_does_not_vote() -> None:
+    """With topic words present, a person's name drops out of the vote: Arts from `concert tickets`, not `perry`."""
     r = classifier().classify("katy perry concert tickets")
     assert r is not None and r.category == "Arts" and "perry" not in r.main_unit
 
 
 def test_result_shape_and_immutability() -> None:
+    """A result is a frozen Classification: a known category, a path of at most 5 levels starting with it,
+    a confidence in (0, 1]."""
     r = classifier().classify("guitar lessons")
     assert isinstance(r, Classification)
     assert r.category in CATEGORIES and r.path[0] == r.category and len(r.path) <= 5
@@ -164,6 +195,7 @@ def test_result_shape_and_immutability() -> None:
 
 
 def test_classify_many_matches_classify() -> None:
+    """classify_many gives, in order, what classify gives query by query (None included)."""
     qs = ["flu symptoms", "ebay", "", "artic monkeys"]
     assert classifier().classify_many(qs) == [classifier().classify(q) for q in qs]
 
@@ -196,6 +228,7 @@ def test_classify_command_json_lines() -> None:
 
 
 def test_kb_info_command() -> None:
+    """`querylog kb info`: JSON with the builder, the wordfreq source and the 16 categories."""
     import json
 
     from click.testing import CliRunner
@@ -223,6 +256,7 @@ def test_any_text_classifies_or_is_none(text: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=30))
 def test_recommendation_is_a_known_word_or_the_token(token: str) -> None:
+    """Invariant: a recommendation is the token itself or made only of KB words and stop words."""
     clf = classifier()
     fixed = clf.recommend(token)
     assert fixed == (token,) or all(w in clf.words or w in STOPWORDS for w in fixed)

@@ -25,6 +25,8 @@ def test_kb_is_reproducible_from_its_sources() -> None:
 
 
 def test_kb_content() -> None:
+    """The compiled KB: 16 categories, WordNet lemmas with their paths, modifiers, uncategorised known words kept
+    apart, and a sense's topic-domain category only when no other sense of the lemma has a category."""
     kb = decode(kb_file().read_bytes())
     assert len(kb.categories) == 16
     assert kb.meta["sources"]["wordnet"]["origin"] in {"nltk", "debian"}
@@ -51,6 +53,8 @@ def test_kb_content() -> None:
     ids=["empty", "magic", "truncated", "bit-flip", "format"],
 )
 def test_corrupt_file_is_detected(damage, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Any damage (empty, bad magic, truncation, a flipped bit, unknown format) is KBCorrupt; load_kb without
+    build refuses it as corrupt and says to run `querylog kb build`."""
     bad = tmp_path / "kb.qlkb"
     bad.write_bytes(damage(kb_file().read_bytes()))
     with pytest.raises(KBCorrupt):
@@ -81,6 +85,7 @@ def test_missing_or_corrupt_cache_is_rebuilt(tmp_path: Path, monkeypatch: pytest
 
 
 def test_stale_when_categories_change(tmp_path: Path) -> None:
+    """A KB built from another categories file is reported stale."""
     cats = tmp_path / "categories.yaml"
     cats.write_text("categories:\n  Sports:\n    anchors: [sport.n.01]\n")
     kb, reason = kb_status(kb_file(), cats)
@@ -88,17 +93,20 @@ def test_stale_when_categories_change(tmp_path: Path) -> None:
 
 
 def test_missing_kb_without_build_is_a_clear_error(tmp_path: Path) -> None:
+    """A missing KB without build_if_needed is KBUnavailable telling to run `querylog kb build`."""
     with pytest.raises(KBUnavailable, match="missing; run `querylog kb build`"):
         load_kb(tmp_path / "none.qlkb", build_if_needed=False)
 
 
 def test_lexnames_file() -> None:
+    """The generated WordNet lexnames file has the 45 lexicographer files, numbered, with their part-of-speech codes."""
     lines = lexnames_text().splitlines()
     assert len(lines) == len(LEXNAMES) == 45
     assert lines[0] == "00\tadj.all\t3" and lines[44] == "44\tadj.ppl\t3" and lines[5] == "05\tnoun.animal\t1"
 
 
 def test_project_categories_file() -> None:
+    """The project's categories file names 16 categories, World as the foreign category."""
     tax = load_taxonomy()
     assert len(tax.names) == 16 and tax.foreign_category == "World"
 
@@ -115,6 +123,7 @@ def test_project_categories_file() -> None:
     ],
 )
 def test_categories_file_errors_are_located(body: str, key: str, tmp_path: Path) -> None:
+    """Each kind of error in a categories file raises ConfigError naming the file and the exact key."""
     f = tmp_path / "c.yaml"
     f.write_text(body)
     with pytest.raises(ConfigError) as info:

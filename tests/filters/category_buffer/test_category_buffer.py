@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,18 +13,31 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from filters.category_buffer import CategoryBufferConfig, CategoryBufferFilter
-from filters.category_buffer import filter as cb_filter
-from filters.category_buffer.filter import normalise_text
+from filters.category_buffer.pairs import normalise_text
 from sidecar.api import BuildContext, Event
-from sidecar.codecs import JsonlCodec, SchemaConfig, TsvCodec
-from sidecar.config import load_config
-from sidecar.config.loader import ConfigError
+from sidecar.codecs import JsonlCodec, RolesConfig, SchemaConfig, TsvCodec
+from sidecar.pipeline import codec_lookup
 from sidecar.state import StateStore
 
 
-def make(tmp: Path, seed: int = 1, **options: object) -> CategoryBufferFilter:
+class FakeClock:
+    """Wall-clock seconds that move only when a test advances them."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(tmp: Path, seed: int = 1, clock: Callable[[], float] | None = None, **options: object) -> CategoryBufferFilter:
+    """The filter on a state store in ``tmp``, built as a pipeline builds it (its codec lookup; a seeded RNG)."""
     state = StateStore(tmp)
-    ctx = BuildContext(config_dir=tmp, state=state, rng=random.Random(seed), seed=seed)
+    ctx = BuildContext(
+        config_dir=tmp, state=state, rng=random.Random(seed), seed=seed, codecs=codec_lookup(SchemaConfig())
+    )
+    if clock is not None:
+        ctx.clock = clock
     return CategoryBufferFilter(CategoryBufferConfig(**options), ctx)  # type: ignore[arg-type]
 
 
@@ -36,14 +50,16 @@ def ev(user: str, query: str, category: str | None, time: str = "t") -> Event:
 
 def stream(n: int, users: int, cats: int, seed: int) -> list[Event]:
     rng = random.Random(seed)
-    return [ev(f"u{rng.randrange(users)}", f"q{rng.randrange(10 * n)}", f"C{rng.randrange(cats)}", f"{i:06d}")
-            for i in range(n)]
+    return [
+        ev(f"u{rng.randrange(users)}", f"q{rng.randrange(10 * n)}", f"C{rng.randrange(cats)}", f"{i:06d}")
+        for i in range(n)
+    ]
 
 
 def run(f: CategoryBufferFilter, events: list[Event], batch: int = 50) -> list[Event]:
     out: list[Event] = []
     for i in range(0, len(events), batch):
-        out += f.process(events[i:i + batch])
+        out += f.process(events[i : i + batch])
     return out
 
 
@@ -72,13 +88,15 @@ class TestAlgorithm2:
         events = stream(3000, 40, 4, seed=3)
         users_by_cat: dict[str, set[str]] = {}
         for e in events:
-            users_by_cat.setdefault(e.meta["category"], set()).add(e.user)  # type: ignore[index]
+            users_by_cat.setdefault(e.meta["category"], set()).add(e.user)
         for o in run(f, events):
-            assert o.user in users_by_cat[o.meta["category"]]  # type: ignore[index]
+            assert o.user in users_by_cat[o.meta["category"]]
 
     @settings(max_examples=30, deadline=None)
-    @given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 8), st.integers(0, 2)), min_size=1, max_size=120),
-           st.integers(2, 6))
+    @given(
+        st.lists(st.tuples(st.integers(0, 6), st.integers(0, 8), st.integers(0, 2)), min_size=1, max_size=120),
+        st.integers(2, 6),
+    )
     def test_never_an_original_pair_and_nothing_lost(self, rows: list[tuple[int, int, int]], k: int) -> None:
         """Property: no output (user, query) was ever sent by that user before it left; users and queries are
         conserved per category (released + held = input), so every user keeps their category counts."""
@@ -90,18 +108,18 @@ class TestAlgorithm2:
             seen: set[tuple[str, str]] = set()
             out: list[Event] = []
             for i in range(0, len(events), 7):
-                for e in events[i:i + 7]:
+                for e in events[i : i + 7]:
                     seen.add((e.user, normalise_text(e.query)))
-                got = f.process(events[i:i + 7])
+                got = f.process(events[i : i + 7])
                 for o in got:
                     assert (o.user, normalise_text(o.query)) not in seen
                 out += got
-            users_in = Counter((e.user, e.meta["category"]) for e in events)  # type: ignore[index]
-            users_out = Counter((o.user, o.meta["category"]) for o in out)  # type: ignore[index]
+            users_in = Counter((e.user, e.meta["category"]) for e in events)
+            users_out = Counter((o.user, o.meta["category"]) for o in out)
             assert users_out + f.held_users() == users_in
-            queries_in = Counter((e.query, e.meta["category"]) for e in events)  # type: ignore[index]
+            queries_in = Counter((e.query, e.meta["category"]) for e in events)
             held_q = Counter((h.event.query, b.name) for b in f.buckets.values() for h in b.queries)
-            assert Counter((o.query, o.meta["category"]) for o in out) + held_q == queries_in  # type: ignore[index]
+            assert Counter((o.query, o.meta["category"]) for o in out) + held_q == queries_in
             assert len(out) + f.held() == len(events)
 
     def test_same_text_from_another_user_is_not_given_to_a_user_who_sent_it(self, tmp_path: Path) -> None:
@@ -111,6 +129,53 @@ class TestAlgorithm2:
         assert out == [] and f.counts["k_raised"] == 1
         out = f.process([ev("c", "news today", "News")])
         assert out and all(not (o.user in "ab" and normalise_text(o.query) == "weather") for o in out)
+
+
+class HelpersOnly(CategoryBufferFilter):
+    """The filter without its hot-path specialisation: every operation through its helper."""
+
+    SPECIALISED = False
+
+
+class TestSpecialisedHotPath:
+    @pytest.mark.parametrize(
+        ("options", "batch"),
+        [
+            ({"k": 3}, 37),
+            ({"k": 5, "avoid_repeat_pairs": 10}, 37),
+            ({"k": 3, "avoid_repeat_pairs": 40}, 3),
+            ({"k": 4, "min_users": 2, "delta": 1.5}, 37),
+            ({"k": 3, "user_draw": "slot"}, 37),
+            ({"k": 3, "unknown": "drop"}, 37),
+        ],
+    )
+    def test_specialised_hot_path_gives_the_helpers_output(
+        self, tmp_path: Path, options: dict[str, object], batch: int
+    ) -> None:
+        """With the same random words, the inlined arrival and first draw release exactly what the helpers
+        release (same pairs, same order, same held halves, k and counts), also through rejections, k growth
+        and decay, the rotation of the recent-pairs memory and uncategorised events."""
+        rng = random.Random(11)
+        events = [
+            ev(
+                f"u{rng.randrange(6)}",
+                f"text {rng.randrange(12)}",
+                rng.choice(["C0", "C1", "C2", "unknown", None]),
+                f"{i:05d}",
+            )
+            for i in range(1500)
+        ]
+        events += [ev("solo", f"flood {i}", "C0") for i in range(20)] + events[:200]
+        results = []
+        for cls, sub in ((CategoryBufferFilter, "specialised"), (HelpersOnly, "helpers")):
+            state = StateStore(tmp_path / sub)
+            ctx = BuildContext(config_dir=tmp_path, state=state, rng=random.Random(5), seed=5)
+            f = cls(CategoryBufferConfig(**options), ctx)  # type: ignore[arg-type]
+            fresh = [ev(e.user, e.query, e.meta.get("category"), e.time) for e in events]
+            out = [(o.user, o.query, o.time, o.meta.get("category")) for o in run(f, fresh, batch=batch)]
+            results.append((out, f.held_users(), f.stats(), dict(f.counts)))
+        assert results[0] == results[1]
+        assert results[0][3]["k_raised"] > 0 and results[0][0]
 
 
 class TestKGrowth:
@@ -134,6 +199,7 @@ class TestKGrowth:
         assert ("solo", "Arts") not in f.held_users()
 
     def test_no_decay_keeps_paper_behaviour(self, tmp_path: Path) -> None:
+        """decay: false: an inflated k never comes back down, whatever is released afterwards (paper 001)."""
         f = make(tmp_path, k=3, delta=2.0, decay=False)
         f.process([ev("solo", f"q{i}", "Arts") for i in range(6)])
         raised = f.stats()["k_per_category"]["Arts"]
@@ -141,6 +207,7 @@ class TestKGrowth:
         assert f.stats()["k_per_category"]["Arts"] >= raised > 3
 
     def test_per_category_k(self, tmp_path: Path) -> None:
+        """k_per_category sets the base k of the named bucket; other buckets keep k."""
         f = make(tmp_path, k=2, k_per_category={"Health": 4})
         assert len(f.process([ev("a", "x", "Arts"), ev("b", "y", "Arts")])) == 1
         assert f.process([ev(f"u{i}", f"h{i}", "Health") for i in range(3)]) == []
@@ -149,12 +216,14 @@ class TestKGrowth:
 
 class TestRolesTimeUnknown:
     def test_time_release_query_user(self, tmp_path: Path) -> None:
+        """time: release writes the triggering arrival's time, query the query's time, user the user's time."""
         events = [ev(f"u{i}", f"q{i}", "Sports", time=f"T{i}") for i in range(5)]
-        for mode, check in (
+        checks: tuple[tuple[str, Callable[[Event, str, str], bool]], ...] = (
             ("release", lambda o, q_time, u_time: o.time == "T4"),
             ("query", lambda o, q_time, u_time: o.time == q_time),
             ("user", lambda o, q_time, u_time: o.time == u_time),
-        ):
+        )
+        for mode, check in checks:
             f = make(tmp_path / mode, k=5, time=mode)
             fresh = [ev(e.user, e.query, "Sports", e.time) for e in events]
             qtime = {e.query: e.time for e in fresh}
@@ -174,8 +243,18 @@ class TestRolesTimeUnknown:
     def test_user_fields_travel_with_the_user_in_json(self, tmp_path: Path) -> None:
         """A JSON `ip` key configured as a user field stays with its user; url stays with its query."""
         codec = JsonlCodec(SchemaConfig(roles=_roles()))
-        lines = [json.dumps({"uid": f"u{i}", "q": f"query {i}", "ip": f"10.0.0.{i}", "url": f"http://s{i}.com",
-                             "category": "Shopping"}) for i in range(3)]
+        lines = [
+            json.dumps(
+                {
+                    "uid": f"u{i}",
+                    "q": f"query {i}",
+                    "ip": f"10.0.0.{i}",
+                    "url": f"http://s{i}.com",
+                    "category": "Shopping",
+                }
+            )
+            for i in range(3)
+        ]
         events = [codec.decode(line, "\n") for line in lines]
         f = make(tmp_path, k=3, user_fields=("ip",), category_field="category", time="query")
         (o,) = f.process(events)
@@ -199,8 +278,7 @@ class TestRolesTimeUnknown:
         assert cols[2:] == rows[qi].split("\t")[2:] and cols[0] != rows[qi].split("\t")[0]
 
 
-def _roles() -> object:
-    from sidecar.codecs import RolesConfig
+def _roles() -> RolesConfig:
 
     return RolesConfig(user="uid", query="q", time=None, rank=None, url="url")
 
@@ -241,44 +319,47 @@ class TestDurability:
         assert line.split("\t")[1:] == originals[o.query].split("\t")[1:]
 
     def test_released_rows_are_deleted_in_the_same_commit(self, tmp_path: Path) -> None:
+        """After each batch the stored halves are exactly the held ones: no row with both halves released."""
         f = make(tmp_path, k=2)
         run(f, stream(400, 20, 2, seed=7))
         conn = f.ctx.state.conn  # type: ignore[union-attr]
         user_halves = conn.execute("SELECT COUNT(*) FROM category_buffer_held WHERE user_bucket IS NOT NULL")
         query_halves = conn.execute("SELECT COUNT(*) FROM category_buffer_held WHERE query_bucket IS NOT NULL")
         assert user_halves.fetchone()[0] == query_halves.fetchone()[0] == f.held()
-        assert conn.execute(
-            "SELECT COUNT(*) FROM category_buffer_held WHERE user_bucket IS NULL AND query_bucket IS NULL"
-        ).fetchone()[0] == 0
+        assert (
+            conn.execute(
+                "SELECT COUNT(*) FROM category_buffer_held WHERE user_bucket IS NULL AND query_bucket IS NULL"
+            ).fetchone()[0]
+            == 0
+        )
 
 
 class TestPolicies:
-    def test_suppress_after_max_hold(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        clock = [1000.0]
-        monkeypatch.setattr(cb_filter._time, "time", lambda: clock[0])
-        f = make(tmp_path, k=5, max_hold="suppress", max_hold_seconds=60)
+    def test_suppress_after_max_hold(self, tmp_path: Path) -> None:
+        """max_hold: suppress drops (and counts) events held longer than max_hold_seconds of wall clock."""
+        clock = FakeClock()
+        f = make(tmp_path, clock=clock, k=5, max_hold="suppress", max_hold_seconds=60)
         f.process([ev("a", "x", "Arts"), ev("b", "y", "Arts")])
-        clock[0] += 61
+        clock.now += 61
         assert f.flush(final=False) == []
         assert f.held() == 0 and f.counts["suppressed_max_hold"] == 2
 
-    def test_merge_moves_overdue_bucket_to_root(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_merge_moves_overdue_bucket_to_root(self, tmp_path: Path) -> None:
         """Two overdue small buckets merge into the root bucket, which then reaches k and releases."""
-        clock = [1000.0]
-        monkeypatch.setattr(cb_filter._time, "time", lambda: clock[0])
-        f = make(tmp_path, k=3, max_hold="merge", max_hold_seconds=60)
+        clock = FakeClock()
+        f = make(tmp_path, clock=clock, k=3, max_hold="merge", max_hold_seconds=60)
         f.process([ev("a", "x", "Arts"), ev("b", "y", "Arts"), ev("c", "z", "Home")])
-        clock[0] += 61
+        clock.now += 61
         out = f.flush(final=False)
         assert len(out) == 1 and f.counts["merged"] == 3
         assert f.stats()["held_per_category"] == {"*": 2}
 
-    def test_hold_never_releases_early(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        clock = [1000.0]
-        monkeypatch.setattr(cb_filter._time, "time", lambda: clock[0])
-        f = make(tmp_path, k=5)
+    def test_hold_never_releases_early(self, tmp_path: Path) -> None:
+        """max_hold: hold (default) keeps a bucket below k held however long it waits."""
+        clock = FakeClock()
+        f = make(tmp_path, clock=clock, k=5)
         f.process([ev("a", "x", "Arts")])
-        clock[0] += 10**7
+        clock.now += 10**7
         assert f.flush(final=False) == [] and f.held() == 1
 
     def test_max_held_bounds_a_single_user_flood(self, tmp_path: Path) -> None:
@@ -288,40 +369,21 @@ class TestPolicies:
         assert f.held() <= 50 and f.counts["suppressed_overflow"] >= 350
 
 
-class TestConfig:
-    @pytest.mark.parametrize(("body", "key"), [
-        ("user_roles: [url]", "user_roles"),
-        ("k: 1", "k"),
-        ("delta: 1.0", "delta"),
-        ("max_hold: later", "max_hold"),
-        ("k_per_category: {Health: 1}", "k_per_category.Health"),
-    ])
-    def test_bad_options_are_located(self, tmp_path: Path, body: str, key: str) -> None:
-        cfg = tmp_path / "c.yaml"
-        cfg.write_text(f"state_dir: s\nfilters:\n  - category_buffer:\n      {body}\n")
-        with pytest.raises(ConfigError) as err:
-            load_config(cfg)
-        assert str(err.value).startswith(f"{cfg}:4: filters[0].category_buffer.{key}")
-
-    def test_shipped_config_loads(self) -> None:
-        from sidecar.api import FILTERS
-        from sidecar.registry import plugins
-
-        missing = {"hipaa_scrub", "classify"} - set(plugins(FILTERS))
-        if missing:
-            pytest.skip(f"filters not registered yet: {sorted(missing)}")
-        root = Path(__file__).resolve().parents[3]
-        cfg = load_config(root / "config" / "k-anonymity.yaml")
-        assert [s.name for s in cfg.filters][-2:] == ["category_buffer", "profile"]
-
-
 def test_grpc_events_keep_their_message_across_a_restart(tmp_path: Path) -> None:
     """Held gRPC events come back after a restart with their seq and attributes, encoded by any ProtoCodec."""
     from adapters.grpc.codec import ProtoCodec, QueryEvent
 
     def proto_events(codec: ProtoCodec, start: int, n: int) -> list[Event]:
-        msgs = [QueryEvent(user=f"u{i}", query=f"q{i}", time=f"t{i}", seq=1000 + i,
-                           attributes={"session": f"s{i}", "ip": f"10.0.0.{i}"}) for i in range(start, start + n)]
+        msgs = [
+            QueryEvent(
+                user=f"u{i}",
+                query=f"q{i}",
+                time=f"t{i}",
+                seq=1000 + i,
+                attributes={"session": f"s{i}", "ip": f"10.0.0.{i}"},
+            )
+            for i in range(start, start + n)
+        ]
         events = codec.decode_batch(msgs)
         for e in events:
             e.annotate("category", "Sports")

@@ -24,10 +24,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import QUERYLOG
 
 N_EVENTS = 3000
 BATCH = 40
+
+
+def _querylog() -> str:
+    """The ``querylog`` command (imported here: the child driver runs this file without ``tests/`` on its path)."""
+    from helpers import QUERYLOG
+
+    return QUERYLOG
 
 
 def _config(tmp: Path) -> Path:
@@ -45,8 +51,18 @@ def _input(tmp: Path) -> Path:
     path = tmp / "in.jsonl"
     with path.open("w") as fh:
         for i in range(N_EVENTS):
-            fh.write(json.dumps({"id": i, "uid": f"u{rng.randrange(60)}", "q": f"query {i}", "ts": i,
-                                 "cat": rng.choice(["A", "B", "C", "D"])}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": i,
+                        "uid": f"u{rng.randrange(60)}",
+                        "q": f"query {i}",
+                        "ts": i,
+                        "cat": rng.choice(["A", "B", "C", "D"]),
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
@@ -68,7 +84,7 @@ def child(cfg_path: str, in_path: str, out_path: str, crash_at: int) -> None:
         out.truncate(size)
         out.seek(size)
         for batch_no, start in enumerate(range(line_done, len(lines), BATCH), start=1):
-            chunk = lines[start:start + BATCH]
+            chunk = lines[start : start + BATCH]
             events = [codec.decode(line, "\n") for line in chunk]
             conn.execute("BEGIN IMMEDIATE")
             released = pipe.process(events)
@@ -79,9 +95,11 @@ def child(cfg_path: str, in_path: str, out_path: str, crash_at: int) -> None:
             size += len(data)
             if batch_no == crash_at:
                 os.kill(os.getpid(), signal.SIGKILL)  # output written, state not committed
-            conn.execute("INSERT INTO replay_checkpoint(id, line, bytes) VALUES (1, ?, ?) "
-                         "ON CONFLICT(id) DO UPDATE SET line = excluded.line, bytes = excluded.bytes",
-                         (start + len(chunk), size))
+            conn.execute(
+                "INSERT INTO replay_checkpoint(id, line, bytes) VALUES (1, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET line = excluded.line, bytes = excluded.bytes",
+                (start + len(chunk), size),
+            )
             conn.execute("COMMIT")
             print(f"batch {batch_no}", flush=True)
             time.sleep(0.002)
@@ -90,9 +108,18 @@ def child(cfg_path: str, in_path: str, out_path: str, crash_at: int) -> None:
 
 def _run_child(tmp: Path, crash_at: int = 0) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, __file__, str(tmp / "crash.yaml"), str(tmp / "in.jsonl"), str(tmp / "out.jsonl"),
-         str(crash_at)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[3],
+        [
+            sys.executable,
+            __file__,
+            str(tmp / "crash.yaml"),
+            str(tmp / "in.jsonl"),
+            str(tmp / "out.jsonl"),
+            str(crash_at),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
     )
 
 
@@ -106,7 +133,7 @@ def _check(tmp: Path) -> None:
     state = StateStore(tmp / "state")
     rows = state.conn.execute("SELECT user_bucket, query_bucket, event FROM category_buffer_held").fetchall()
     state.close()
-    held_q = Counter()
+    held_q: Counter[int] = Counter()
     held_u: Counter[str] = Counter()
     for ub, qb, blob in rows:
         ev, _ = unpack_event(blob)
@@ -124,6 +151,8 @@ def _check(tmp: Path) -> None:
 
 @pytest.mark.slow
 def test_self_kill_between_output_and_commit(tmp_path: Path) -> None:
+    """SIGKILL after the output of a batch is written but before its state commits: the rerun truncates
+    to the committed output and resumes; every event released exactly once or still held, none lost."""
     _config(tmp_path)
     _input(tmp_path)
     p = _run_child(tmp_path, crash_at=17)
@@ -138,6 +167,8 @@ def test_self_kill_between_output_and_commit(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_external_kill_mid_replay(tmp_path: Path) -> None:
+    """SIGKILL from outside at a random moment of a replay, then a rerun: every event released exactly once
+    or still held, none lost, and no released event keeps its own user."""
     _config(tmp_path)
     _input(tmp_path)
     p = _run_child(tmp_path)
@@ -156,8 +187,17 @@ def test_external_kill_mid_replay(tmp_path: Path) -> None:
 
 
 def _replay_cmd(tmp: Path) -> list[str]:
-    return [QUERYLOG, "replay", "--config", str(tmp / "crash.yaml"),
-            str(tmp / "in.jsonl"), "-o", str(tmp / "out.jsonl"), "--resume", "--no-progress"]
+    return [
+        _querylog(),
+        "replay",
+        "--config",
+        str(tmp / "crash.yaml"),
+        str(tmp / "in.jsonl"),
+        "-o",
+        str(tmp / "out.jsonl"),
+        "--resume",
+        "--no-progress",
+    ]
 
 
 @pytest.mark.slow
@@ -173,8 +213,12 @@ def test_querylog_replay_resume_survives_kill9(tmp_path: Path, kills: int) -> No
     rng = random.Random()
     for _ in range(kills):
         before = out.stat().st_size if out.exists() else 0
-        p = subprocess.Popen(_replay_cmd(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             cwd=Path(__file__).resolve().parents[3])
+        p = subprocess.Popen(
+            _replay_cmd(tmp_path),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=Path(__file__).resolve().parents[3],
+        )
         deadline = time.monotonic() + 60
         while p.poll() is None and time.monotonic() < deadline:
             if out.exists() and out.stat().st_size > before + rng.randrange(1, 4000):
@@ -183,12 +227,14 @@ def test_querylog_replay_resume_survives_kill9(tmp_path: Path, kills: int) -> No
         p.kill()
         p.wait(timeout=30)
         assert p.returncode == -signal.SIGKILL, "the replay ended before it could be killed"
-    done = subprocess.run(_replay_cmd(tmp_path), capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[3])
+    done = subprocess.run(
+        _replay_cmd(tmp_path), capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[3]
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     _check(tmp_path)
-    again = subprocess.run(_replay_cmd(tmp_path), capture_output=True, text=True, timeout=120,
-                           cwd=Path(__file__).resolve().parents[3])
+    again = subprocess.run(
+        _replay_cmd(tmp_path), capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[3]
+    )
     assert again.returncode == 0
     _check(tmp_path)  # a finished --resume run is not replayed twice
 
@@ -198,9 +244,22 @@ def test_resume_refuses_outputs_it_cannot_resume(tmp_path: Path) -> None:
     _config(tmp_path)
     _input(tmp_path)
     for output in ("-", str(tmp_path / "out.jsonl.gz")):
-        r = subprocess.run([QUERYLOG, "replay", "--config", str(tmp_path / "crash.yaml"),
-                            str(tmp_path / "in.jsonl"), "-o", output, "--resume"],
-                           capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[3])
+        r = subprocess.run(
+            [
+                _querylog(),
+                "replay",
+                "--config",
+                str(tmp_path / "crash.yaml"),
+                str(tmp_path / "in.jsonl"),
+                "-o",
+                output,
+                "--resume",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parents[3],
+        )
         assert r.returncode == 2
         assert "--resume needs -o OUTPUT" in r.stderr
 

@@ -1,0 +1,172 @@
+"""Paper 001's per-category buffers: a user set, a query set and the current k.
+
+Each held event is split in two halves — its user (in a bucket's user set) and
+its query (in a bucket's query set) — that leave at different times, so a
+:class:`Held` records in which bucket each half still is. A :class:`Bucket`
+keeps both sets with O(1) random removal and owns its k: raised to
+ceil(k * delta) when no valid pair exists (paper 001), stepped back toward its
+base after a release when decay is on.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sidecar.api import Event
+
+UNKNOWN = "unknown"
+"""The bucket of events without a category."""
+ROOT = "*"
+"""The bucket that overdue level-1 buckets merge into (``max_hold: merge``)."""
+
+
+def parent_name(name: str) -> str:
+    """The bucket an overdue bucket merges into: one taxonomy level up, ``*`` above level 1."""
+    if name in (UNKNOWN, ROOT) or "/" not in name:
+        return ROOT
+    return name.rsplit("/", 1)[0]
+
+
+class Held:
+    """One buffered event: its user half and its query half, and where each is still held.
+
+    ``event`` is never modified (the output is a copy), so it can be written to
+    the state store at any time. ``qidx`` is its position in the bucket's query
+    list (O(1) random removal by swapping with the last element). ``uvalues``
+    are the values that travel with the user (see :mod:`.sides`); None until
+    they can be read (an event restored without its codec).
+    """
+
+    __slots__ = (
+        "arrived",
+        "event",
+        "fmt",
+        "new",
+        "pair",
+        "qbucket",
+        "qidx",
+        "row",
+        "sender",
+        "text",
+        "ubucket",
+        "uvalues",
+    )
+
+    def __init__(
+        self,
+        row: int,
+        event: Event,
+        sender: str,
+        text: str,
+        pair: int,
+        arrived: float,
+        fmt: str | None,
+        uvalues: tuple[Any, ...] | None,
+        new: bool,
+    ) -> None:
+        self.row = row
+        self.event = event
+        self.sender = sender
+        self.text = text
+        self.pair = pair
+        self.arrived = arrived
+        self.fmt = fmt
+        self.uvalues = uvalues
+        self.ubucket: str | None = None
+        self.qbucket: str | None = None
+        self.qidx = -1
+        #: not yet in the state store (arrived in the current batch)
+        self.new = new
+
+
+class Bucket:
+    """One category's user set and query set, and its current k.
+
+    The user set is kept per user (``by_name``: that user's held user halves),
+    so a user can be drawn uniformly among distinct users in O(distinct); the
+    query set is a list with O(1) random removal. Both sets always have the
+    same size: an arrival adds to both, a release takes one from each.
+    """
+
+    __slots__ = ("base", "by_name", "k", "name", "queries")
+
+    def __init__(self, name: str, base: int) -> None:
+        self.name = name
+        self.base = base
+        self.k = base
+        self.by_name: dict[str, list[Held]] = {}  # held user halves per user
+        self.queries: list[Held] = []
+
+    # --- the two sets ------------------------------------------------------------
+
+    def add_user(self, h: Held) -> None:
+        """Hold the user half of ``h`` here."""
+        h.ubucket = self.name
+        slots = self.by_name.get(h.sender)
+        if slots is None:
+            self.by_name[h.sender] = [h]
+        else:
+            slots.append(h)
+
+    def add_query(self, h: Held) -> None:
+        """Hold the query half of ``h`` here."""
+        h.qidx = len(self.queries)
+        h.qbucket = self.name
+        self.queries.append(h)
+
+    def pop_user(self, name: str, i: int) -> Held:
+        """Take user ``name``'s ``i``-th held user half (O(1))."""
+        slots = self.by_name[name]
+        h = slots[i]
+        last = slots.pop()
+        if last is not h:
+            slots[i] = last
+        if not slots:
+            del self.by_name[name]
+        h.ubucket = None
+        return h
+
+    def remove_user(self, h: Held) -> None:
+        """Take the user half of ``h`` (O(that user's held halves))."""
+        slots = self.by_name[h.sender]
+        slots.remove(h)
+        if not slots:
+            del self.by_name[h.sender]
+        h.ubucket = None
+
+    def pop_query(self, i: int) -> Held:
+        """Take the ``i``-th held query half (O(1): the last one takes its place)."""
+        queries = self.queries
+        h = queries[i]
+        last = queries.pop()
+        if last is not h:
+            queries[i] = last
+            last.qidx = i
+        h.qbucket = None
+        return h
+
+    def users(self) -> list[Held]:
+        """Every held user half."""
+        return [h for slots in self.by_name.values() for h in slots]
+
+    def take_all(self) -> tuple[list[Held], list[Held]]:
+        """Empty the bucket; returns its held query halves and user halves (to move them elsewhere)."""
+        queries, users = self.queries, self.users()
+        self.queries = []
+        self.by_name = {}
+        return queries, users
+
+    # --- k -----------------------------------------------------------------------
+
+    def raise_k(self, delta: float) -> None:
+        """No valid pair at k: k <- ceil(k * delta) (paper 001)."""
+        self.k = math.ceil(self.k * delta)
+
+    def decay_k(self, delta: float) -> bool:
+        """After a release, step an inflated k back toward its base:
+        k <- max(base, min(k - 1, ceil(k / delta))). False when k already is its base."""
+        if self.k <= self.base:
+            return False
+        self.k = max(self.base, min(self.k - 1, math.ceil(self.k / delta)))
+        return True

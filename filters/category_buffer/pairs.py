@@ -1,0 +1,175 @@
+"""Pair safety: which (user, query text) pairs a release must not create, and drawing a valid one.
+
+A pair is a user id and a query text in its normalised form
+(:func:`normalise_text`), kept only as a 64-bit hash (:func:`pair_of`; Python's
+hash is salted per process and never stored). A released pair is valid when its
+user is not the query's sender and is not known to have sent the same text:
+among the events held (:attr:`PairMemory.held`), the rest of the current batch,
+the last ``avoid_repeat_pairs`` arrivals and, after ``replay --prescan``, the
+whole archive (:func:`shared_pairs`).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from filters.category_buffer.buckets import Bucket
+from filters.category_buffer.rand import RandomPool
+from sidecar.api import Event
+
+T = TypeVar("T")
+
+TRIES = 32
+"""Rejection-sampling draws before the valid pairs are enumerated."""
+
+
+def normalise_text(query: Any) -> str:
+    """The text identity used for pair checks: words case-folded, whitespace collapsed."""
+    return " ".join(str(query).casefold().split())
+
+
+def pair_of(user: str, text: str) -> int:
+    """The hash that identifies a (user, normalised text) pair."""
+    return hash((user, text))
+
+
+class PairMemory:
+    """The pairs that must not be created, all as hashes, in memory only.
+
+    ``held``: pairs of every event with a half still held (counted, as a user can
+    send a text twice); ``batch``: the current batch's pairs (look-ahead);
+    ``recent``/``older``: two generations of ``cap / 2`` recently arrived pairs
+    each (O(1), bounded, at least the last half of ``cap``); ``future``: the
+    archive's shared pairs learnt by prescan. The sets are public for the
+    filter's hot path, which reads and updates them inline.
+    """
+
+    __slots__ = ("batch", "cap", "future", "held", "older", "recent")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.held: dict[int, int] = {}
+        self.batch: set[int] = set()
+        self.recent: set[int] = set()
+        self.older: set[int] = set()
+        self.future: set[int] = set()
+
+    def hold(self, pair: int) -> None:
+        """An event with this pair is now held."""
+        self.held[pair] = self.held.get(pair, 0) + 1
+
+    def unhold(self, pair: int) -> None:
+        """Both halves of an event with this pair have left."""
+        n = self.held[pair] - 1
+        if n:
+            self.held[pair] = n
+        else:
+            del self.held[pair]
+
+    def remember(self, pair: int) -> None:
+        """Remember an arrived pair (nothing when ``cap`` is 0)."""
+        if not self.cap:
+            return
+        recent = self.recent
+        recent.add(pair)
+        if len(recent) * 2 >= self.cap:
+            self.older = recent
+            self.recent = set()
+
+    def look_ahead(self, pairs: Iterable[int]) -> None:
+        """The pairs of the batch being processed: none of them is created either."""
+        self.batch = set(pairs)
+
+    def end_batch(self) -> None:
+        """The batch is done: forget its look-ahead."""
+        self.batch = set()
+
+    def learn_future(self, pairs: Iterable[int]) -> int:
+        """Add pairs the archive holds later (prescan); returns how many are known."""
+        self.future.update(pairs)
+        return len(self.future)
+
+    def avoided(self, user: str, text: str) -> bool:
+        """True when giving ``text`` to ``user`` would create a known pair."""
+        pair = pair_of(user, text)
+        return (
+            pair in self.held or pair in self.batch or pair in self.recent or pair in self.older or pair in self.future
+        )
+
+
+def _weighted(items: Sequence[T], weights: Sequence[int], pick: int) -> T:
+    """The item at position ``pick`` (0 <= pick < sum(weights)) of the items repeated by weight."""
+    for item, w in zip(items, weights):
+        if pick < w:
+            return item
+        pick -= w
+    raise ValueError("pick out of range")
+
+
+def draw(
+    bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bool, tries: int = TRIES
+) -> tuple[int, str, int] | None:
+    """A valid (query index, user, slot index) of ``bucket``, or None when it has no valid pair.
+
+    Valid: the user is not the query's sender and ``memory`` does not avoid the
+    pair. Query uniform among held queries; user uniform among the distinct held
+    users (``by_user``, ``user_draw: user``) or weighted by their held slots
+    (``slot``, the paper's multiset). Rejection sampling (``tries`` tries),
+    then an exact enumeration of the valid pairs, so the pair is uniform among
+    valid pairs; a bucket whose users and senders are all one person is
+    recognised in one pass.
+    """
+    by_name = bucket.by_name
+    queries = bucket.queries
+    if len(by_name) == 1:
+        (only,) = by_name
+        if all(q.sender == only for q in queries):
+            return None
+    below = pool.below
+    avoided = memory.avoided
+    names = list(by_name)
+    weights = [] if by_user else [len(by_name[n]) for n in names]
+    total = sum(weights)
+    nq = len(queries)
+    for _ in range(tries):
+        q = queries[qi := below(nq)]
+        name = names[below(len(names))] if by_user else _weighted(names, weights, below(total))
+        if name != q.sender and not avoided(name, q.text):
+            return qi, name, below(len(by_name[name]))
+    valid = [
+        (qi, name) for qi, q in enumerate(queries) for name in names if name != q.sender and not avoided(name, q.text)
+    ]
+    if not valid:
+        return None
+    if by_user:
+        qi, name = valid[below(len(valid))]
+    else:
+        w = [len(by_name[n]) for _, n in valid]
+        qi, name = _weighted(valid, w, below(sum(w)))
+    return qi, name, below(len(by_name[name]))
+
+
+def shared_pairs(batches: Iterable[list[Event]]) -> tuple[int, list[int]]:
+    """The events read and the pairs among them whose text more than one user sends.
+
+    Only such a pair can be re-created (a user gets another sender's copy of a
+    text they send themselves). The pass takes 16 bytes per event (numpy),
+    freed when it returns.
+    """
+    texts, pairs = array("q"), array("q")
+    for batch in batches:
+        for ev in batch:
+            text = normalise_text(ev.query)
+            texts.append(hash(text))
+            pairs.append(pair_of(str(ev.user), text))
+    if not pairs:
+        return 0, []
+    unique_pairs, first = np.unique(np.frombuffer(pairs, dtype=np.int64), return_index=True)
+    pair_texts = np.frombuffer(texts, dtype=np.int64)[first]
+    values, senders = np.unique(pair_texts, return_counts=True)
+    shared: list[int] = unique_pairs[np.isin(pair_texts, values[senders > 1])].tolist()
+    return len(pairs), shared

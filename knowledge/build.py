@@ -296,7 +296,11 @@ class _Compiler:
         return out
 
     def _adjectives(
-        self, wn: Any, offsets: dict[str, dict[str, list[int]]], counts: dict[str, int], resolver: _Resolver,
+        self,
+        wn: Any,
+        offsets: dict[str, dict[str, list[int]]],
+        counts: dict[str, int],
+        resolver: _Resolver,
         noun_weight: dict[str, float],
     ) -> tuple[dict[str, tuple[list[tuple[float, int, tuple[str, ...]]], float]], set[str]]:
         names = self.tax.names

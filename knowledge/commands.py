@@ -10,7 +10,10 @@ from pathlib import Path
 import click
 
 _PATH = click.option(
-    "--kb", "kb_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    "--kb",
+    "kb_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
     help="KB file (default: $QUERYLOG_KB, else ~/.cache/querylog/kb.qlkb).",
 )
 
@@ -22,8 +25,12 @@ def kb() -> None:
 
 @kb.command("build")
 @_PATH
-@click.option("--categories", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Categories file (default: the shipped knowledge/data/categories.yaml).")
+@click.option(
+    "--categories",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Categories file (default: the shipped knowledge/data/categories.yaml).",
+)
 @click.option("--if-missing", is_flag=True, help="Do nothing when a current, intact KB is already there.")
 def build_cmd(kb_path: Path | None, categories: Path | None, if_missing: bool) -> None:
     """Compile the KB into one cached file (about half a minute)."""
@@ -74,8 +81,13 @@ def info_cmd(kb_path: Path | None) -> None:
 
 @kb.command("evaluate")
 @_PATH
-@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Shared data folder (default: <repo>/../shared/data).")
+@click.option(
+    "--data",
+    "data_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Shared data folder (default: <repo>/../shared/data).",
+)
 @click.option("--per-category", is_flag=True, help="Also print per-category figures.")
 def evaluate_cmd(kb_path: Path | None, data_dir: Path | None, per_category: bool) -> None:
     """Accuracy and coverage on the labelled sets, coverage on the AOL sample (counts only)."""
@@ -100,8 +112,10 @@ def evaluate_cmd(kb_path: Path | None, data_dir: Path | None, per_category: bool
             if name.startswith("magnetic") and mode == "classify":
                 for half in (0, 1):  # deterministic halves by hash: tune on one, check the other
                     hs = ev.score(fn, [(q, c) for q, c in rows if ev.half_of(q) == half])
-                    click.echo(f"  {f'half {half} (crc32)':18} {mode:13} n={hs.total:>6,}  coverage {hs.coverage:6.1%}"
-                               f"  accuracy {hs.accuracy:6.1%}")
+                    click.echo(
+                        f"  {f'half {half} (crc32)':18} {mode:13} n={hs.total:>6,}  coverage {hs.coverage:6.1%}"
+                        f"  accuracy {hs.accuracy:6.1%}"
+                    )
             if per_category and mode == "classify":
                 for cat, (n, cov, ok) in sorted(s.per_category.items()):
                     acc = ok / cov if cov else 0.0
@@ -139,4 +153,3 @@ def classify_cmd(kb_path: Path | None, paper: bool) -> None:
         else:
             obj = {"category": r.category, "path": list(r.path), "main_unit": r.main_unit, "confidence": r.confidence}
         out.write(json.dumps(obj, ensure_ascii=False) + "\n")
-

@@ -45,9 +45,7 @@ def kb_status(path: Path, categories: Path = DEFAULT_CATEGORIES) -> tuple[Knowle
     return (None, f"stale: {reason}") if reason else (kb, None)
 
 
-def load_kb(
-    path: Path | None = None, *, categories: Path | None = None, build_if_needed: bool = True
-) -> KnowledgeBase:
+def load_kb(path: Path | None = None, *, categories: Path | None = None, build_if_needed: bool = True) -> KnowledgeBase:
     """Load the compiled KB; rebuild it when missing, corrupt or stale (if allowed)."""
     path = path or default_kb_path()
     cats = categories or DEFAULT_CATEGORIES

@@ -37,8 +37,14 @@ WEB_WORDS: frozenset[str] = frozenset(
 
 #: WordNet's regular noun inflection rules (morphy), tried on the last word of a span.
 NOUN_SUFFIXES: tuple[tuple[str, str], ...] = (
-    ("ies", "y"), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
-    ("men", "man"), ("s", ""),
+    ("ies", "y"),
+    ("ses", "s"),
+    ("xes", "x"),
+    ("zes", "z"),
+    ("ches", "ch"),
+    ("shes", "sh"),
+    ("men", "man"),
+    ("s", ""),
 )
 
 

@@ -32,7 +32,12 @@ from sidecar.config import ConfigError
     "when it cannot be); --prescan makes it required, --no-prescan replays as a live stream would.",
 )
 def replay_cmd(
-    config_file: str, input_path: str, output: str | None, seed: int | None, progress: bool | None, resume: bool,
+    config_file: str,
+    input_path: str,
+    output: str | None,
+    seed: int | None,
+    progress: bool | None,
+    resume: bool,
     prescan: bool | None,
 ) -> None:
     """Replay a log file (TSV or JSON lines, .gz; `-` = stdin) through the chain."""
@@ -49,9 +54,7 @@ def replay_cmd(
     stop.install()
     show = sys.stderr.isatty() if progress is None else progress
     try:
-        summary = replay(
-            cfg, input_path, output, seed=seed, progress=show, stop=stop, resume=resume, prescan=prescan
-        )
+        summary = replay(cfg, input_path, output, seed=seed, progress=show, stop=stop, resume=resume, prescan=prescan)
     except ConfigError as exc:
         fail_config(exc)
     except (ResumeError, PrescanError) as exc:

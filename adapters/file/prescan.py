@@ -42,13 +42,20 @@ def run_prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str) -> No
     filters = pipeline.chain.filters
     index = next((i for i, f in enumerate(filters) if f.PRESCAN), None)
     if index is None:
-        raise PrescanError("--prescan: no filter of this chain uses a first pass (e.g. category_buffer)",
-                           "no_prescan_filter")
+        raise PrescanError(
+            "--prescan: no filter of this chain uses a first pass (e.g. category_buffer)", "no_prescan_filter"
+        )
     target = filters[index]
     counter = DeadLetters(None)
     ctx = BuildContext(
-        config_dir=config.config_dir, state=None, rng=pipeline.ctx.rng, seed=pipeline.ctx.seed,
-        schema=config.sidecar.schema, dead_letters=counter, clock=pipeline.ctx.clock, codecs=pipeline.ctx.codecs,
+        config_dir=config.config_dir,
+        state=None,
+        rng=pipeline.ctx.rng,
+        seed=pipeline.ctx.seed,
+        schema=config.sidecar.schema,
+        dead_letters=counter,
+        clock=pipeline.ctx.clock,
+        codecs=pipeline.ctx.codecs,
     )
     stateful = next((spec.cls.NAME for spec in config.filters[:index] if spec.cls.STATEFUL), None)
     if stateful is not None:

@@ -129,8 +129,10 @@ class LineReader:
                     chunk = b""
                     pending = b""
                 except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-                    self._bad("corrupt_gzip" if not isinstance(exc, OSError) or "gzip" in str(exc).lower()
-                              else "read_error", None)
+                    self._bad(
+                        "corrupt_gzip" if not isinstance(exc, OSError) or "gzip" in str(exc).lower() else "read_error",
+                        None,
+                    )
                     chunk = b""
                     pending = b""
                 if not chunk:
@@ -140,7 +142,7 @@ class LineReader:
                     cut = chunk.find(b"\n")
                     if cut < 0:
                         continue
-                    chunk = chunk[cut + 1:]
+                    chunk = chunk[cut + 1 :]
                     skipping = False
                 data = pending + chunk if pending else chunk
                 cut = data.rfind(b"\n")
@@ -151,7 +153,7 @@ class LineReader:
                         self._bad("oversized_record", None)
                         pending, skipping = b"", True
                     continue
-                pending = data[cut + 1:]
+                pending = data[cut + 1 :]
                 first = self._lineno + 1
                 lines, numbers = self._decode(data[:cut])
                 if len(pending) > self.limit:
@@ -219,5 +221,3 @@ def _prepend(first: LineBatch | None, rest: Iterator[LineBatch]) -> Iterator[Lin
     if first is not None:
         yield first
     yield from rest
-
-

@@ -158,7 +158,10 @@ def replay(
     try:
         codec = codec_for(config.sidecar.schema, input_path)
         reader = LineReader(
-            input_path, pipeline.dead, config.sidecar.limits.max_record_bytes, stop=stop.__bool__,
+            input_path,
+            pipeline.dead,
+            config.sidecar.limits.max_record_bytes,
+            stop=stop.__bool__,
             skip_through=done_line,
         )
         batches: Iterator[LineBatch] = reader.batches(config.sidecar.limits.batch_size)

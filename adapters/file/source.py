@@ -44,9 +44,7 @@ class FileSource(Source[FileSourceConfig]):
         if self.config.format != "auto":
             schema = SchemaConfig(self.config.format, schema.header, schema.columns, schema.roles)
         codec = codec_for(schema, self.path)
-        reader = LineReader(
-            self.path, runtime.dead_letters, self.config.max_record_bytes, stop=lambda: self._stopped
-        )
+        reader = LineReader(self.path, runtime.dead_letters, self.config.max_record_bytes, stop=lambda: self._stopped)
         batches = reader.batches(self.config.batch_size)
         if codec.format == "tsv" and schema.header:
             header, batches = read_header(batches)

@@ -25,8 +25,10 @@ def _text(value: Any) -> str:
 
 def channel(address: str, tls_ca: str | None = None, max_message_bytes: int = 64 * 1024 * 1024) -> grpc.Channel:
     """A channel to the sidecar; TLS when a CA certificate file is given."""
-    options = [("grpc.max_receive_message_length", max_message_bytes),
-               ("grpc.max_send_message_length", max_message_bytes)]
+    options = [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+    ]
     if tls_ca:
         creds = grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes())
         return grpc.secure_channel(address, creds, options=options)

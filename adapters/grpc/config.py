@@ -32,4 +32,3 @@ class GrpcSourceConfig(SourceConfig):
             host, _, port = value.rpartition(":")
             if not host or not port.isdigit():
                 raise ConfigValueError(key, f"must be host:port, got {value!r}")
-

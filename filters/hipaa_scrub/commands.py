@@ -65,4 +65,3 @@ def scrub(config_file: str | None, stats: bool) -> None:
     if stats:
         summary = {"lines": lines, "changed": changed, "bad_utf8": bad, "found": dict(sorted(totals.items()))}
         click.echo(json.dumps(summary), err=True)
-

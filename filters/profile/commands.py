@@ -16,10 +16,22 @@ def profiles() -> None:
 
 
 @profiles.command("export")
-@click.option("--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False),
-              help="Config whose state_dir holds the profiles.")
-@click.option("--format", "fmt", type=click.Choice(["json", "csv", "sqlite"]), default="json", show_default=True,
-              help="json: {user: {category: {count, weight}}}; csv: user,category,count,weight; sqlite: a table.")
+@click.option(
+    "--config",
+    "-c",
+    "config_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Config whose state_dir holds the profiles.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "csv", "sqlite"]),
+    default="json",
+    show_default=True,
+    help="json: {user: {category: {count, weight}}}; csv: user,category,count,weight; sqlite: a table.",
+)
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Output file.")
 def export_cmd(config_file: str, fmt: str, output: str) -> None:
     """Write every profile (per-user category counts and weights) to a file."""
@@ -36,4 +48,3 @@ def export_cmd(config_file: str, fmt: str, output: str) -> None:
     finally:
         state.close()
     click.echo(f"exported {n:,} profiles to {output} ({fmt})", err=True)
-

@@ -94,7 +94,8 @@ def _leaves(value: object, skip: frozenset[str]) -> Iterator[str]:
 
 
 def find_leaks(
-    events: list[object], needles: tuple[set[str], list[str], list[re.Pattern[str]]],
+    events: list[object],
+    needles: tuple[set[str], list[str], list[re.Pattern[str]]],
     skip: frozenset[str] = frozenset({"timestamp"}),
 ) -> list[str]:
     """Log leaves that contain a query, a user id or a planted value (empty when clean)."""

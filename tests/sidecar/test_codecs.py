@@ -53,7 +53,8 @@ field_text = st.text(_chars, max_size=12)
 query_text = st.text(_chars, min_size=1, max_size=24).filter(lambda s: not s.isspace() and s.strip() != "")
 rank_text = st.one_of(st.just(""), st.integers(1, 500).map(str))
 url_text = st.one_of(
-    st.just(""), field_text,
+    st.just(""),
+    field_text,
     st.builds(lambda h, p: f"http://www.{h}.com/{p}", st.text("abcxyz", min_size=1, max_size=6), field_text),
 )
 eols = st.sampled_from(["\n", "\r\n"])
@@ -81,11 +82,15 @@ def tsv_logs(draw: st.DrawFn) -> tuple[list[str], list[dict[str, str]], list[str
 
 
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**60), 2**60), st.floats(allow_nan=False, allow_infinity=False),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**60), 2**60),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=8),
 )
 json_values = st.recursive(
-    json_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=6,
 )
 extra_keys = st.text(min_size=1, max_size=6).filter(lambda k: k not in AOL_COLUMNS)
@@ -235,7 +240,14 @@ def test_jsonl_event_from_another_codec_is_encoded_fresh() -> None:
     tsv.accept_header("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\tExtra")
     ev = tsv.decode("7\tq\tt\t1\thttp://a.com\tz", "\n")
     out = json.loads(JsonlCodec(SchemaConfig()).encode(ev))
-    assert out == {"Extra": "z", "AnonID": "7", "Query": "q", "QueryTime": "t", "ItemRank": "1", "ClickURL": "http://a.com"}
+    assert out == {
+        "Extra": "z",
+        "AnonID": "7",
+        "Query": "q",
+        "QueryTime": "t",
+        "ItemRank": "1",
+        "ClickURL": "http://a.com",
+    }
 
 
 # --- arbitrary bytes: never a crash, every line accounted for -------------------------------------
@@ -257,7 +269,7 @@ def test_arbitrary_bytes_never_crash_and_every_line_is_counted(lines: list[bytes
     header = b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
     data = b"\n".join([header, *lines]) + (b"\n" if final_newline else b"")
     out, summary = run_replay(data, ".tsv", "limits: {max_record_bytes: 64}\nfilters: []\n")
-    rest = data[len(header) + 1:]
+    rest = data[len(header) + 1 :]
     n = 0 if not rest else len(rest.split(b"\n")) - rest.endswith(b"\n")
     assert summary.events_in + summary.dead_lettered == n
     assert summary.records_in == n

@@ -14,29 +14,46 @@ from sidecar.config.loader import ConfigError
 
 CASES = [
     # (yaml body, expected message after "FILE:")
-    ("filterz: []\n",
-     "2: filterz: unknown key (allowed: dead_letter_file, filters, limits, logging, schema, server, sinks, state_dir)"),
+    (
+        "filterz: []\n",
+        "2: filterz: unknown key "
+        "(allowed: dead_letter_file, filters, limits, logging, schema, server, sinks, state_dir)",
+    ),
     ("limits:\n  batch_size: 0\n", "3: limits.batch_size: must be >= 1, got 0"),
     ("limits:\n  max_record_bytes: lots\n", "3: limits.max_record_bytes: must be an integer, got 'lots'"),
     ("schema:\n  format: csv\n", "3: schema.format: unknown value 'csv' (allowed: auto, tsv, jsonl)"),
-    ("schema:\n  roles:\n    agent: ua\n",
-     "4: schema.roles.agent: unknown key (allowed: query, rank, time, url, user)"),
+    (
+        "schema:\n  roles:\n    agent: ua\n",
+        "4: schema.roles.agent: unknown key (allowed: query, rank, time, url, user)",
+    ),
     ("logging:\n  level: loud\n", "3: logging.level: unknown value 'loud' (allowed: debug, info, warning, error)"),
     ("server:\n  listen: nowhere\n", "3: server.listen: must be host:port, got 'nowhere'"),
-    ("server:\n  tls_cert_file: c.pem\n",
-     "3: server.tls_cert_file: Set both tls_cert_file and tls_key_file, or neither"),
+    (
+        "server:\n  tls_cert_file: c.pem\n",
+        "3: server.tls_cert_file: Set both tls_cert_file and tls_key_file, or neither",
+    ),
     ("state_dir: a\nstate_dir: b\n", "2: state_dir: duplicate key"),
     ("filters: [\n", "3: invalid YAML: expected the node content, but found '<stream end>'"),
-    ("filters:\n  - truncate_url: {keep_port: maybe}\n",
-     "3: filters[0].truncate_url.keep_port: must be true or false, got 'maybe'"),
-    ("filters:\n  - truncate_url: {}\n    drop: {}\n",
-     "3: filters[0]: must be a mapping with exactly one key, the component name (allowed: {filters})"),
-    ("filters:\n  - drop:\n      rules:\n        - role: query\n          matches: \"(unclosed\"\n",
-     "6: filters[0].drop.rules[0].matches: invalid regular expression: missing ), unterminated subpattern"),
-    ("filters:\n  - drop:\n      rules:\n        - role: query\n          equals: [a]\n          colour: red\n",
-     "7: filters[0].drop.rules[0].colour: unknown key (allowed: empty, equals, ignore_case, matches, role)"),
-    ("filters:\n  - drop:\n      rules:\n        - {equals: [a]}\n        - {role: agent, empty: true}\n",
-     "6: filters[0].drop.rules[1].role: unknown value 'agent' (allowed: user, query, time, rank, url)"),
+    (
+        "filters:\n  - truncate_url: {keep_port: maybe}\n",
+        "3: filters[0].truncate_url.keep_port: must be true or false, got 'maybe'",
+    ),
+    (
+        "filters:\n  - truncate_url: {}\n    drop: {}\n",
+        "3: filters[0]: must be a mapping with exactly one key, the component name (allowed: {filters})",
+    ),
+    (
+        'filters:\n  - drop:\n      rules:\n        - role: query\n          matches: "(unclosed"\n',
+        "6: filters[0].drop.rules[0].matches: invalid regular expression: missing ), unterminated subpattern",
+    ),
+    (
+        "filters:\n  - drop:\n      rules:\n        - role: query\n          equals: [a]\n          colour: red\n",
+        "7: filters[0].drop.rules[0].colour: unknown key (allowed: empty, equals, ignore_case, matches, role)",
+    ),
+    (
+        "filters:\n  - drop:\n      rules:\n        - {equals: [a]}\n        - {role: agent, empty: true}\n",
+        "6: filters[0].drop.rules[1].role: unknown value 'agent' (allowed: user, query, time, rank, url)",
+    ),
     ("filters:\n  - drop: {rules: []}\n", "3: filters[0].drop.rules: give at least one rule"),
     ("sinks:\n  - file: {path: x.tsv, fsync: 3}\n", "3: sinks[0].file.fsync: must be true or false, got 3"),
 ]
@@ -70,8 +87,10 @@ def test_unknown_filter_lists_the_registered_ones(write_config: Callable[..., Pa
     ("body", "expected"),
     [
         ("filterz: []\n", "2: filterz: unknown key (allowed: "),
-        ("filters:\n  - drop:\n      rules:\n        - role: query\n          matches: \"(x\"\n",
-         "6: filters[0].drop.rules[0].matches: invalid regular expression: missing ), unterminated subpattern"),
+        (
+            'filters:\n  - drop:\n      rules:\n        - role: query\n          matches: "(x"\n',
+            "6: filters[0].drop.rules[0].matches: invalid regular expression: missing ), unterminated subpattern",
+        ),
         ("filters:\n  - nosuch: {}\n", "3: filters[0].nosuch: unknown component (allowed: "),
         ("limits:\n  batch_size: -5\n", "3: limits.batch_size: must be >= 1, got -5"),
     ],

@@ -25,8 +25,14 @@ from helpers import ROOT
 
 TOP = ("sidecar", "knowledge", "filters", "adapters")
 #: Runtime modules a filter may import besides the contract.
-PLUGIN_SERVICES = ("sidecar.api", "sidecar.codecs", "sidecar.config", "sidecar.commandkit", "sidecar.state",
-                   "sidecar.logs")
+PLUGIN_SERVICES = (
+    "sidecar.api",
+    "sidecar.codecs",
+    "sidecar.config",
+    "sidecar.commandkit",
+    "sidecar.state",
+    "sidecar.logs",
+)
 
 
 def _module_name(root: Path, path: Path) -> str:

@@ -73,7 +73,10 @@ def _chain_config(tmp: Path, log_level: str = "debug") -> Path:
 
 
 def test_in_process_replay_logs_no_values(
-    generated_log: GeneratedLog, tmp_path: Path, hmac_key: str, debug_structlog: None,
+    generated_log: GeneratedLog,
+    tmp_path: Path,
+    hmac_key: str,
+    debug_structlog: None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """structlog events and stdlib log records of a full replay hold counts, names and reasons only."""
@@ -112,7 +115,10 @@ def test_replay_subprocess_stderr_has_no_values(generated_log: GeneratedLog, tmp
     env = cli_env(**{TEST_KEY_ENV: TEST_KEY})
     run = subprocess.run(
         [QUERYLOG, "replay", "--config", str(cfg), str(src), "-o", str(tmp_path / "out.tsv"), "--seed", "1"],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     needles = leak_needles(generated_log.text, generated_log.stats.planted_values)

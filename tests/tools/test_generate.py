@@ -19,8 +19,24 @@ from helpers import QUERYLOG, GeneratedLog
 from sidecar.tools.generate.synthetic import HEADER, IDENTIFIER_KINDS, generate_log
 from sidecar.tools.generate.vocabulary import VOCABULARY
 
-ODP = {"Arts", "Business", "Computers", "Games", "Health", "Home", "Kids and Teens", "News", "Recreation",
-       "Reference", "Regional", "Science", "Shopping", "Society", "Sports", "World"}
+ODP = {
+    "Arts",
+    "Business",
+    "Computers",
+    "Games",
+    "Health",
+    "Home",
+    "Kids and Teens",
+    "News",
+    "Recreation",
+    "Reference",
+    "Regional",
+    "Science",
+    "Shopping",
+    "Society",
+    "Sports",
+    "World",
+}
 URL = re.compile(r"^http://[a-z0-9][a-z0-9.-]*\.[a-z]{2,}$")
 
 
@@ -207,7 +223,9 @@ def test_cli_writes_gzip_stdout_and_planted_list(tmp_path: Path) -> None:
     planted = tmp_path / "planted.jsonl"
     run = subprocess.run(
         [QUERYLOG, "generate", "--users", "300", "--seed", "9", "-o", str(out), "--planted", str(planted)],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert gzip.decompress(out.read_bytes()).decode("utf-8") == expected
     assert f"lines={stats.lines}" in run.stderr

@@ -108,6 +108,7 @@ class DateDetector(Detector):
         ):
             return True
         return (month or self._sep.search(lower) is not None) and self._cue_part.search(lower) is not None
+
     _month = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)")
 
     # numeric and ISO dates: a 1-2 (or 4) digit group at a boundary, then a 1-2 digit group between two

@@ -38,6 +38,7 @@ class IpDetector(Detector):
             or lower.count(":") >= 6
             or (lower.count(".") >= 3 and super().prefilter(text, lower, words, runs))
         )
+
     PRIORITY = 12
     PATTERNS = (
         Pattern("ipv4", r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\w]|\.\d)"),
@@ -90,6 +91,7 @@ class MacDetector(Detector):
             or lower.count("-") >= 5
             or (lower.count(".") >= 2 and self.CISCO.search(lower) is not None)
         )
+
     PRIORITY = 11
     PATTERNS = (
         Pattern("pairs", r"(?<![\w:-])[0-9a-f]{2}([:-])[0-9a-f]{2}(?:\1[0-9a-f]{2}){4}(?![\w:-])"),

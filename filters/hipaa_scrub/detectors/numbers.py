@@ -172,11 +172,7 @@ class LongNumberDetector(Detector):
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """9+ joined digits, 10+ digits with dashes, or letters touching digits (the mixed form)."""
-        return (
-            max(runs) >= 9
-            or ("-" in text and _digit_count(text) >= 10)
-            or self.mixed_gate.search(lower) is not None
-        )
+        return max(runs) >= 9 or ("-" in text and _digit_count(text) >= 10) or self.mixed_gate.search(lower) is not None
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         matches = list(self.digits_only.finditer(lower))

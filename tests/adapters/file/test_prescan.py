@@ -51,8 +51,9 @@ def run(tmp: Path, src: Path, k: int, prescan: bool, seed: int = 1) -> tuple[lis
 
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), k=st.integers(2, 6), texts=st.integers(3, 40))
-def test_prescan_leaves_no_matching_pair(tmp_path_factory: pytest.TempPathFactory, seed: int, k: int,
-                                         texts: int) -> None:
+def test_prescan_leaves_no_matching_pair(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, k: int, texts: int
+) -> None:
     """Whatever the sharing of texts between users, no protected (user, query) is an original pair."""
     tmp = tmp_path_factory.mktemp("p")
     src = tmp / "in.tsv"
@@ -101,8 +102,7 @@ def test_prescan_refusals(tmp_path: Path, filters: str, stdin: bool, message: st
     shared_text_log(src, 1, 20, 5, 5, 2)
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"state_dir: {tmp_path / 'state'}\nschema: {{format: tsv, header: true}}\nfilters:\n{filters}")
-    args = [QUERYLOG, "replay", "-c", str(cfg), "-" if stdin else str(src), "-o", str(tmp_path / "o.tsv"),
-            "--prescan"]
+    args = [QUERYLOG, "replay", "-c", str(cfg), "-" if stdin else str(src), "-o", str(tmp_path / "o.tsv"), "--prescan"]
     env = {**os.environ, "QL_TEST_KEY": "k" * 32}
     proc = subprocess.run(args, input=src.read_bytes(), capture_output=True, env=env)
     assert proc.returncode == 2
@@ -146,8 +146,11 @@ def test_cli_prescans_by_default_and_says_when_it_cannot(tmp_path: Path) -> None
     def cli(name: str, *extra: str, stdin: bool = False) -> tuple[list[tuple[str, str]], str]:
         out = tmp_path / f"{name}.tsv"
         shutil.rmtree(tmp_path / "state", ignore_errors=True)
-        proc = subprocess.run([QUERYLOG, "replay", "-c", str(cfg), "-" if stdin else str(src), "-o", str(out),
-                               "--seed", "3", *extra], input=src.read_bytes(), capture_output=True)
+        proc = subprocess.run(
+            [QUERYLOG, "replay", "-c", str(cfg), "-" if stdin else str(src), "-o", str(out), "--seed", "3", *extra],
+            input=src.read_bytes(),
+            capture_output=True,
+        )
         assert proc.returncode == 0, proc.stderr.decode()
         return protected_pairs(out), proc.stderr.decode()
 

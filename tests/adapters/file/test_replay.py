@@ -49,8 +49,12 @@ def test_replay_cli_output_path_is_relative_to_the_working_directory(tmp_path: P
     cfg.write_text("state_dir: state\nfilters: []\n")
     work = tmp_path / "work"
     work.mkdir()
-    run = subprocess.run([QUERYLOG, "replay", "--config", str(cfg), str(GOLDEN / "aol.tsv"), "-o", "out.tsv"],
-                         cwd=work, capture_output=True, text=True)
+    run = subprocess.run(
+        [QUERYLOG, "replay", "--config", str(cfg), str(GOLDEN / "aol.tsv"), "-o", "out.tsv"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert (work / "out.tsv").read_bytes() == (GOLDEN / "aol.tsv").read_bytes()
     summary = run.stderr.strip().splitlines()[-1]
@@ -65,8 +69,9 @@ def test_shared_passthrough_config_on_the_aol_sample(tmp_path: Path) -> None:
     out = tmp_path / "out.tsv"
     cfg = tmp_path / "passthrough.yaml"
     cfg.write_text((ROOT / "config" / "passthrough.yaml").read_text().replace(".querylog-state/passthrough", "st"))
-    run = subprocess.run([QUERYLOG, "replay", "--config", str(cfg), str(sample), "-o", str(out)],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [QUERYLOG, "replay", "--config", str(cfg), str(sample), "-o", str(out)], capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stderr[-500:]
     assert out.read_bytes() == sample.read_bytes()
 
@@ -79,13 +84,15 @@ def _cfg(write_config: Callable[..., Path], extra: str = "") -> Path:
 
 
 @pytest.mark.parametrize("name", ["log.tsv.gz", "log.jsonl.gz"])
-def test_gzip_in_and_out_by_extension(name: str, tmp_path: Path, write_config: Callable[..., Path],
-                                      generated_log: GeneratedLog) -> None:
+def test_gzip_in_and_out_by_extension(
+    name: str, tmp_path: Path, write_config: Callable[..., Path], generated_log: GeneratedLog
+) -> None:
     """.gz input is decompressed, .gz output compressed; the format comes from the name under .gz."""
     if name.startswith("log.jsonl"):
         rows = [line.split("\t") for line in generated_log.text.split("\n")[1:200] if line]
-        text = "".join(json.dumps(dict(zip(("AnonID", "Query", "QueryTime", "ItemRank", "ClickURL"), r))) + "\n"
-                       for r in rows)
+        text = "".join(
+            json.dumps(dict(zip(("AnonID", "Query", "QueryTime", "ItemRank", "ClickURL"), r))) + "\n" for r in rows
+        )
     else:
         text = generated_log.text
     src = tmp_path / name
@@ -114,8 +121,9 @@ def test_truncated_gzip_is_a_counted_dead_letter_and_the_run_exits_0(tmp_path: P
     cfg = tmp_path / "c.yaml"
     cfg.write_text("state_dir: state\ndead_letter_file: dead.jsonl\n")
     out = tmp_path / "out.tsv"
-    run = subprocess.run([QUERYLOG, "replay", "--config", str(cfg), str(src), "-o", str(out)],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [QUERYLOG, "replay", "--config", str(cfg), str(src), "-o", str(out)], capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stderr
     got = out.read_text(encoding="utf-8")
     assert got and text.startswith(got) and got.endswith("\n"), "a prefix of whole lines"
@@ -147,7 +155,8 @@ def test_tsv_bad_records_are_counted_and_dead_lettered(
     """Wrong column count, invalid UTF-8, empty query, oversized record: each counted by reason, written to the
     dead-letter file (0600) with its line number, logged once per reason without the record; good lines pass."""
     lines = [
-        HEADER, GOOD[0],
+        HEADER,
+        GOOD[0],
         b"3\tthree columns only\t2006-03-01 00:00:00\n",  # line 3
         b"4\tbad \xff utf8\t2006-03-01 00:00:00\t\t\n",  # line 4
         b"5\t   \t2006-03-01 00:00:00\t\t\n",  # line 5
@@ -164,17 +173,30 @@ def test_tsv_bad_records_are_counted_and_dead_lettered(
     assert (summary.records_in, summary.events_in, summary.events_out, summary.dead_lettered) == (7, 2, 2, 5)
     dead = sorted(_dead(tmp_path), key=lambda d: d["line"])  # type: ignore[arg-type, return-value]
     assert [(d["reason"], d["line"]) for d in dead] == [
-        ("wrong_column_count", 3), ("invalid_utf8", 4), ("empty_query", 5), ("oversized_record", 6),
+        ("wrong_column_count", 3),
+        ("invalid_utf8", 4),
+        ("empty_query", 5),
+        ("oversized_record", 6),
         ("wrong_column_count", 7),
     ]
     assert dead[0]["record"] == "3\tthree columns only\t2006-03-01 00:00:00"
     assert "record_b64" in dead[1]
     logged = [e for e in logs if e["event"] == "record_dead_lettered"]
-    assert sorted(e["reason"] for e in logged) == ["empty_query", "invalid_utf8", "oversized_record",
-                                                    "wrong_column_count"]
+    assert sorted(e["reason"] for e in logged) == [
+        "empty_query",
+        "invalid_utf8",
+        "oversized_record",
+        "wrong_column_count",
+    ]
     summ = next(e for e in logs if e["event"] == "dead_letters_summarized")
-    assert summ == {"event": "dead_letters_summarized", "log_level": "info", "count_empty_query": 1,
-                    "count_invalid_utf8": 1, "count_oversized_record": 1, "count_wrong_column_count": 2}
+    assert summ == {
+        "event": "dead_letters_summarized",
+        "log_level": "info",
+        "count_empty_query": 1,
+        "count_invalid_utf8": 1,
+        "count_oversized_record": 1,
+        "count_wrong_column_count": 2,
+    }
     assert not any("three columns" in json.dumps(e, default=str) for e in logs)
 
 
@@ -195,14 +217,26 @@ def test_jsonl_bad_records(tmp_path: Path, write_config: Callable[..., Path]) ->
     good = b'{"AnonID": 1, "Query": "ok", "x": [1]}\n'
     src = tmp_path / "in.jsonl"
     src.write_bytes(
-        good + b"[1, 2]\n" + b'"just a string"\n' + b"{not json\n" + b'{"AnonID": 1, "Query": "  "}\n'
-        + b'{"AnonID": 1}\n' + b'{"AnonID": 1, "Query": 5}\n' + b'{"Query": "no user"}\n' + good
+        good
+        + b"[1, 2]\n"
+        + b'"just a string"\n'
+        + b"{not json\n"
+        + b'{"AnonID": 1, "Query": "  "}\n'
+        + b'{"AnonID": 1}\n'
+        + b'{"AnonID": 1, "Query": 5}\n'
+        + b'{"Query": "no user"}\n'
+        + good
     )
     out = tmp_path / "out.jsonl"
     summary = replay(load_config(_cfg(write_config)), str(src), str(out))
     assert out.read_bytes() == good + good
     assert [d["reason"] for d in _dead(tmp_path)] == [
-        "json_not_object", "json_not_object", "invalid_json", "empty_query", "missing_query", "query_not_string",
+        "json_not_object",
+        "json_not_object",
+        "invalid_json",
+        "empty_query",
+        "missing_query",
+        "query_not_string",
         "missing_user",
     ]
     assert summary.dead_lettered == 7 and summary.events_out == 2
@@ -231,7 +265,10 @@ def test_signal_during_stdin_replay_exits_0_with_complete_output(
     out = tmp_path / "out.tsv"
     proc = subprocess.Popen(
         [QUERYLOG, "replay", "--config", str(cfg), "-", "-o", str(out), "--no-progress"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
     )
     header, body = generated_log.text.split("\n", 1)
     chunk = body.encode("utf-8")
@@ -296,7 +333,10 @@ def test_sigterm_stops_a_replay_waiting_on_an_idle_stdin(tmp_path: Path) -> None
     out = tmp_path / "out.tsv"
     proc = subprocess.Popen(
         [QUERYLOG, "replay", "--config", str(cfg), "-", "-o", str(out), "--no-progress"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
     )
     assert proc.stdin is not None
     try:

@@ -8,9 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 # Tool-version stamps differ between grpcio-tools releases without any change of the API.
-_VERSION_LINES = re.compile(
-    r"^(# Protobuf Python Version:.*|GRPC_GENERATED_VERSION = .*|    \d+,\s*$)", re.MULTILINE
-)
+_VERSION_LINES = re.compile(r"^(# Protobuf Python Version:.*|GRPC_GENERATED_VERSION = .*|    \d+,\s*$)", re.MULTILINE)
 
 
 def _normalized(path: Path) -> str:

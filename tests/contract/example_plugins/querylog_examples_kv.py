@@ -150,7 +150,9 @@ class LinesSource(Source[LinesSourceConfig]):
             if self.stopped:
                 break
             chunk = lines[first : first + size]
-            receipt = runtime.receive(RecordBatch(chunk, codec, str(path), list(range(first + 1, first + 1 + len(chunk)))))
+            receipt = runtime.receive(
+                RecordBatch(chunk, codec, str(path), list(range(first + 1, first + 1 + len(chunk))))
+            )
             self.acknowledged += receipt.accepted + receipt.dead_lettered  # durable: safe to acknowledge now
 
     def stop(self, grace: float | None = None) -> None:

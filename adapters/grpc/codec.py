@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import EventBatch, QueryEvent
-from sidecar.api import ROLES, Codec, Event, FieldError
+from sidecar.api import NO_META, ROLES, Codec, Event, FieldError
 
 __all__ = ["EventBatch", "ProtoCodec", "ProtoEvent", "QueryEvent", "tune_gc"]
 
@@ -73,7 +73,7 @@ class ProtoCodec(Codec):
             ev.raw = None
             ev.codec = self
             ev.eol = "\n"
-            ev.meta = {}
+            ev.meta = NO_META
             append(ev)
         return out
 
@@ -106,7 +106,7 @@ class ProtoCodec(Codec):
                 m.user, m.query = _text(event.user), _text(event.query)
                 m.time, m.rank, m.url = _text(event.time), _text(event.rank), _text(event.url)
                 return m
-            u, q, t, r, lk = event.orig  # type: ignore[attr-defined]
+            u, q, t, r, lk = event.orig
             if event.user is not u:
                 m.user = _text(event.user)
             if event.query is not q:

@@ -93,7 +93,7 @@ from sidecar.api.config import (
     option,
 )
 from sidecar.api.context import BuildContext, DeadLetterSink, StateStoreLike
-from sidecar.api.events import ROLES, BadRecord, Codec, Event, FieldError
+from sidecar.api.events import NO_META, ROLES, BadRecord, Codec, Event, FieldError
 from sidecar.api.groups import CODECS, COMMANDS, FILTERS, SINKS, SOURCES
 
 __all__ = [
@@ -101,6 +101,7 @@ __all__ = [
     "CODECS",
     "COMMANDS",
     "FILTERS",
+    "NO_META",
     "ROLES",
     "SINKS",
     "SOURCES",

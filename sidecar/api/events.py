@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 ROLES: tuple[str, ...] = ("user", "query", "time", "rank", "url")
 """The roles a schema map assigns to record fields."""
+
+NO_META: Mapping[str, Any] = MappingProxyType({})
+"""The annotations of an event that has none: one shared, read-only mapping (write with ``Event.annotate``)."""
 
 
 class Event:
@@ -18,7 +22,8 @@ class Event:
     in :mod:`sidecar.api`). ``codec`` is the codec that decoded it (None for an event rebuilt
     without one: it is then encoded from its roles). ``meta`` carries per-event
     facts for later filters (category, detector counts...) and is never written
-    to the output.
+    to the output; it is a mapping, never None (one shared empty one until
+    :meth:`annotate` adds the first fact).
     """
 
     __slots__ = ("codec", "eol", "meta", "query", "rank", "raw", "record", "time", "url", "user")
@@ -44,11 +49,15 @@ class Event:
         self.raw = raw
         self.codec = codec
         self.eol = eol
-        self.meta: dict[str, Any] = {}
+        self.meta: Mapping[str, Any] = NO_META
 
     def annotate(self, key: str, value: Any) -> None:
         """Attach a per-event fact (``category``, ``scrub_counts``...) for later filters."""
-        self.meta[key] = value
+        meta = self.meta
+        if type(meta) is dict:
+            meta[key] = value
+        else:  # the shared empty mapping (or another read-only one): this event gets its own dict
+            self.meta = {**meta, key: value}
 
     def mark_changed(self) -> None:
         """Say that ``record`` was edited in place: the encoder must not return the original ``raw``."""

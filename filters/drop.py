@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -53,7 +54,7 @@ class DropFilter(Filter[DropConfig]):
         self.tests = [self._compile(rule) for rule in config.rules]
 
     @staticmethod
-    def _compile(rule: DropRule):  # type: ignore[no-untyped-def]
+    def _compile(rule: DropRule) -> Callable[[Event], bool]:
         role = rule.role
         if rule.empty is not None:
             want = rule.empty

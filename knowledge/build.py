@@ -70,7 +70,8 @@ class BuildReport:
 
 
 def _label(s: Any) -> str:
-    return s.lemmas()[0].name().replace("_", " ").lower()
+    name: str = s.lemmas()[0].name()
+    return name.replace("_", " ").lower()
 
 
 class _Resolver:

@@ -148,6 +148,7 @@ def classify_cmd(kb_path: Path | None, paper: bool) -> None:
     out = sys.stdout
     for line in sys.stdin:
         r = fn(line.rstrip("\r\n"))
+        obj: dict[str, object]
         if r is None:
             obj = {"category": None, "path": [], "main_unit": None, "confidence": 0.0}
         else:

@@ -17,10 +17,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from knowledge.paths import MAGNETIC_CATEGORIES
+
+if TYPE_CHECKING:
+    from knowledge.classifier.model import Classification
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELLED = ROOT / "tests" / "data" / "labelled_queries.tsv"
@@ -72,7 +76,7 @@ def read_magnetic(path: Path, mapping_path: Path = MAGNETIC_MAP) -> list[tuple[s
     """Magnetic queries whose label maps to a category (longest mapped prefix wins; null = left out)."""
     mapping: dict[str, str | None] = yaml.safe_load(mapping_path.read_text(encoding="utf-8"))
     keys = sorted(mapping, key=len, reverse=True)
-    out = []
+    out: list[tuple[str, str]] = []
     with path.open(encoding="utf-8", errors="replace") as f:
         for line in f:
             parts = line.rstrip("\n").split("\t")
@@ -81,8 +85,9 @@ def read_magnetic(path: Path, mapping_path: Path = MAGNETIC_MAP) -> list[tuple[s
             label = parts[2].strip()
             for k in keys:
                 if label == k or label.startswith(k + "\\"):
-                    if mapping[k] is not None:
-                        out.append((parts[0], mapping[k]))
+                    category = mapping[k]
+                    if category is not None:
+                        out.append((parts[0], category))
                     break
     return out
 
@@ -109,7 +114,7 @@ def score(classify: Callable[[str], object | None], rows: Iterable[tuple[str, st
     return s
 
 
-def coverage(classify: Callable[[str], object | None], queries: Iterable[str]) -> tuple[int, int, Counter[str]]:
+def coverage(classify: Callable[[str], Classification | None], queries: Iterable[str]) -> tuple[int, int, Counter[str]]:
     """``(categorised, total, per-category counts)`` over ``queries``."""
     got: Counter[str] = Counter()
     n = 0
@@ -117,5 +122,5 @@ def coverage(classify: Callable[[str], object | None], queries: Iterable[str]) -
         n += 1
         r = classify(q)
         if r is not None:
-            got[r.category] += 1  # type: ignore[attr-defined]
+            got[r.category] += 1
     return sum(got.values()), n, got

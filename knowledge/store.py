@@ -84,14 +84,14 @@ def unpack_table(packed: dict[str, Any]) -> dict[str, int]:
     return dict(zip(words, values))
 
 
-def _to_le(a: array) -> bytes:  # type: ignore[type-arg]
+def _to_le(a: array[int]) -> bytes:
     if sys.byteorder != "little":
         a.byteswap()
     return a.tobytes()
 
 
 def encode(payload: dict[str, Any]) -> bytes:
-    body = msgpack.packb(payload, use_bin_type=True)
+    body: bytes = msgpack.packb(payload, use_bin_type=True)
     return MAGIC + bytes([FORMAT]) + hashlib.sha256(body).digest() + body
 
 

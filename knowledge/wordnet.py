@@ -154,7 +154,7 @@ def open_wordnet(source: WordNetSource) -> Iterator[Any]:
     import nltk
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
-    class _Reader(WordNetCorpusReader):  # type: ignore[misc]
+    class _Reader(WordNetCorpusReader):  # type: ignore[misc]  # nltk is untyped: its classes are Any
         def map_wn(self, version: str = "wordnet") -> None:
             # The OMW 3.0 mapping would look for nltk's own 'wordnet' corpus; this reader *is* 3.0.
             return None

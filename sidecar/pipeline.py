@@ -13,7 +13,17 @@ from typing import Any, Literal
 
 import structlog
 
-from sidecar.api import CODECS, BuildContext, Codec, ConfigValueError, Event, Filter, Receipt, RecordBatch, Sink
+from sidecar.api import (
+    CODECS,
+    BuildContext,
+    Codec,
+    ConfigValueError,
+    Event,
+    Filter,
+    Receipt,
+    RecordBatch,
+    Sink,
+)
 from sidecar.chain import Chain
 from sidecar.codecs import SchemaConfig, codec_for
 from sidecar.config import ComponentSpec, ConfigError, LoadedConfig

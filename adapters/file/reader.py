@@ -28,7 +28,7 @@ def open_input(path: str) -> IO[bytes]:
     else:
         raw = open(path, "rb")  # noqa: SIM115 - closed by the reader
     if path.endswith(".gz"):
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]  # typeshed: not an IO[bytes]
     return raw
 
 

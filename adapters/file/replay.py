@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import sqlite_utils
 import structlog
 
 from adapters.file.prescan import PrescanError, run_prescan
@@ -60,16 +61,17 @@ def _after(batch: LineBatch, done_line: int) -> LineBatch:
     return batch if start == 0 else batch.sub(start, n, batch.last_eol)
 
 
+def _create_checkpoints(db: sqlite_utils.Database) -> None:
+    db.table("replay_checkpoints").create({"key": str, "line": int, "bytes": int}, pk="key")
+
+
 class Checkpoint:
     """Input position and output size of a ``--resume`` replay, committed with the filters' state."""
 
     def __init__(self, pipeline: Pipeline, input_path: str, output_path: str) -> None:
         self.conn = pipeline.state.conn
         self.key = f"{os.path.abspath(input_path)}\0{output_path}"
-        pipeline.state.migrate(
-            "replay",
-            [lambda db: db["replay_checkpoints"].create({"key": str, "line": int, "bytes": int}, pk="key")],
-        )
+        pipeline.state.migrate("replay", [_create_checkpoints])
 
     def load(self) -> tuple[int, int]:
         row = self.conn.execute("SELECT line, bytes FROM replay_checkpoints WHERE key = ?", (self.key,)).fetchone()
@@ -143,8 +145,8 @@ def replay(
         raise ResumeError("--resume needs -o OUTPUT, a plain (not .gz) file")
     pipeline = Pipeline(config, seed=seed, with_sinks=output is None)
     summary = ReplaySummary()
-    sinks: list[Sink[Any]] = pipeline.sinks
-    own_sinks: list[Sink[Any]] = []
+    sinks: Sequence[Sink[Any]] = pipeline.sinks
+    own_sinks: list[FileSink] = []
     checkpoint: Checkpoint | None = None
     done_line = 0
     if output is not None or not sinks:

@@ -9,7 +9,7 @@ import os
 import sys
 import zlib
 from dataclasses import dataclass
-from typing import IO, Literal
+from typing import IO, Literal, TextIO
 
 from sidecar.api import BuildContext, Codec, Event, Sink, SinkConfig, option
 from sidecar.codecs import JsonlCodec, SchemaConfig, TsvCodec, format_from_path
@@ -21,8 +21,9 @@ class TextWriter:
     def __init__(self, path: str, resume_at: int | None = None) -> None:
         """``resume_at``: keep the first ``resume_at`` bytes of an existing plain file and append after them."""
         self.path = path
+        self._gzip: tuple[gzip.GzipFile, IO[bytes]] | None = None  # a .gz output: the compressor, the file under it
         if path == "-":
-            self.stream: IO[str] = sys.stdout
+            self.stream: TextIO = sys.stdout
         else:
             if resume_at is None:
                 fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
@@ -32,8 +33,11 @@ class TextWriter:
                 os.lseek(fd, resume_at, os.SEEK_SET)
             binary: IO[bytes] = os.fdopen(fd, "wb")
             if path.endswith(".gz"):
-                binary = gzip.GzipFile(fileobj=binary, mode="wb", compresslevel=6)  # type: ignore[assignment]
-            self.stream = io.TextIOWrapper(binary, encoding="utf-8", newline="", write_through=False)
+                gz = gzip.GzipFile(fileobj=binary, mode="wb", compresslevel=6)
+                self._gzip = (gz, binary)
+                self.stream = io.TextIOWrapper(gz, encoding="utf-8", newline="", write_through=False)
+            else:
+                self.stream = io.TextIOWrapper(binary, encoding="utf-8", newline="", write_through=False)
         self._open_line = False  # last write ended without a newline
 
     def write_text(self, text: str, ends_line: bool) -> None:
@@ -46,11 +50,10 @@ class TextWriter:
 
     def flush(self) -> None:
         self.stream.flush()
-        if self.stream is not sys.stdout:
-            inner = self.stream.buffer
-            if isinstance(inner, gzip.GzipFile):
-                inner.flush(zlib.Z_SYNC_FLUSH)
-                inner.fileobj.flush()  # type: ignore[union-attr]
+        if self._gzip is not None:
+            gz, binary = self._gzip
+            gz.flush(zlib.Z_SYNC_FLUSH)
+            binary.flush()
 
     def close(self) -> None:
         if self.stream is sys.stdout:
@@ -96,7 +99,7 @@ class FileSink(Sink[FileSinkConfig]):
         self.codec: Codec | None = None
 
     def start(self, header: str | None, codec: Codec | None) -> None:
-        fmt = self.config.format
+        fmt: str = self.config.format
         if fmt == "auto":
             fmt = (codec.format if codec is not None else None) or format_from_path(self.path) or "tsv"
         if codec is not None and codec.format == fmt:
@@ -157,7 +160,7 @@ class StdoutSink(FileSink):  # a FileSink on "-": its own config, so `path` is n
     """Encoded events on stdout."""
 
     NAME = "stdout"
-    Config = StdoutSinkConfig  # type: ignore[assignment]
+    Config = StdoutSinkConfig  # type: ignore[assignment]  # no `path`: __init__ maps it to a FileSinkConfig
     SUMMARY = "write events to standard output, same schema as the input"
 
     def __init__(self, config: StdoutSinkConfig, ctx: BuildContext, schema: SchemaConfig | None = None) -> None:

@@ -43,7 +43,8 @@ def wait_serving(chan: grpc.Channel, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
+            request = health_pb2.HealthCheckRequest(service="")
+            resp = stub.Check(request, timeout=1.0)  # type: ignore[attr-defined]  # the stubs omit HealthStub's methods
             if resp.status == health_pb2.HealthCheckResponse.SERVING:
                 return True
         except grpc.RpcError:
@@ -116,8 +117,10 @@ class Reassembler:
 
 
 def get_stats(chan: grpc.Channel, timeout: float = 10.0) -> StatsResponse:
-    return QueryLogFilterStub(chan).Stats(StatsRequest(), timeout=timeout)  # type: ignore[no-any-return]
+    resp: StatsResponse = QueryLogFilterStub(chan).Stats(StatsRequest(), timeout=timeout)
+    return resp
 
 
 def get_profile(chan: grpc.Channel, user: str, timeout: float = 10.0) -> ProfileResponse:
-    return QueryLogFilterStub(chan).GetProfile(ProfileRequest(user=user), timeout=timeout)  # type: ignore[no-any-return]
+    resp: ProfileResponse = QueryLogFilterStub(chan).GetProfile(ProfileRequest(user=user), timeout=timeout)
+    return resp

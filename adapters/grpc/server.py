@@ -62,7 +62,7 @@ class SidecarServer:
             ],
         )
         svc = self.service
-        handlers = {
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             "Filter": grpc.stream_stream_rpc_method_handler(
                 svc.Filter, request_deserializer=parse_batch, response_serializer=EventBatch.SerializeToString
             ),

@@ -10,14 +10,15 @@ from __future__ import annotations
 import itertools
 import operator
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import grpc
 import structlog
 from google.protobuf.message import DecodeError
 
-from adapters.grpc.codec import EventBatch, ProtoCodec, ProtoEvent, QueryEvent
+from adapters.grpc.codec import EventBatch, ProtoCodec, QueryEvent
 from adapters.grpc.stats import stats_message
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
     IngestResponse,
@@ -64,8 +65,8 @@ class QueryLogService:
         self.rpcs = 0
 
     # ---- input -------------------------------------------------------------------------
-    def accept(self, incoming: Incoming, method: str) -> tuple[list[ProtoEvent], int]:
-        """Decode a request into events; bad ones are dead-lettered. Returns (events, dead)."""
+    def accept(self, incoming: Incoming, method: str) -> tuple[list[Event], int]:
+        """Decode a request into events (ProtoEvents); bad ones are dead-lettered. Returns (events, dead)."""
         dead = self.pipeline.dead_letters
         batch = incoming.batch
         if batch is None:
@@ -73,14 +74,15 @@ class QueryLogService:
             dead.add("invalid_message", f"grpc:{method}", None, data if data and len(data) <= self.limit else None)
             return [], 1
         messages = batch.events
-        events = self.codec.decode_batch(messages)
+        # A fresh list of ProtoEvents, handed to the chain as a list[Event] (which may put other events in it).
+        events = cast("list[Event]", self.codec.decode_batch(messages))
         bad = 0
         # No event can be larger than the batch minus 2 bytes (tag + length) for each other event.
         if incoming.size - 2 * (len(events) - 1) > self.limit:
             limit = self.limit
             sizes = [m.ByteSize() for m in messages]
             if max(sizes, default=0) > limit:
-                keep = []
+                keep: list[Event] = []
                 for ev, size in zip(events, sizes):
                     if size > limit:
                         dead.add("oversized_record", f"grpc:{method}", None, None)
@@ -104,7 +106,7 @@ class QueryLogService:
                 keep.append(ev)
         return keep, bad
 
-    def _detach_held(self, taken: list[ProtoEvent], out: list[Event]) -> None:
+    def _detach_held(self, taken: list[Event], out: list[Event]) -> None:
         """Copy the messages of events a filter kept, so they do not pin their whole request batch."""
         left = {id(e) for e in out}
         for ev in taken:
@@ -113,7 +115,7 @@ class QueryLogService:
                 copy.CopyFrom(ev.record)
                 ev.record = copy
 
-    def _run(self, events: list[ProtoEvent]) -> tuple[list[Event], int]:
+    def _run(self, events: list[Event]) -> tuple[list[Event], int]:
         """The chain on one batch (caller holds the lock). Returns (out, change of held)."""
         runtime = self.pipeline
         if not self.buffering:
@@ -125,12 +127,12 @@ class QueryLogService:
         return out, runtime.held() - before
 
     # ---- output ------------------------------------------------------------------------
-    def response(self, request: EventBatch, taken: list[ProtoEvent], out: list[Event]) -> EventBatch:
+    def response(self, request: EventBatch, taken: list[Event], out: list[Event]) -> EventBatch:
         """The response batch: the request itself when every event comes back in order (messages reused)."""
         encode = self.codec.encode
         if len(out) == len(request.events) and len(taken) == len(out) and all(map(_is, out, taken)):
             for ev in out:
-                u, q, t, r, lk = ev.orig  # type: ignore[attr-defined]
+                u, q, t, r, lk = ev.orig  # type: ignore[attr-defined]  # ev is taken[i] (checked above): a ProtoEvent
                 if ev.user is not u or ev.query is not q or ev.time is not t or ev.rank is not r or ev.url is not lk:
                     encode(ev)
             return request
@@ -225,12 +227,13 @@ class QueryLogService:
         context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__})")
 
     def GetProfile(self, request: ProfileRequest, context: grpc.ServicerContext) -> ProfileResponse:
-        provider = next((f for f in self.pipeline.filters if callable(getattr(f, "get_profile", None))), None)
-        if provider is None:
+        getters = (getattr(f, "get_profile", None) for f in self.pipeline.filters)
+        get_profile: Callable[[str], Mapping[str, int] | None] | None = next((g for g in getters if callable(g)), None)
+        if get_profile is None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no profile filter in the chain")
         try:
             with self.lock:
-                profile = provider.get_profile(request.user)  # type: ignore[union-attr]
+                profile = get_profile(request.user)
         except Exception as exc:  # the message may hold the user id: log the type only
             self._failed("GetProfile", exc, context)
             return ProfileResponse()  # reached only when the client has gone

@@ -64,6 +64,6 @@ class HipaaScrubConfig(FilterConfig):
 
     def policy_map(self) -> dict[str, str]:
         """The policy of every type."""
-        out = dict.fromkeys(KINDS, self.default_policy)
+        out: dict[str, str] = dict.fromkeys(KINDS, self.default_policy)
         out.update(self.policies or {})
         return out

@@ -29,6 +29,7 @@ TOKENS = {k: "[" + k.upper() + "]" for k in KINDS}
 
 PreCheck = Callable[[str, str, list[str], frozenset[int]], bool]
 Run = Callable[[str, str, list[Span]], None]
+Wants = Callable[[str, list[str]], bool]
 DigitPlan = tuple[list[tuple[frozenset[str], Run]], list[tuple[PreCheck, Run]], list[Run]]
 """Digit detectors to try: (gated by cue words, gated by a pre-check, ungated)."""
 Lens = frozenset[int] | None
@@ -162,12 +163,12 @@ class Scrubber:
         # those plans without the detectors whose RUNS a text lacks, by the lengths of the text's digit
         # runs: few distinct keys occur, so the filtering is done once per key (the cache is bounded)
         self._plan_cache: dict[tuple[int, ...], tuple[DigitPlan, frozenset[int]]] = {}
-        self._net_plan = [(d.prefilter, d.detect) for d in self.net]
-        self._alpha_plan = [(d.wants, d.detect) for d in self.alpha]
+        self._net_plan: list[tuple[PreCheck, Run]] = [(d.prefilter, d.detect) for d in self.net]
+        self._alpha_plan: list[tuple[Wants, Run]] = [(d.wants, d.detect) for d in self.alpha]
         # most texts have no trigger word of any word-based detector: one set test skips them all
-        triggers = [d.trigger_words() for d in self.alpha]
+        triggers = [t for t in (d.trigger_words() for d in self.alpha) if t is not None]
         self._alpha_words: frozenset[str] | None = (
-            frozenset().union(*triggers) if all(t is not None for t in triggers) else None  # type: ignore[arg-type]
+            frozenset().union(*triggers) if len(triggers) == len(self.alpha) else None
         )
         # one combined pre-check: most queries have none of these
         self.netcheck = re.compile(r"[.:]\S|-[0-9a-f]{2}-", re.IGNORECASE)

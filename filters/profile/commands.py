@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -33,7 +34,7 @@ def profiles() -> None:
     help="json: {user: {category: {count, weight}}}; csv: user,category,count,weight; sqlite: a table.",
 )
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Output file.")
-def export_cmd(config_file: str, fmt: str, output: str) -> None:
+def export_cmd(config_file: str, fmt: Literal["json", "csv", "sqlite"], output: str) -> None:
     """Write every profile (per-user category counts and weights) to a file."""
     from filters.profile import export_profiles
     from sidecar.state import StateStore
@@ -44,7 +45,7 @@ def export_cmd(config_file: str, fmt: str, output: str) -> None:
         sys.exit(2)
     state = StateStore(cfg.state_dir)
     try:
-        n = export_profiles(state, fmt, Path(output))  # type: ignore[arg-type]
+        n = export_profiles(state, fmt, Path(output))
     finally:
         state.close()
     click.echo(f"exported {n:,} profiles to {output} ({fmt})", err=True)

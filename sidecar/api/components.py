@@ -123,9 +123,20 @@ class Receipt:
 class Runtime(Protocol):
     """What a source drives: the chain, the sinks and the dead letters, thread-safe."""
 
-    dead_letters: DeadLetterSink
-    filters: Sequence[Filter[Any]]
-    sinks: Sequence[Sink[Any]]
+    @property
+    def dead_letters(self) -> DeadLetterSink:
+        """Where a source puts records it cannot even hand over (garbage on a socket...)."""
+        ...
+
+    @property
+    def filters(self) -> Sequence[Filter[Any]]:
+        """The chain, in order (read only)."""
+        ...
+
+    @property
+    def sinks(self) -> Sequence[Sink[Any]]:
+        """The configured sinks (read only)."""
+        ...
 
     def receive(self, batch: RecordBatch) -> Receipt:
         """Decode, run the chain, deliver to the sinks and flush them; durable when it returns."""

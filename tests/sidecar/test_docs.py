@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
     ("name", "render"),
     [("CONFIG.md", docs.config_reference), ("CLI.md", lambda: docs.cli_reference(main))],
 )
-def test_generated_docs_are_fresh(name: str, render) -> None:  # type: ignore[no-untyped-def]
+def test_generated_docs_are_fresh(name: str, render) -> None:  # type: ignore[no-untyped-def]  # parametrized renderer
     """docs/*.md equal `querylog docs config|cli`; regenerate them when this fails."""
     what = "config" if name == "CONFIG.md" else "cli"
     assert (ROOT / "docs" / name).read_text(encoding="utf-8") == render(), (
@@ -31,7 +31,7 @@ def test_every_option_is_documented() -> None:
     from sidecar.config.loader import describe_config
     from sidecar.registry import plugins
 
-    def walk(options, where):  # type: ignore[no-untyped-def]
+    def walk(options, where):  # type: ignore[no-untyped-def]  # local recursive helper
         for opt in options:
             assert opt["doc"], f"{where}.{opt['key']} has no doc"
             walk(opt.get("options", []), f"{where}.{opt['key']}")

@@ -113,7 +113,7 @@ class ContextNumberDetector(Detector):
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """A cue word, or ``a/c`` / ``s/n`` (one-letter words are too common in codes to gate on)."""
-        return not self.GATE_WORDS.isdisjoint(words) or "a/c" in lower or "s/n" in lower  # type: ignore[union-attr]
+        return not self.GATE_WORDS.isdisjoint(words) or "a/c" in lower or "s/n" in lower
 
     def __init__(self) -> None:
         super().__init__()

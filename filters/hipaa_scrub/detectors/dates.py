@@ -89,7 +89,7 @@ class DateDetector(Detector):
         one_two = (1 in runs or 2 in runs) and ("-" in lower or "/" in lower or "." in lower)
         if one_two and self._mid.search(lower) is not None:
             return True  # numeric or ISO: a 1-2 digit run between two separators
-        if not self.GATE_WORDS.isdisjoint(words):  # type: ignore[union-attr]
+        if not self.GATE_WORDS.isdisjoint(words):
             if not (
                 4 in runs or not self.CUE_WORDS.isdisjoint(words) or (one_two and self._sep.search(lower) is not None)
             ):

@@ -199,7 +199,7 @@ class UrlDetector(Detector):
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """A dot before a letter; and, unless bare domains are scrubbed, a path character or a personal host."""
-        return self.gate.search(lower) is not None and (  # type: ignore[union-attr]
+        return self.gate.search(lower) is not None and (  # type: ignore[union-attr]  # GATE is set: gate compiled
             self.scrub_bare or self.path_or_host.search(lower) is not None
         )
 
@@ -207,7 +207,7 @@ class UrlDetector(Detector):
         for m in (self.compiled_ascii if lower.isascii() else self.compiled)[0][1].finditer(lower):
             path = m.group("path")
             full = m.group()
-            host_start = m.start() + self.SCHEME.match(full).end()  # type: ignore[union-attr]
+            host_start = m.start() + self.SCHEME.match(full).end()  # type: ignore[union-attr]  # SCHEME always matches
             host_end = m.start("path") if path else m.end()
             host = lower[host_start:host_end].split(":")[0]
             bare_host = host[4:] if host.startswith("www.") else host

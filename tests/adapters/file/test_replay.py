@@ -171,7 +171,7 @@ def test_tsv_bad_records_are_counted_and_dead_lettered(
         summary = replay(load_config(_cfg(write_config, "limits: {max_record_bytes: 128}\n")), str(src), str(out))
     assert out.read_bytes() == HEADER + GOOD[0] + GOOD[1]
     assert (summary.records_in, summary.events_in, summary.events_out, summary.dead_lettered) == (7, 2, 2, 5)
-    dead = sorted(_dead(tmp_path), key=lambda d: d["line"])  # type: ignore[arg-type, return-value]
+    dead = sorted(_dead(tmp_path), key=lambda d: d["line"])  # type: ignore[arg-type, return-value]  # dead-letter rows are JSON objects
     assert [(d["reason"], d["line"]) for d in dead] == [
         ("wrong_column_count", 3),
         ("invalid_utf8", 4),

@@ -227,7 +227,7 @@ def test_timer_released_events_come_back_on_the_next_filter_response(tmp_path: P
                 return
             time.sleep(0.01)
 
-    def requests():  # type: ignore[no-untyped-def]
+    def requests():  # type: ignore[no-untyped-def]  # local request generator
         yield first
         released(1)
         yield second
@@ -281,7 +281,7 @@ def test_stats_reports_filter_extras(tmp_path: Path) -> None:
     class WithExtras(Profiles):
         NAME = "with_extras"
 
-        def stats(self):  # type: ignore[no-untyped-def]
+        def stats(self):  # type: ignore[no-untyped-def]  # test double
             return {"k": {"Sports": 5}, "ratio": 0.5}
 
     with sidecar(write_config(tmp_path), extra_filters=(WithExtras(),)) as sc:
@@ -311,7 +311,7 @@ def test_cancelled_stream_leaves_the_server_serving(tmp_path: Path) -> None:
 
     gate = threading.Event()
 
-    def slow():  # type: ignore[no-untyped-def]
+    def slow():  # type: ignore[no-untyped-def]  # local request generator
         batch = EventBatch()
         batch.events.add(user="1", query="weather", seq=1)
         yield batch
@@ -411,7 +411,7 @@ def test_a_failing_filter_is_internal_without_values(tmp_path: Path) -> None:
     class Boom(Profiles):
         NAME = "boom"
 
-        def process(self, batch):  # type: ignore[no-untyped-def]
+        def process(self, batch):  # type: ignore[no-untyped-def]  # test double
             raise ValueError(f"bad value {batch[0].query}")
 
         def get_profile(self, user: str) -> dict[str, int] | None:

@@ -44,7 +44,7 @@ class KvCodec(Codec):
         pairs = [part.split("=", 1) for part in line.split(";") if part]
         if any(len(p) != 2 for p in pairs):
             raise BadRecord("not_key_value")
-        return dict(pairs)  # type: ignore[arg-type]  # every pair has two items (checked)
+        return dict(pairs)
 
     def decode_many(self, records: Sequence[Any], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
         out = []

@@ -78,7 +78,7 @@ def test_bad_unknown_policy_lists_choices() -> None:
     assert "dead_letter" in str(info.value)
 
 
-def _decode(codec, header: str | None, lines: list[str]) -> list[Event]:  # type: ignore[no-untyped-def]
+def _decode(codec, header: str | None, lines: list[str]) -> list[Event]:  # type: ignore[no-untyped-def]  # codec: any Codec
     if header is not None:
         codec.accept_header(header)
     bad: list[tuple[int, str]] = []

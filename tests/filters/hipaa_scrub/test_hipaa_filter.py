@@ -26,7 +26,7 @@ def default() -> Scrubber:
 
 
 def build(policies: dict[str, str] | None = None, **kw: object) -> Scrubber:
-    return Scrubber(HipaaScrubConfig(policies=policies, **kw))  # type: ignore[arg-type]
+    return Scrubber(HipaaScrubConfig(policies=policies, **kw))  # type: ignore[arg-type]  # options typed loosely
 
 
 class TestPolicies:
@@ -39,7 +39,7 @@ class TestPolicies:
     def test_replace_puts_type_tokens(self) -> None:
         """default_policy: replace swaps each identifier for its type token: a phone number becomes [PHONE], an
         e-mail address [EMAIL]."""
-        s = build(default_policy="replace")  # type: ignore[arg-type]
+        s = build(default_policy="replace")
         text, _ = s.scrub("call 555-123-4567 or mail jane@aol.com")
         assert text == "call [PHONE] or mail [EMAIL]"
 
@@ -170,11 +170,9 @@ class TestIdempotence:
 
 _SCRUBBERS = {
     "remove": Scrubber(HipaaScrubConfig()),
-    "replace": Scrubber(HipaaScrubConfig(default_policy="replace")),  # type: ignore[arg-type]
+    "replace": Scrubber(HipaaScrubConfig(default_policy="replace")),
     "generalize": Scrubber(
-        HipaaScrubConfig(
-            policies={k: "generalize" for k in ("zip", "date", "age", "city", "county", "url")}  # type: ignore[arg-type]
-        )
+        HipaaScrubConfig(policies={k: "generalize" for k in ("zip", "date", "age", "city", "county", "url")})
     ),
 }
 
@@ -189,7 +187,7 @@ class TestConfig:
         """A hipaa_scrub config with fields [query, url] and per-type policies loads: the roles keep their order and
         zip maps to generalize."""
         cfg = self.load(tmp_path, "      fields: [query, url]\n      policies: {zip: generalize, name: replace}\n")
-        spec = cfg.filters[0]  # type: ignore[attr-defined]
+        spec = cfg.filters[0]  # type: ignore[attr-defined]  # load() is typed object
         assert spec.config.fields == ("query", "url") and spec.config.policy_map()["zip"] == "generalize"
 
     @pytest.mark.parametrize(

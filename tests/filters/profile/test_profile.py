@@ -55,7 +55,7 @@ def test_profile_survives_restart(tmp_path: Path) -> None:
     close."""
     c = ctx(tmp_path)
     ProfileFilter(ProfileConfig(), c).process([ev("a", "x", "Arts")])
-    c.state.close()  # type: ignore[union-attr]
+    c.state.close()  # type: ignore[union-attr]  # ctx() has a StateStore
     assert ProfileFilter(ProfileConfig(), ctx(tmp_path)).get_profile("a") == {"Arts": 1}
 
 
@@ -69,13 +69,13 @@ def test_invariant_protected_plus_held_equals_original(tmp_path: Path) -> None:
         u = rng.randrange(150)
         cat = cats[u % 5] if rng.random() < 0.7 else rng.choice(cats)
         events.append(ev(f"u{u}", f"q{rng.randrange(3000)} {i % 7}", cat))
-    original = Counter((e.user, e.meta["category"]) for e in events)  # type: ignore[index]
+    original = Counter((e.user, e.meta["category"]) for e in events)
     for k in (2, 5, 10):
         c = ctx(tmp_path / str(k), seed=k)
         buf = CategoryBufferFilter(CategoryBufferConfig(k=k), c)
         prof = ProfileFilter(ProfileConfig(), c)
         for i in range(0, len(events), 250):
-            prof.process(buf.process([ev(e.user, e.query, e.meta["category"]) for e in events[i : i + 250]]))  # type: ignore[index]
+            prof.process(buf.process([ev(e.user, e.query, e.meta["category"]) for e in events[i : i + 250]]))
         protected: Counter[tuple[str, str]] = Counter()
         for user in {e.user for e in events}:
             for cat, n in (prof.get_profile(user) or {}).items():
@@ -90,17 +90,17 @@ def test_export_formats(tmp_path: Path) -> None:
     c = ctx(tmp_path / "s")
     p = ProfileFilter(ProfileConfig(), c)
     p.process([ev("a", "x", "Arts"), ev("a", "y", "Arts"), ev("a", "z", "Health"), ev("b", "w", "News")])
-    assert export_profiles(c.state, "json", tmp_path / "p.json") == 2  # type: ignore[arg-type]
+    assert export_profiles(c.state, "json", tmp_path / "p.json") == 2  # type: ignore[arg-type]  # ctx() has a StateStore
     data = json.loads((tmp_path / "p.json").read_text())
     assert data["a"]["Arts"] == {"count": 2, "weight": round(2 / 3, 6)} and data["b"]["News"]["weight"] == 1.0
-    export_profiles(c.state, "csv", tmp_path / "p.csv")  # type: ignore[arg-type]
+    export_profiles(c.state, "csv", tmp_path / "p.csv")  # type: ignore[arg-type]  # ctx() has a StateStore
     rows = list(csv.DictReader((tmp_path / "p.csv").open()))
     assert [(r["user"], r["category"], r["count"]) for r in rows] == [
         ("a", "Arts", "2"),
         ("a", "Health", "1"),
         ("b", "News", "1"),
     ]
-    export_profiles(c.state, "sqlite", tmp_path / "p.db")  # type: ignore[arg-type]
+    export_profiles(c.state, "sqlite", tmp_path / "p.db")  # type: ignore[arg-type]  # ctx() has a StateStore
     db = sqlite3.connect(tmp_path / "p.db")
     assert db.execute("SELECT SUM(count), ROUND(SUM(weight), 6) FROM profiles").fetchone() == (4, 2.0)
 
@@ -112,7 +112,7 @@ def test_profiles_export_command(tmp_path: Path) -> None:
     cfg.write_text("state_dir: state\nfilters:\n  - profile: {}\n")
     c = ctx(tmp_path / "state")
     ProfileFilter(ProfileConfig(), c).process([ev("a", "x", "Arts")])
-    c.state.close()  # type: ignore[union-attr]
+    c.state.close()  # type: ignore[union-attr]  # ctx() has a StateStore
     out = tmp_path / "out.csv"
     r = subprocess.run(
         [QUERYLOG, "profiles", "export", "-c", str(cfg), "--format", "csv", "-o", str(out)],

@@ -16,7 +16,7 @@ from sidecar.config import ConfigError
 def serve_cmd(config_file: str, listen: str | None) -> None:
     """Run the gRPC sidecar until SIGTERM/SIGINT (then drain, flush filters, close, exit 0)."""
     from adapters.grpc.codec import tune_gc
-    from adapters.grpc.server import GrpcSource
+    from adapters.grpc.source import GrpcSource
     from sidecar.pipeline import Pipeline, build_component
     from sidecar.signals import StopFlag
 

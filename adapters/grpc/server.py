@@ -37,7 +37,7 @@ from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
     StatsRequest,
     StatsResponse,
 )
-from sidecar.api import BuildContext, Runtime, Source
+from sidecar.api import BuildContext, Runtime
 
 log = structlog.get_logger("querylog.grpc")
 
@@ -153,34 +153,3 @@ class SidecarServer:
             **counts,
         )
         return counts
-
-
-class GrpcSource(Source[GrpcSourceConfig]):
-    """The ``QueryLogFilter`` service as a source: ``Ingest`` into the sinks, ``Filter`` back to the caller."""
-
-    NAME = "grpc"
-    Config = GrpcSourceConfig
-    SUMMARY = "gRPC service querylog.v1.QueryLogFilter (Filter, Ingest, GetProfile, Stats) + health checking"
-
-    def __init__(self, config: GrpcSourceConfig, ctx: BuildContext, listen: str | None = None) -> None:
-        super().__init__(config, ctx)
-        self.listen = listen
-        self.server: SidecarServer | None = None
-        self.final_counts: dict[str, int] = {}
-
-    def start(self, runtime: Runtime) -> None:
-        """Bind and serve; returns at once (RPCs run on the server's threads)."""
-        self.server = SidecarServer(self.config, self.ctx, runtime, self.listen)
-        self.server.start()
-
-    @property
-    def port(self) -> int:
-        """The bound port (useful with ``listen: host:0``)."""
-        assert self.server is not None, "start() first"
-        return int(self.server.port)
-
-    def stop(self, grace: float | None = None) -> None:
-        """Graceful stop: in-flight RPCs finish within ``grace``, buffers flush, released events are delivered."""
-        if self.server is not None:
-            self.final_counts = self.server.stop(grace)
-            self.server = None

@@ -56,7 +56,9 @@ class Event:
         meta = self.meta
         if type(meta) is dict:
             meta[key] = value
-        else:  # the shared empty mapping (or another read-only one): this event gets its own dict
+        elif meta is NO_META:  # the first fact: this event gets its own dict
+            self.meta = {key: value}
+        else:  # another read-only mapping
             self.meta = {**meta, key: value}
 
     def mark_changed(self) -> None:

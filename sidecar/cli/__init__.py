@@ -7,7 +7,7 @@ asked for a command or the help, so ``querylog --version`` imports nothing heavy
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 
 import click
 
@@ -15,30 +15,51 @@ from sidecar.api import COMMANDS
 
 
 class PluginGroup(click.Group):
-    """A click group whose ``commands`` are the entry points of ``querylog.commands``, loaded on first use."""
+    """A click group whose commands are the entry points of ``querylog.commands``.
 
-    _loaded = False
+    Running one command imports only that command's module; listing the names
+    (``--help``) reads the entry points without importing any; ``commands`` (for
+    the docs and the tests) loads them all.
+    """
+
     _commands: dict[str, click.Command]
 
     @property  # type: ignore[override]  # click declares a plain attribute; a property loads it lazily
     def commands(self) -> dict[str, click.Command]:
-        if not self._loaded:
-            self._loaded = True
-            self._load()
+        for name in self._registered():
+            self._load(name)
         return self._commands
 
     @commands.setter
     def commands(self, value: dict[str, click.Command]) -> None:
         self._commands = value
 
-    def _load(self) -> None:
+    @staticmethod
+    def _registered() -> dict[str, EntryPoint]:
+        found: dict[str, EntryPoint] = {}
         for ep in entry_points(group=COMMANDS):
-            command = ep.load()
-            if not isinstance(command, click.Command):
-                raise click.ClickException(f"{COMMANDS}: {ep.name} ({ep.value}) is not a click command")
-            if ep.name in self._commands:
+            if ep.name in found:
                 raise click.ClickException(f"{COMMANDS}: {ep.name!r} is registered twice")
-            self._commands[ep.name] = command
+            found[ep.name] = ep
+        return found
+
+    def _load(self, name: str) -> click.Command | None:
+        if name in self._commands:
+            return self._commands[name]
+        ep = self._registered().get(name)
+        if ep is None:
+            return None
+        command = ep.load()
+        if not isinstance(command, click.Command):
+            raise click.ClickException(f"{COMMANDS}: {ep.name} ({ep.value}) is not a click command")
+        self._commands[name] = command
+        return command
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self._commands) | set(self._registered()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self._load(cmd_name)
 
 
 @click.group(cls=PluginGroup, context_settings={"help_option_names": ["-h", "--help"]})

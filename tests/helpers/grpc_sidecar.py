@@ -10,7 +10,8 @@ from pathlib import Path
 import grpc
 
 from adapters.grpc.client import channel
-from adapters.grpc.server import GrpcSource, SidecarServer
+from adapters.grpc.server import SidecarServer
+from adapters.grpc.source import GrpcSource
 from sidecar.api import Event, Filter, FilterConfig
 from sidecar.config import load_config
 from sidecar.pipeline import Pipeline

@@ -1,0 +1,47 @@
+"""The ``grpc`` source: the ``querylog.v1.QueryLogFilter`` service (``server:`` in a config file).
+
+Loading the plugin (to validate a config) imports no gRPC; :meth:`GrpcSource.start` does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from adapters.grpc.config import GrpcSourceConfig
+from sidecar.api import BuildContext, Runtime, Source
+
+if TYPE_CHECKING:
+    from adapters.grpc.server import SidecarServer
+
+
+class GrpcSource(Source[GrpcSourceConfig]):
+    """The ``QueryLogFilter`` service as a source: ``Ingest`` into the sinks, ``Filter`` back to the caller."""
+
+    NAME = "grpc"
+    Config = GrpcSourceConfig
+    SUMMARY = "gRPC service querylog.v1.QueryLogFilter (Filter, Ingest, GetProfile, Stats) + health checking"
+
+    def __init__(self, config: GrpcSourceConfig, ctx: BuildContext, listen: str | None = None) -> None:
+        super().__init__(config, ctx)
+        self.listen = listen
+        self.server: SidecarServer | None = None  # grpc is imported when the source starts, not when it loads
+        self.final_counts: dict[str, int] = {}
+
+    def start(self, runtime: Runtime) -> None:
+        """Bind and serve; returns at once (RPCs run on the server's threads)."""
+        from adapters.grpc.server import SidecarServer
+
+        self.server = SidecarServer(self.config, self.ctx, runtime, self.listen)
+        self.server.start()
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful with ``listen: host:0``)."""
+        assert self.server is not None, "start() first"
+        return int(self.server.port)
+
+    def stop(self, grace: float | None = None) -> None:
+        """Graceful stop: in-flight RPCs finish within ``grace``, buffers flush, released events are delivered."""
+        if self.server is not None:
+            self.final_counts = self.server.stop(grace)
+            self.server = None

@@ -19,9 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from adapters.file.reader import LineReader, read_header
+from adapters.file.reader import open_log
 from sidecar.api import BuildContext, Event, Filter
-from sidecar.codecs import codec_for
 from sidecar.config import LoadedConfig
 from sidecar.deadletter import DeadLetters
 from sidecar.pipeline import Pipeline
@@ -77,13 +76,9 @@ def run_prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str) -> No
 def _events(
     config: LoadedConfig, input_path: str, counter: DeadLetters, prefix: list[Filter[Any]]
 ) -> Iterator[list[Event]]:
-    codec = codec_for(config.sidecar.schema, input_path)
-    reader = LineReader(input_path, counter, config.sidecar.limits.max_record_bytes)
-    batches = reader.batches(config.sidecar.limits.batch_size)
-    if codec.format == "tsv" and config.sidecar.schema.header:
-        header, batches = read_header(batches)
-        if header is not None:
-            codec.accept_header(header.rstrip("\n"))  # the real pass reports a bad header
+    limits = config.sidecar.limits
+    log_in = open_log(input_path, config.sidecar.schema, counter, limits.max_record_bytes, limits.batch_size)
+    codec, batches = log_in.codec, log_in.batches  # the real pass has already checked the header
     decode_many = codec.decode_many
     for batch in batches:
         events: list[Event] = decode_many(batch.lines, "\n", [])

@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from sidecar.api import DeadLetterSink
+from sidecar.api import ConfigValueError, DeadLetterSink, SchemaConfig
+from sidecar.codecs import JsonlCodec, TsvCodec, codec_for
+from sidecar.config import ConfigError
 
 CHUNK = 1 << 20
 
@@ -221,3 +223,42 @@ def _prepend(first: LineBatch | None, rest: Iterator[LineBatch]) -> Iterator[Lin
     if first is not None:
         yield first
     yield from rest
+
+
+@dataclass
+class LogInput:
+    """An opened log: its codec (header accepted), the header line (with its newline) and the batches after it."""
+
+    codec: TsvCodec | JsonlCodec
+    header: str | None
+    batches: Iterator[LineBatch]
+    reader: LineReader
+
+
+def open_log(
+    path: str,
+    schema: SchemaConfig,
+    dead: DeadLetterSink,
+    max_record_bytes: int,
+    batch_size: int,
+    *,
+    stop: Callable[[], bool] | None = None,
+    skip_through: int = 0,
+) -> LogInput:
+    """Open a log file for reading in batches; the format comes from the schema, else the file's extension.
+
+    A header line that does not name the schema's role columns raises :class:`ConfigError` (line 1, key
+    ``header``).
+    """
+    codec = codec_for(schema, path)
+    reader = LineReader(path, dead, max_record_bytes, stop=stop, skip_through=skip_through)
+    batches = reader.batches(batch_size)
+    header = None
+    if codec.format == "tsv" and schema.header:
+        header, batches = read_header(batches)
+        if header is not None:
+            try:
+                codec.accept_header(header.rstrip("\n"))
+            except ConfigValueError as exc:
+                raise ConfigError(path, 1, "header", exc.problem) from None
+    return LogInput(codec, header, batches, reader)

@@ -13,11 +13,10 @@ import sqlite_utils
 import structlog
 
 from adapters.file.prescan import PrescanError, run_prescan
-from adapters.file.reader import LineBatch, LineReader, read_header
+from adapters.file.reader import LineBatch, LineReader, open_log
 from adapters.file.sink import FileSink, FileSinkConfig
-from sidecar.api import ConfigValueError, Sink
-from sidecar.codecs import codec_for
-from sidecar.config import ConfigError, LoadedConfig
+from sidecar.api import Sink
+from sidecar.config import LoadedConfig
 from sidecar.pipeline import Pipeline
 from sidecar.signals import StopFlag
 
@@ -158,23 +157,16 @@ def replay(
         own_sinks = [FileSink(FileSinkConfig(path=path), pipeline.ctx, config.sidecar.schema, resume_at)]
         sinks = own_sinks
     try:
-        codec = codec_for(config.sidecar.schema, input_path)
-        reader = LineReader(
+        log_in = open_log(
             input_path,
+            config.sidecar.schema,
             pipeline.dead,
             config.sidecar.limits.max_record_bytes,
+            config.sidecar.limits.batch_size,
             stop=stop.__bool__,
             skip_through=done_line,
         )
-        batches: Iterator[LineBatch] = reader.batches(config.sidecar.limits.batch_size)
-        header = None
-        if codec.format == "tsv" and config.sidecar.schema.header:
-            header, batches = read_header(batches)
-            if header is not None:
-                try:
-                    codec.accept_header(header.rstrip("\n"))
-                except ConfigValueError as exc:
-                    raise ConfigError(input_path, 1, "header", exc.problem) from None
+        codec, header, batches, reader = log_in.codec, log_in.header, log_in.batches, log_in.reader
         if prescan is not False:
             _prescan(config, pipeline, input_path, required=bool(prescan))
         if sinks is pipeline.sinks:

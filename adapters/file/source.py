@@ -6,9 +6,9 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from adapters.file.reader import LineReader, read_header
-from sidecar.api import BuildContext, ConfigValueError, RecordBatch, Runtime, Source, SourceConfig, option
-from sidecar.codecs import SchemaConfig, codec_for
+from adapters.file.reader import open_log
+from sidecar.api import BuildContext, RecordBatch, Runtime, Source, SourceConfig, option
+from sidecar.codecs import SchemaConfig
 
 
 @dataclass(frozen=True)
@@ -43,16 +43,15 @@ class FileSource(Source[FileSourceConfig]):
         schema: SchemaConfig = self.ctx.schema or SchemaConfig()
         if self.config.format != "auto":
             schema = SchemaConfig(self.config.format, schema.header, schema.columns, schema.roles)
-        codec = codec_for(schema, self.path)
-        reader = LineReader(self.path, runtime.dead_letters, self.config.max_record_bytes, stop=lambda: self._stopped)
-        batches = reader.batches(self.config.batch_size)
-        if codec.format == "tsv" and schema.header:
-            header, batches = read_header(batches)
-            if header is not None:
-                try:
-                    codec.accept_header(header.rstrip("\n"))
-                except ConfigValueError as exc:
-                    raise ConfigValueError("path", f"{self.path}: header: {exc.problem}") from None
+        log_in = open_log(
+            self.path,
+            schema,
+            runtime.dead_letters,
+            self.config.max_record_bytes,
+            self.config.batch_size,
+            stop=lambda: self._stopped,
+        )
+        codec, batches = log_in.codec, log_in.batches
         for batch in batches:
             positions = [batch.line_number(i) for i in range(len(batch.lines))]
             runtime.receive(RecordBatch(batch.lines, codec, self.path, positions, batch.last_eol))

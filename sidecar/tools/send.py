@@ -18,13 +18,13 @@ from pathlib import Path
 import click
 import grpc
 
-from adapters.file.reader import LineReader, read_header
+from adapters.file.reader import open_log
 from adapters.file.sink import FileSink, FileSinkConfig
 from adapters.grpc.client import Reassembler, to_batch
 from adapters.grpc.codec import EventBatch
 from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
-from sidecar.api import BuildContext, Codec, ConfigValueError
-from sidecar.codecs import SchemaConfig, codec_for
+from sidecar.api import BuildContext
+from sidecar.codecs import SchemaConfig
 from sidecar.commandkit import EXIT_USAGE, check_address, fail_config, load, setup_logs
 from sidecar.config import ConfigError
 from sidecar.deadletter import DeadLetters
@@ -64,17 +64,8 @@ def send_file(
     schema = schema or SchemaConfig()
     dead = dead or DeadLetters(None)
     summary = SendSummary()
-    codec: Codec = codec_for(schema, input_path)
-    reader = LineReader(input_path, dead, max_record_bytes)
-    batches = reader.batches(batch_size)
-    header = None
-    if codec.format == "tsv" and schema.header:
-        header, batches = read_header(batches)
-        if header is not None:
-            try:
-                codec.accept_header(header.rstrip("\n"))
-            except ConfigValueError as exc:
-                raise ConfigError(input_path, 1, "header", exc.problem) from None
+    log_in = open_log(input_path, schema, dead, max_record_bytes, batch_size)
+    codec, header, batches, reader = log_in.codec, log_in.header, log_in.batches, log_in.reader
     sink = FileSink(FileSinkConfig(path=output_path), BuildContext(config_dir=Path.cwd()), schema)
     sink.start(header, codec)
     reassembler = Reassembler()

@@ -40,7 +40,7 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
     #: 100,000 events): 170k and 174k vs 135k and 145k events per CPU-second (median, +26% and +20%), best
     #: 190k and 200k vs 153k and 161k (+24%, +25%). False runs the helpers only, with the same output for the
     #: same random words (pinned by ``test_specialised_hot_path_gives_the_helpers_output``): for tests, and to
-    #: measure it again.
+    #: measure it again (`querylog bench buffer --helpers-only`).
     SPECIALISED: ClassVar[bool] = True
 
     def __init__(self, config: CategoryBufferConfig, ctx: BuildContext) -> None:

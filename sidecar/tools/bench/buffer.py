@@ -57,13 +57,23 @@ def categorised_events(n: int, users: int, seed: int) -> list[Event]:
 
 
 def run_filter(
-    name: str, options: dict[str, object], events: list[Event], batch: int, state_dir: Path
+    name: str,
+    options: dict[str, object],
+    events: list[Event],
+    batch: int,
+    state_dir: Path,
+    class_overrides: dict[str, object] | None = None,
 ) -> dict[str, Any]:
-    """Build the named filter on a fresh state store and time ``process`` over all batches."""
+    """Build the named filter on a fresh state store and time ``process`` over all batches.
+
+    ``class_overrides`` sets class attributes on a subclass of the registered filter (e.g. a switch).
+    """
     from sidecar.registry import FILTERS, plugins
     from sidecar.state import StateStore
 
     cls = plugins(FILTERS)[name]
+    if class_overrides:
+        cls = type(cls.__name__, (cls,), dict(class_overrides))
     state = StateStore(state_dir)
     ctx = BuildContext(config_dir=state_dir, state=state, rng=random.SystemRandom())
     f = cls(cls.Config(**options), ctx)
@@ -101,16 +111,23 @@ def run_filter(
 @click.option("--k", default=5, show_default=True, help="Buffer size k of every category.")
 @click.option("--batch", default=1000, show_default=True, help="Events per process() call (one commit each).")
 @click.option("--seed", default=1, show_default=True, help="Seed of the synthetic log (draws use the CSPRNG).")
-def COMMAND(events: int, users: int, k: int, batch: int, seed: int) -> None:
+@click.option(
+    "--helpers-only",
+    is_flag=True,
+    help="Run the filter without its hot-path specialisation (CategoryBufferFilter.SPECIALISED off), to measure it.",
+)
+def COMMAND(events: int, users: int, k: int, batch: int, seed: int, helpers_only: bool) -> None:
     """Events/s of category_buffer on one core, state durable in SQLite (WAL)."""
     from sidecar.logs import configure_logging
 
     configure_logging("warning", "json")
     evs = categorised_events(events, users, seed)
     with tempfile.TemporaryDirectory() as tmp:
-        r = run_filter("category_buffer", {"k": k}, evs, batch, Path(tmp))
+        overrides: dict[str, object] = {"SPECIALISED": False} if helpers_only else {}
+        r = run_filter("category_buffer", {"k": k}, evs, batch, Path(tmp), overrides)
+    variant = " (helpers only)" if helpers_only else ""
     click.echo(
-        f"category_buffer k={k}: {r['events']:,} events ({users:,} users) in {r['seconds']:.3f} s "
+        f"category_buffer{variant} k={k}: {r['events']:,} events ({users:,} users) in {r['seconds']:.3f} s "
         f"= {r['events_per_s']:,.0f} events/s ({r['events_per_cpu_s']:,.0f} per CPU-second); "
         f"released {r['out']:,}, held {r['held']:,}"
     )

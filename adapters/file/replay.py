@@ -154,7 +154,9 @@ def replay(
         if resume:
             checkpoint = Checkpoint(pipeline, input_path, path)
             done_line, resume_at = checkpoint.load()
-        own_sinks = [FileSink(FileSinkConfig(path=path), pipeline.ctx, config.sidecar.schema, resume_at)]
+        own_sinks = [
+            FileSink(FileSinkConfig(path=path, mode="truncate"), pipeline.ctx, config.sidecar.schema, resume_at)
+        ]
         sinks = own_sinks
     try:
         log_in = open_log(

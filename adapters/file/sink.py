@@ -18,19 +18,31 @@ from sidecar.codecs import JsonlCodec, SchemaConfig, TsvCodec, format_from_path
 class TextWriter:
     """Writes encoded lines, keeping the input's final-newline state."""
 
-    def __init__(self, path: str, resume_at: int | None = None) -> None:
-        """``resume_at``: keep the first ``resume_at`` bytes of an existing plain file and append after them."""
+    def __init__(self, path: str, resume_at: int | None = None, *, append: bool = False) -> None:
+        """``resume_at``: keep the first ``resume_at`` bytes of an existing plain file and append after them.
+        ``append``: keep the whole file and add after it (a .gz file gets another gzip member).
+        Otherwise the file starts empty. :attr:`existing` is the size kept (0 for a new or emptied file)."""
         self.path = path
         self._gzip: tuple[gzip.GzipFile, IO[bytes]] | None = None  # a .gz output: the compressor, the file under it
+        self.existing = 0
+        self._open_line = False  # last write ended without a newline
         if path == "-":
             self.stream: TextIO = sys.stdout
         else:
-            if resume_at is None:
-                fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
-            else:
+            if resume_at is not None:
                 fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
                 os.ftruncate(fd, resume_at)
                 os.lseek(fd, resume_at, os.SEEK_SET)
+                self.existing = resume_at
+            elif append:
+                fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+                self.existing = os.fstat(fd).st_size
+                if self.existing and not path.endswith(".gz"):
+                    with open(path, "rb") as tail:  # an earlier run that ended mid-line: start on a new line
+                        tail.seek(self.existing - 1)
+                        self._open_line = tail.read(1) != b"\n"
+            else:
+                fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
             binary: IO[bytes] = os.fdopen(fd, "wb")
             if path.endswith(".gz"):
                 gz = gzip.GzipFile(fileobj=binary, mode="wb", compresslevel=6)
@@ -38,7 +50,6 @@ class TextWriter:
                 self.stream = io.TextIOWrapper(gz, encoding="utf-8", newline="", write_through=False)
             else:
                 self.stream = io.TextIOWrapper(binary, encoding="utf-8", newline="", write_through=False)
-        self._open_line = False  # last write ended without a newline
 
     def write_text(self, text: str, ends_line: bool) -> None:
         if not text:
@@ -71,10 +82,15 @@ class FileSinkConfig(SinkConfig):
         "auto", "Output format; auto: the input's format (or by extension for events from gRPC)."
     )
     fsync: bool = option(False, "fsync on every flush (delivery then survives a power cut).")
+    mode: Literal["append", "truncate"] = option(
+        "append",
+        "append: keep what earlier runs delivered and add after it (the header only goes into an empty file); "
+        "truncate: start the file empty each time the sink starts.",
+    )
 
 
 class FileSink(Sink[FileSinkConfig]):
-    """Appends encoded events to a file; the header (if any) comes first."""
+    """Appends encoded events to a file (``mode: append``, the default); the header goes only into an empty file."""
 
     NAME = "file"
     Config = FileSinkConfig
@@ -108,8 +124,8 @@ class FileSink(Sink[FileSinkConfig]):
             self.codec = TsvCodec(self.schema) if fmt == "tsv" else JsonlCodec(self.schema)
             h = self.codec.header_for_output()
             header = h + "\n" if h is not None else None
-        self.writer = TextWriter(self.path, self.resume_at)
-        if header and not self.resume_at:
+        self.writer = TextWriter(self.path, self.resume_at, append=self.config.mode == "append")
+        if header and not self.writer.existing:
             self.writer.write_text(header, header.endswith("\n"))
 
     def write(self, events: list[Event]) -> None:

@@ -1,0 +1,112 @@
+"""The `file` sink keeps what earlier runs delivered (issue 11, defect 1)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from adapters.file.sink import FileSink, FileSinkConfig
+from sidecar.api import BuildContext, Event
+from sidecar.codecs import SchemaConfig, TsvCodec
+
+HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
+
+
+def _codec() -> TsvCodec:
+    codec = TsvCodec(SchemaConfig())
+    codec.accept_header(HEADER)
+    return codec
+
+
+def _events(codec: TsvCodec, start: int, n: int) -> list[Event]:
+    lines = [f"{i}\tquery {i}\t2006-03-01 10:00:00\t\t" for i in range(start, start + n)]
+    return codec.decode_many(lines, "\n", [])
+
+
+def _run(path: Path, start: int, n: int, **options: object) -> None:
+    codec = _codec()
+    sink = FileSink(FileSinkConfig(path=str(path), **options), BuildContext(config_dir=path.parent))  # type: ignore[arg-type]  # options typed loosely
+    sink.start(HEADER + "\n", codec)
+    sink.write(_events(codec, start, n))
+    sink.close()
+
+
+@pytest.mark.parametrize("name", ["out.tsv", "out.tsv.gz"])
+def test_a_restarted_sink_appends_and_writes_the_header_once(tmp_path: Path, name: str) -> None:
+    """Two runs into one file: every line of both is there, the header once (plain and gzip)."""
+    path = tmp_path / name
+    _run(path, 0, 3)
+    _run(path, 3, 2)
+    raw = gzip.decompress(path.read_bytes()) if name.endswith(".gz") else path.read_bytes()
+    lines = raw.decode().splitlines()
+    assert lines[0] == HEADER
+    assert [line.split("\t")[0] for line in lines[1:]] == ["0", "1", "2", "3", "4"]
+
+
+def test_an_earlier_run_cut_mid_line_does_not_glue_lines(tmp_path: Path) -> None:
+    """A file that ends without a newline (a run killed mid-write) gets the next record on its own line."""
+    path = tmp_path / "out.tsv"
+    path.write_text(f"{HEADER}\n1\tpartial")
+    _run(path, 5, 1)
+    assert path.read_text().splitlines() == [HEADER, "1\tpartial", "5\tquery 5\t2006-03-01 10:00:00\t\t"]
+
+
+def test_truncate_mode_starts_empty(tmp_path: Path) -> None:
+    """`mode: truncate` is the explicit way to start a file afresh (what `replay -o` does)."""
+    path = tmp_path / "out.tsv"
+    _run(path, 0, 3)
+    _run(path, 3, 1, mode="truncate")
+    assert path.read_text().splitlines()[1:] == ["3\tquery 3\t2006-03-01 10:00:00\t\t"]
+
+
+def test_lines_delivered_before_a_kill_survive_the_next_run(tmp_path: Path) -> None:
+    """kill -9 after delivery (flush), then a new run: nothing the first run delivered is lost."""
+    path = tmp_path / "out.tsv"
+    script = tmp_path / "writer.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import os, sys, time
+            sys.path[:0] = {sys.path!r}
+            from tests_helper_writer import run
+            run({str(path)!r})
+            """
+        )
+    )
+    (tmp_path / "tests_helper_writer.py").write_text(
+        textwrap.dedent(
+            f"""
+            import time
+            from pathlib import Path
+            from adapters.file.sink import FileSink, FileSinkConfig
+            from sidecar.api import BuildContext
+            from sidecar.codecs import SchemaConfig, TsvCodec
+
+            def run(path):
+                codec = TsvCodec(SchemaConfig())
+                codec.accept_header({HEADER!r})
+                sink = FileSink(FileSinkConfig(path=path, fsync=True), BuildContext(config_dir=Path(path).parent))
+                sink.start({HEADER + chr(10)!r}, codec)
+                lines = [f"{{i}}\\tquery {{i}}\\t\\t\\t" for i in range(100)]
+                sink.write(codec.decode_many(lines, "\\n", []))
+                sink.flush()
+                print("delivered", flush=True)
+                time.sleep(60)
+            """
+        )
+    )
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "delivered"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    _run(path, 100, 1)
+    lines = path.read_text().splitlines()
+    assert lines[0] == HEADER and len(lines) == 1 + 101

@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 import random
+import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import structlog
@@ -117,7 +119,7 @@ class Pipeline:
             self.dead.add(reason, batch.origin, pos, record if isinstance(record, str | bytes) else None)
         if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.records) - 1):
             events[-1].eol = ""
-        with self._deliver_lock:
+        with self._deliver_lock, self.transaction():  # state changes commit with the delivery
             before = self.chain.held()
             out = self.chain.process(events) if events else []
             held = self.chain.held() - before
@@ -135,6 +137,25 @@ class Pipeline:
 
     def held(self) -> int:
         return self.chain.held()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Commit the filters' state-store writes of the block at once, when it ends (see ``Runtime``).
+
+        On an exception the block's writes still commit (the filters' memory already has them and nothing
+        was acknowledged, so the worst outcome is a duplicate), unless the commit itself fails.
+        """
+        conn = self.state.conn
+        with self.state.lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            finally:
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error:
+                    conn.execute("ROLLBACK")
+                    raise
 
     def start_sinks(self, header: str | None, codec: Codec | None) -> None:
         """Start the sinks once, with the first input's header and codec."""

@@ -60,6 +60,8 @@ class QueryLogService:
         self.limit = max_record_bytes
         self.lock = threading.Lock()
         self.buffering = any(f.BUFFERING for f in runtime.filters)
+        #: filters that keep state: Ingest then commits each batch's state with its delivery
+        self.stateful = any(f.STATEFUL or f.BUFFERING for f in runtime.filters)
         self._released: list[Event] = []  # released by the timer, for the next Filter response
         self._rpcs = itertools.count(1)
         self.rpcs = 0
@@ -152,14 +154,16 @@ class QueryLogService:
     def flush(self, final: bool) -> int:
         """Ask buffering filters to release; deliver to the sinks, else keep for Filter streams."""
         with self.lock:
-            released = self.pipeline.flush(final)
-            if not released:
-                return 0
-            if self.pipeline.sinks:
-                self._deliver(released)
-                self.pipeline.flush_sinks()
-            else:
+            runtime = self.pipeline
+            if not runtime.sinks:
+                released = runtime.flush(final)
                 self._released.extend(released)
+                return len(released)
+            with runtime.transaction():  # a release commits only together with its delivery
+                released = runtime.flush(final)
+                if released:
+                    self._deliver(released)
+                    runtime.flush_sinks()
             return len(released)
 
     def drain_undeliverable(self) -> int:
@@ -204,8 +208,15 @@ class QueryLogService:
                 events, bad = self.accept(incoming, "Ingest")
                 n = len(events)
                 with self.lock:
-                    out, held = self._run(events)
-                    self._deliver(out)
+                    if self.stateful:
+                        # held rows change only together with the delivery of what left the chain
+                        with self.pipeline.transaction():
+                            out, held = self._run(events)
+                            self._deliver(out)
+                            self.pipeline.flush_sinks()
+                    else:
+                        out, held = self._run(events)
+                        self._deliver(out)
                 resp.accepted += n
                 resp.delivered += len(out)
                 resp.held += held

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -160,6 +161,15 @@ class Runtime(Protocol):
 
     def held(self) -> int:
         """Events held by the chain's filters."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """A block whose state-store writes (the filters' SAVEPOINTs) commit together when it ends.
+
+        Run the chain, deliver and flush the sinks inside it: events a filter released are then
+        deleted from its durable state only together with their delivery, so a kill -9 at any point
+        leaves each event delivered or still held (at worst delivered twice: at-least-once).
+        """
         ...
 
     def stats(self) -> dict[str, Any]:

@@ -19,6 +19,8 @@ class Chain:
         self.events_out = 0
         self.per_filter_in: Counter[str] = Counter()
         self.per_filter_out: Counter[str] = Counter()
+        #: events the filters held when the chain was built (restored from the state store by an earlier run)
+        self.restored = sum(f.held() for f in filters)
 
     def _run(self, batch: list[Event], start: int) -> list[Event]:
         for f in self.filters[start:]:
@@ -57,7 +59,8 @@ class Chain:
         return sum(f.held() for f in self.filters)
 
     def dropped(self) -> int:
-        return self.events_in - self.events_out - self.held()
+        """Events that came in (or were restored) and neither left nor are held: dropped by a filter."""
+        return self.events_in + self.restored - self.events_out - self.held()
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -65,6 +68,7 @@ class Chain:
             "events_out": self.events_out,
             "events_held": self.held(),
             "events_dropped": self.dropped(),
+            "events_restored": self.restored,
             "filters": [
                 {
                     "name": f.NAME,

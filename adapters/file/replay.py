@@ -33,6 +33,9 @@ class ReplaySummary:
     dead_lettered: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    #: events held by an earlier run, restored from the state store (``state_dir``) at the start
+    events_restored: int = 0
+    state_dir: str = ""
 
     @property
     def events_per_second(self) -> float:
@@ -44,6 +47,11 @@ class ReplaySummary:
             f"held={self.events_held} dropped={self.events_dropped} dead_letter={self.dead_lettered} "
             f"seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f}"
             + (" (interrupted)" if self.interrupted else "")
+            + (
+                f" restored={self.events_restored} (held by an earlier run, from {self.state_dir})"
+                if self.events_restored
+                else ""
+            )
         )
 
 
@@ -213,6 +221,8 @@ def replay(
         summary.events_out = stats["events_out"]
         summary.events_held = stats["events_held"]
         summary.events_dropped = stats["events_dropped"]
+        summary.events_restored = stats["events_restored"]
+        summary.state_dir = str(config.state_dir)
         summary.dead_lettered = stats["events_dead_lettered"]
     finally:
         for sink in own_sinks:

@@ -357,3 +357,22 @@ def test_sigterm_stops_a_replay_waiting_on_an_idle_stdin(tmp_path: Path) -> None
     assert out.read_bytes() == HEADER + GOOD[0]
     assert [(d["reason"], d["line"]) for d in _dead(tmp_path)] == [("partial_record_at_stop", 3)]
     assert err.strip().splitlines()[-1].endswith("(interrupted)")
+
+
+def test_a_second_replay_on_the_same_state_reports_restored_events_and_never_negative_drops(
+    tmp_path: Path, write_config: Callable[..., Path]
+) -> None:
+    """Events held by a first run are restored by the second and counted as restored (issue 11, defect 9):
+    `dropped` stays >= 0 and the summary says how many came from where."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        "".join(json.dumps({"AnonID": str(i % 7), "Query": f"q {i}", "cat": "Arts"}) + "\n" for i in range(23)),
+        encoding="utf-8",
+    )
+    cfg = load_config(write_config("filters:\n  - category_buffer: {k: 5, category_field: cat}\n"))
+    first = replay(cfg, str(src), str(tmp_path / "out1.jsonl"), seed=1, prescan=False)
+    assert first.events_held > 0 and first.events_restored == 0
+    second = replay(cfg, str(src), str(tmp_path / "out2.jsonl"), seed=1, prescan=False)
+    assert second.events_restored == first.events_held
+    assert second.events_dropped == 0
+    assert f"restored={first.events_held} (held by an earlier run, from {cfg.state_dir})" in second.line()

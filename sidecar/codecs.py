@@ -210,6 +210,8 @@ class JsonlCodec(Codec):
             raise BadRecord("invalid_json") from None
         if not isinstance(record, dict):
             raise BadRecord("json_not_object")
+        if ("\\ud" in body or "\\uD" in body) and _lone_surrogate(record):
+            raise BadRecord("lone_surrogate")  # valid JSON, but no UTF-8 output could carry it
         values = {role: record.get(key) for role, key in self.pairs}
         query = values.get("query")
         if not isinstance(query, str):
@@ -286,6 +288,15 @@ class JsonlCodec(Codec):
             if value is not None:
                 record[key] = value
         return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def _lone_surrogate(record: dict[str, Any]) -> bool:
+    """True when a decoded value holds a UTF-16 surrogate without its pair (``"\\ud800"``)."""
+    try:
+        json.dumps(record, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _dumps(record: dict[str, Any], raw: str) -> str:

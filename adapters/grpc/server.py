@@ -29,7 +29,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from adapters.grpc.codec import EventBatch
 from adapters.grpc.config import GrpcSourceConfig
-from adapters.grpc.service import QueryLogService, parse_batch
+from adapters.grpc.service import QueryLogService, parse_batch, parse_or_mark
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
     IngestResponse,
     ProfileRequest,
@@ -71,12 +71,12 @@ class SidecarServer:
             ),
             "GetProfile": grpc.unary_unary_rpc_method_handler(
                 svc.GetProfile,
-                request_deserializer=ProfileRequest.FromString,
+                request_deserializer=parse_or_mark(ProfileRequest),
                 response_serializer=ProfileResponse.SerializeToString,
             ),
             "Stats": grpc.unary_unary_rpc_method_handler(
                 svc.Stats,
-                request_deserializer=StatsRequest.FromString,
+                request_deserializer=parse_or_mark(StatsRequest),
                 response_serializer=StatsResponse.SerializeToString,
             ),
         }

@@ -12,11 +12,11 @@ import operator
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 import grpc
 import structlog
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from adapters.grpc.codec import EventBatch, ProtoCodec, QueryEvent
 from adapters.grpc.stats import stats_message
@@ -32,6 +32,7 @@ from sidecar.api import Event, Runtime
 log = structlog.get_logger("querylog.grpc")
 
 _is = operator.is_
+M = TypeVar("M", bound=Message)
 
 
 @dataclass
@@ -41,6 +42,25 @@ class Incoming:
     batch: EventBatch | None
     size: int
     data: bytes | None = None  # kept only when unparseable, for the dead-letter file
+
+
+class Unparseable:
+    """What a request deserializer returns for bytes that are no message (gRPC treats None as its own failure)."""
+
+
+UNPARSEABLE = Unparseable()
+
+
+def parse_or_mark(cls: type[M]) -> Callable[[bytes], M | Unparseable]:
+    """A request deserializer that never raises: garbage becomes UNPARSEABLE (the handler says INVALID_ARGUMENT)."""
+
+    def parse(data: bytes) -> M | Unparseable:
+        try:
+            return cls.FromString(data)
+        except (DecodeError, ValueError):  # ValueError: invalid UTF-8 in a string field
+            return UNPARSEABLE
+
+    return parse
 
 
 def parse_batch(data: bytes) -> Incoming:
@@ -237,7 +257,9 @@ class QueryLogService:
         log.error("rpc_failed", method=method, error=type(exc).__name__)
         context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__})")
 
-    def GetProfile(self, request: ProfileRequest, context: grpc.ServicerContext) -> ProfileResponse:
+    def GetProfile(self, request: ProfileRequest | Unparseable, context: grpc.ServicerContext) -> ProfileResponse:
+        if isinstance(request, Unparseable):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unparseable ProfileRequest")
         getters = (getattr(f, "get_profile", None) for f in self.pipeline.filters)
         get_profile: Callable[[str], Mapping[str, int] | None] | None = next((g for g in getters if callable(g)), None)
         if get_profile is None:
@@ -258,7 +280,9 @@ class QueryLogService:
             total=total,
         )
 
-    def Stats(self, request: StatsRequest, context: grpc.ServicerContext) -> StatsResponse:
+    def Stats(self, request: StatsRequest | Unparseable, context: grpc.ServicerContext) -> StatsResponse:
+        if isinstance(request, Unparseable):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unparseable StatsRequest")
         try:
             with self.lock:
                 s = self.pipeline.stats()

@@ -280,3 +280,17 @@ def test_arbitrary_bytes_never_crash_and_every_line_is_counted(lines: list[bytes
     it = iter(in_lines)
     assert all(any(o == i for i in it) for o in out_lines), "output lines are input lines, in order"
     assert summary.events_out == len(out_lines) - 1
+
+
+def test_a_lone_surrogate_in_json_is_a_dead_letter_and_a_pair_is_not() -> None:
+    """`"\\ud800"` alone cannot be written as UTF-8: the record is bad (`lone_surrogate`), not the run
+    (issue 11, defect 11); an escaped surrogate pair (an emoji) decodes as usual."""
+    from sidecar.codecs import JsonlCodec, SchemaConfig
+
+    codec = JsonlCodec(SchemaConfig())
+    bad: list[tuple[int, str]] = []
+    lines = ['{"AnonID": 1, "Query": "x\\ud800"}', '{"AnonID": 2, "Query": "smile \\ud83d\\ude00"}']
+    events = codec.decode_many(lines, "\n", bad)
+    assert bad == [(0, "lone_surrogate")]
+    assert [e.query for e in events] == ["smile \U0001f600"]
+    assert codec.encode(events[0]) == lines[1]

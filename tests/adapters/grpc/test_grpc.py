@@ -445,3 +445,16 @@ def test_ingest_writes_the_configured_schema(tmp_path: Path) -> None:
         resp = QueryLogFilterStub(sc.chan).Ingest(iter([batch]))
     assert resp.delivered == 1
     assert (tmp_path / "out.tsv").read_text() == "10.1.2.3\t7\tweather\n"
+
+
+@pytest.mark.parametrize("method", ["GetProfile", "Stats"])
+def test_garbage_to_unary_methods_is_invalid_argument(tmp_path: Path, method: str) -> None:
+    """Bytes that are no request message get INVALID_ARGUMENT (not INTERNAL) and the server keeps serving
+    (issue 11, defect 18)."""
+    with sidecar(write_config(tmp_path)) as sc:
+        call = sc.chan.unary_unary(f"/querylog.v1.QueryLogFilter/{method}")
+        with pytest.raises(grpc.RpcError) as err:
+            call(b"\xff\xff\xff\xff garbage", timeout=5)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]  # RpcError is also a Call
+        stub = health_pb2_grpc.HealthStub(sc.chan)
+        assert stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status == 1

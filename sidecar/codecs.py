@@ -144,9 +144,20 @@ class TsvCodec(Codec):
             for role, i in zip(ROLES, self.idx, strict=True):
                 if i is not None:
                     fields[i] = _text(getattr(event, role))
-            line = "\t".join(fields)
+            line = self._framed("\t".join(fields))
             return line + "\r" if event.raw is not None and event.raw.endswith("\r") else line
-        return "\t".join(self._fresh(event))
+        return self._framed("\t".join(self._fresh(event)))
+
+    def _framed(self, line: str) -> str:
+        """``line`` when its values cannot break the record framing; else :class:`BadRecord`.
+
+        The rule: a TSV value never holds a tab, a line feed or a carriage return (no escaping: a
+        consumer of the log reads it as it always did). A record whose value does (a gRPC field with a
+        forged line, a tab in a rank) is dead-lettered by the sink, never written.
+        """
+        if line.count("\t") != self.ncols - 1 or "\n" in line or "\r" in line:
+            raise BadRecord("field_breaks_framing")
+        return line
 
     def fields(self, event: Event) -> Mapping[str, Any]:
         if event.codec is not self:
@@ -168,8 +179,11 @@ class TsvCodec(Codec):
         if name in self._role_columns:
             raise FieldError("field_is_role")
         i = self.columns.index(name)
+        text = _text(value)
+        if "\t" in text or "\n" in text or "\r" in text:
+            raise FieldError("value_breaks_framing")
         fields = list(event.record)
-        fields[i] = _text(value)
+        fields[i] = text
         event.record = fields
         raw = event.raw
         if raw is not None:

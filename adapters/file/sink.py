@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import json
 import os
 import sys
 import zlib
 from dataclasses import dataclass
 from typing import IO, Literal, TextIO
 
-from sidecar.api import BuildContext, Codec, Event, Sink, SinkConfig, option
+from sidecar.api import BadRecord, BuildContext, Codec, Event, Sink, SinkConfig, option
 from sidecar.codecs import JsonlCodec, SchemaConfig, TsvCodec, format_from_path
 
 
@@ -113,6 +114,8 @@ class FileSink(Sink[FileSinkConfig]):
         self.path = path
         self.writer: TextWriter | None = None
         self.codec: Codec | None = None
+        #: records the output format could not frame (dead-lettered, never written)
+        self.rejected = 0
 
     def start(self, header: str | None, codec: Codec | None) -> None:
         fmt: str = self.config.format
@@ -135,10 +138,33 @@ class FileSink(Sink[FileSinkConfig]):
             self.start(None, None)
         assert self.writer is not None and self.codec is not None
         encode = self.codec.encode
-        text = "\n".join([encode(e) for e in events])
+        try:
+            text = "\n".join([encode(e) for e in events])
+        except BadRecord:
+            events, lines = self._encode_each(events)
+            if not events:
+                return
+            text = "\n".join(lines)
         ends = bool(events[-1].eol)
         self.writer.write_text(text + "\n" if ends else text, ends)
         self.written += len(events)
+
+    def _encode_each(self, events: list[Event]) -> tuple[list[Event], list[str]]:
+        """Encode one by one; a record the format cannot frame goes to the dead-letter file, never the output."""
+        assert self.codec is not None
+        kept: list[Event] = []
+        lines: list[str] = []
+        for ev in events:
+            try:
+                lines.append(self.codec.encode(ev))
+            except BadRecord as exc:
+                self.rejected += 1
+                if self.ctx.dead_letters is not None:
+                    roles = {"user": ev.user, "query": ev.query, "time": ev.time, "rank": ev.rank, "url": ev.url}
+                    self.ctx.dead_letters.add(exc.reason, f"sink:{self.NAME}", None, json.dumps(roles, default=str))
+                continue
+            kept.append(ev)
+        return kept, lines
 
     def flush(self) -> None:
         if self.writer is not None:

@@ -458,3 +458,32 @@ def test_garbage_to_unary_methods_is_invalid_argument(tmp_path: Path, method: st
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]  # RpcError is also a Call
         stub = health_pb2_grpc.HealthStub(sc.chan)
         assert stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status == 1
+
+
+@pytest.mark.parametrize(
+    ("role", "value"),
+    [
+        ("time", "2006-03-01 10:00:00\n777\tjohn smith 555-123-4567\t\t\t"),
+        ("rank", "1\textra\tcolumns"),
+        ("user", "8\r9"),
+        ("url", "http://a.com\nforged"),
+        ("query", "two\tcolumns"),
+    ],
+)
+def test_a_field_value_cannot_forge_tsv_records(tmp_path: Path, role: str, value: str) -> None:
+    """A tab, line feed or carriage return in any gRPC field never reaches a TSV sink: that event goes to the
+    dead-letter file (`field_breaks_framing`) and the good events of the batch are written (issue 11, defect 3)."""
+    config = write_config(tmp_path, "sinks:\n  - file: {path: out.tsv}\n")
+    batch = EventBatch()
+    batch.events.add(user="1", query="weather", time="2006-03-01 09:00:00")
+    bad = batch.events.add(user="2", query="news", time="2006-03-01 09:30:00")
+    setattr(bad, role, value)
+    batch.events.add(user="3", query="maps", time="2006-03-01 11:00:00")
+    with sidecar(config) as sc:
+        QueryLogFilterStub(sc.chan).Ingest(iter([batch]))
+        dead = sc.pipeline.dead.counts
+    lines = (tmp_path / "out.tsv").read_text().splitlines()
+    assert [line.split("\t")[0] for line in lines[1:]] == ["1", "3"]
+    assert all(line.count("\t") == 4 for line in lines)
+    assert "john smith" not in (tmp_path / "out.tsv").read_text()
+    assert dead["field_breaks_framing"] == 1

@@ -66,7 +66,11 @@ def send_file(
     summary = SendSummary()
     log_in = open_log(input_path, schema, dead, max_record_bytes, batch_size)
     codec, header, batches, reader = log_in.codec, log_in.header, log_in.batches, log_in.reader
-    sink = FileSink(FileSinkConfig(path=output_path, mode="truncate"), BuildContext(config_dir=Path.cwd(), dead_letters=dead), schema)
+    sink = FileSink(
+        FileSinkConfig(path=output_path, mode="truncate"),
+        BuildContext(config_dir=Path.cwd(), dead_letters=dead),
+        schema,
+    )
     sink.start(header, codec)
     reassembler = Reassembler()
     lock = threading.Lock()

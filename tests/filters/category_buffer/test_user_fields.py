@@ -62,3 +62,33 @@ def test_a_user_field_the_drawn_user_lacks_is_absent_from_the_output(tmp_path: P
             assert "ip" not in rec
             removed += 1
     assert removed  # the seeds exercise the case
+
+
+def test_user_fields_of_restored_events_are_kept_after_a_restart(tmp_path: Path) -> None:
+    """TSV: events held by a first run and restored from SQLite still carry their user's `ip` column when the
+    second run releases them (issue 11, defect 5: they came out empty)."""
+    from sidecar.codecs import TsvCodec
+
+    header = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL\tip"
+
+    def decode(rows: list[tuple[int, str]]) -> list[Event]:
+        codec = TsvCodec(SchemaConfig())
+        codec.accept_header(header)
+        lines = [f"{u}\t{q}\t2006-03-01 10:00:00\t\t\t10.0.0.{u}" for u, q in rows]
+        events = codec.decode_many(lines, "\n", [])
+        for e in events:
+            e.annotate("category", "Arts")
+        return events
+
+    first = _filter(tmp_path, k=4, user_fields=("ip",), time="query")
+    assert first.process(decode([(1, "a"), (2, "b"), (3, "c")])) == []
+    first.close()
+    assert first.ctx.state is not None
+    first.ctx.state.close()  # type: ignore[attr-defined]  # the concrete StateStore has close()
+    second = _filter(tmp_path, k=4, user_fields=("ip",), time="query")
+    out = second.process(decode([(4, "d")]))
+    assert out, "the fourth event fills the bucket"
+    for ev in out:
+        assert ev.codec is not None
+        fields = ev.codec.encode(ev).split("\t")
+        assert fields[5] == f"10.0.0.{fields[0]}"

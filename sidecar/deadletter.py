@@ -23,10 +23,14 @@ log = structlog.get_logger("querylog.dead_letter")
 class DeadLetters:
     """Counts bad records by reason and appends them to a file when one is configured."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.path = path
+        self.max_bytes = max_bytes
         self.counts: Counter[str] = Counter()
+        #: times the file reached ``max_bytes`` and was rotated to ``FILE.1``
+        self.rotations = 0
         self._file: IO[str] | None = None
+        self._size = 0
         self._lock = threading.Lock()
 
     def _open(self) -> IO[str]:
@@ -36,7 +40,17 @@ class DeadLetters:
             fd = os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
             os.fchmod(fd, 0o600)  # an existing file keeps its mode on open: tighten it
             self._file = os.fdopen(fd, "a", encoding="utf-8")
+            self._size = os.fstat(fd).st_size
         return self._file
+
+    def _rotate(self) -> None:
+        """The file is full: it becomes ``FILE.1`` (an older ``FILE.1`` goes) and a new file starts."""
+        assert self.path is not None and self._file is not None
+        self._file.close()
+        self._file = None
+        os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+        self.rotations += 1
+        log.warning("dead_letter_file_rotated", rotations=self.rotations, max_bytes=self.max_bytes)
 
     def add(self, reason: str, source: str, line: int | None, record: bytes | str | None) -> None:
         """Record one bad input. ``record`` goes to the file only, never to logs."""
@@ -52,7 +66,14 @@ class DeadLetters:
                 entry["record_b64"] = base64.b64encode(record).decode("ascii")
             elif record is not None:
                 entry["record"] = record
-            self._open().write(json.dumps(entry, ensure_ascii=False) + "\n")
+            text = json.dumps(entry, ensure_ascii=False) + "\n"
+            size = len(text.encode("utf-8"))
+            out = self._open()
+            if self._size and self._size + size > self.max_bytes:
+                self._rotate()
+                out = self._open()
+            out.write(text)
+            self._size += size
 
     @property
     def total(self) -> int:

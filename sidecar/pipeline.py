@@ -77,7 +77,7 @@ class Pipeline:
         self.started = time.monotonic()
         self.state = StateStore(config.state_dir)
         rng = random.Random(seed) if seed is not None else random.SystemRandom()
-        self.dead = DeadLetters(config.dead_letter_path)
+        self.dead = DeadLetters(config.dead_letter_path, config.dead_letter_max_bytes)
         self.dead_letters = self.dead
         schema = config.sidecar.schema
         self.ctx = BuildContext(
@@ -126,6 +126,7 @@ class Pipeline:
             self.start_sinks(batch.codec.header_for_output(), batch.codec)
             self.deliver(out)
             self.flush_sinks()
+            self.dead.flush()
         n = len(events)
         return Receipt(n, len(bad), out, held, max(0, n - len(out) - held))
 

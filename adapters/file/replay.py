@@ -203,6 +203,7 @@ def replay(
             out = pipeline.process(events)
             for sink in sinks:
                 sink.write(out)
+            dead.flush()  # this batch's dead letters reach the file with its output
             if checkpoint is not None:
                 checkpoint.commit(batch.line_number(len(batch.lines) - 1), own_sinks[0])
             if stop:

@@ -200,7 +200,9 @@ class QueryLogService:
         self.rpcs = next(self._rpcs)
         try:
             for incoming in requests:
-                events, _ = self.accept(incoming, "Filter")
+                events, bad = self.accept(incoming, "Filter")
+                if bad:
+                    self.pipeline.dead_letters.flush()
                 taken = events[:]
                 with self.lock:
                     out = self.pipeline.process(events) if events else []
@@ -242,6 +244,8 @@ class QueryLogService:
                 resp.held += held
                 resp.dropped += max(0, n - len(out) - held)
                 resp.dead_lettered += bad
+                if bad:
+                    self.pipeline.dead_letters.flush()
             with self.lock:
                 self.pipeline.flush_sinks()
         except Exception as exc:

@@ -36,6 +36,10 @@ class DeadLetterSink(Protocol):
 
     def add(self, reason: str, source: str, line: int | None, record: bytes | str | None) -> None: ...
 
+    def flush(self) -> None:
+        """Hand what was added to the OS (the runtime calls it once per batch, before acknowledging)."""
+        ...
+
 
 @dataclass
 class BuildContext:

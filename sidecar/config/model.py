@@ -38,6 +38,12 @@ class SidecarConfig:
     dead_letter_file: str | None = option(
         "dead-letter.jsonl", "Dead-letter file (relative to state_dir); null: count and log only."
     )
+    dead_letter_max_bytes: int = option(
+        64 * 1024 * 1024,
+        "Size at which the dead-letter file is rotated (renamed to FILE.1, replacing an older one): "
+        "the two files together never hold much more than twice this.",
+        min=4096,
+    )
     schema: SchemaConfig = option(SchemaConfig(), "Record schema of the input (and so of the output).")
     limits: LimitsConfig = option(LimitsConfig(), "Input bounds and batching.")
     server: dict[str, Any] | None = option(
@@ -84,6 +90,10 @@ class LoadedConfig:
     @property
     def state_dir(self) -> Path:
         return self.resolve(self.sidecar.state_dir)
+
+    @property
+    def dead_letter_max_bytes(self) -> int:
+        return self.sidecar.dead_letter_max_bytes
 
     @property
     def dead_letter_path(self) -> Path | None:

@@ -109,3 +109,31 @@ def test_store_is_usable_from_threads(tmp_path: Path) -> None:
         t.join()
     assert store.conn.execute("SELECT count(*) FROM n").fetchone()[0] == 200
     store.close()
+
+
+def test_dead_letters_are_flushed_with_the_batch_and_rotated_at_the_cap(tmp_path: Path) -> None:
+    """Dead letters reach the file with each batch (no close needed) and the file is rotated to FILE.1 at
+    `dead_letter_max_bytes`, so two files bound the disk used; counting goes on (issue 11, defect 6)."""
+    from sidecar.api import RecordBatch
+    from sidecar.codecs import JsonlCodec, SchemaConfig
+    from sidecar.config import load_config
+    from sidecar.pipeline import Pipeline
+
+    config = tmp_path / "c.yaml"
+    config.write_text("state_dir: state\ndead_letter_max_bytes: 4096\n", encoding="utf-8")
+    pipeline = Pipeline(load_config(config))
+    try:
+        dead_file = pipeline.config.dead_letter_path
+        assert dead_file is not None
+        codec = JsonlCodec(SchemaConfig())
+        pipeline.receive(RecordBatch(["not json"], codec, "test"))
+        assert dead_file.read_text().count("\n") == 1  # on disk before any close
+        for _ in range(40):
+            pipeline.receive(RecordBatch(["x" * 200] * 5, codec, "test"))
+        rotated = dead_file.with_name(dead_file.name + ".1")
+        assert rotated.exists()
+        assert dead_file.stat().st_size <= 4096 and rotated.stat().st_size <= 4096
+        assert pipeline.dead.counts["invalid_json"] == 201
+        assert pipeline.dead.rotations >= 1
+    finally:
+        pipeline.close()

@@ -14,6 +14,9 @@ from typing import Literal
 
 from sidecar.api import ROLES, BuildContext, ConfigValueError, Event, Filter, FilterConfig, option
 
+#: Shortest HMAC key accepted: a shorter one can be guessed, and with it every pseudonym reversed.
+MIN_KEY_BYTES = 16
+
 
 @dataclass(frozen=True)
 class PseudonymizeConfig(FilterConfig):
@@ -44,6 +47,11 @@ class PseudonymizeFilter(Filter[PseudonymizeConfig]):
     def __init__(self, config: PseudonymizeConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
         self._key = ctx.secret(config.key_env, config.key_file, "HMAC key")
+        if len(self._key) < MIN_KEY_BYTES:
+            raise ConfigValueError(
+                "key_env" if config.key_env else "key_file",
+                f"the HMAC key has {len(self._key)} bytes; at least {MIN_KEY_BYTES} are needed",
+            )
         self._cache: dict[str, str] = {}
 
     def pseudonym(self, value: object) -> str:

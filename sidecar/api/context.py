@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import secrets
 import threading
 import time
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
     import sqlite3
 
     import sqlite_utils
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class StateStoreLike(Protocol):
@@ -72,6 +76,11 @@ class BuildContext:
     def secret(self, env: str | None, file: str | None, what: str) -> bytes:
         """Read a secret from an environment variable or a file (never from YAML)."""
         if env:
+            if not _ENV_NAME.fullmatch(env):  # perhaps the secret itself was pasted here: never echo it
+                raise ConfigValueError(
+                    "key_env",
+                    f"must name an environment variable (letters, digits, _); the value is not shown ({what})",
+                )
             value = os.environ.get(env)
             if value:
                 return value.encode()

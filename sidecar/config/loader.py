@@ -9,6 +9,9 @@ a query or a user id).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -69,6 +72,36 @@ def _construct(node: yaml.Node, path: str, lines: dict[str, int], loader: yaml.S
     return loader.construct_object(node)
 
 
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def interpolate(text: str, file: str) -> str:
+    """``${VAR}`` and ``${VAR:-default}`` replaced from the environment before the YAML is parsed (as Vector
+    and Fluent Bit do), so a value keeps its YAML type; ``$${`` is a literal ``${`` and comment lines are left
+    alone. An unset variable without a default, or a value with a line break, is an error naming the
+    variable and the line (never the value)."""
+    if "${" not in text:
+        return text
+    out = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if "${" in line and not line.lstrip().startswith("#"):
+            line = "${".join(_VAR.sub(functools.partial(_lookup, file=file, line=number), p) for p in line.split("$${"))
+        out.append(line)
+    return "\n".join(out)
+
+
+def _lookup(m: re.Match[str], *, file: str, line: int) -> str:
+    name, default = m.group(1), m.group(2)
+    found = os.environ.get(name)
+    if found is None or (found == "" and default is not None):
+        if default is None:
+            raise ConfigError(file, line, "", f"environment variable {name} is not set (or give ${{{name}:-default}})")
+        found = default
+    if "\n" in found or "\r" in found:
+        raise ConfigError(file, line, "", f"environment variable {name} holds a line break")
+    return found
+
+
 def load_yaml(path: Path | str, text: str | None = None) -> Located:
     """Parse a YAML file, keeping the line of every key."""
     file = str(path)
@@ -79,6 +112,7 @@ def load_yaml(path: Path | str, text: str | None = None) -> Located:
             raise ConfigError(file, None, "", f"cannot read config: {exc.strerror}") from None
         except UnicodeDecodeError:
             raise ConfigError(file, None, "", "config is not valid UTF-8") from None
+    text = interpolate(text, file)
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()

@@ -137,3 +137,32 @@ def test_relative_paths_resolve_against_the_config_folder(write_config: Callable
     cfg = load_config(path)
     assert cfg.state_dir == path.parent.resolve() / "st"
     assert cfg.dead_letter_path == path.parent.resolve() / "st" / "dl.jsonl"
+
+
+def test_environment_variables_are_interpolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`${VAR}` and `${VAR:-default}` come from the environment before parsing, so values keep their YAML
+    types; `$${` stays literal; comments are not interpolated (issue 11, defect 16)."""
+    monkeypatch.setenv("QL_BATCH", "250")
+    monkeypatch.delenv("QL_UNSET", raising=False)
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "# ${QL_NOT_NEEDED} in a comment\n"
+        "state_dir: ${QL_UNSET:-st}\n"
+        "limits: {batch_size: ${QL_BATCH}}\n"
+        "dead_letter_file: 'dl-$${x}.jsonl'\n",
+        encoding="utf-8",
+    )
+    cfg = load_config(path)
+    assert cfg.sidecar.limits.batch_size == 250
+    assert cfg.sidecar.state_dir == "st"
+    assert cfg.sidecar.dead_letter_file == "dl-${x}.jsonl"
+
+
+def test_an_unset_variable_is_a_located_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unset variable without a default names the variable and the line, never a value."""
+    monkeypatch.delenv("QL_MISSING", raising=False)
+    path = tmp_path / "c.yaml"
+    path.write_text("state_dir: st\nlimits: {batch_size: ${QL_MISSING}}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(f"{path}:2: ") and "QL_MISSING is not set" in str(err.value)

@@ -27,8 +27,8 @@ def test_pseudonym_is_keyed_hmac_sha256(tmp_path: Path, hmac_key: str) -> None:
 
 def test_pseudonym_depends_on_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another key gives other pseudonyms (a list of candidate ids cannot be matched without the key)."""
-    monkeypatch.setenv("K1", "first-key")
-    monkeypatch.setenv("K2", "second-key")
+    monkeypatch.setenv("K1", "first-key-0123456789")
+    monkeypatch.setenv("K2", "second-key-0123456789")
     a = build_filter(PseudonymizeFilter, {"key_env": "K1"}, tmp_path).pseudonym("12345")
     b = build_filter(PseudonymizeFilter, {"key_env": "K2"}, tmp_path).pseudonym("12345")
     assert a != b and "12345" not in (a, b)
@@ -44,10 +44,10 @@ def test_decimal_pseudonyms_keep_an_integer_column(tmp_path: Path, hmac_key: str
 
 def test_key_file_relative_to_config_and_cache_off(tmp_path: Path) -> None:
     """key_file is read relative to the config folder (stripped); cache_size 0 gives the same pseudonyms."""
-    (tmp_path / "hmac.key").write_text("file-key\n")
+    (tmp_path / "hmac.key").write_text("file-key-0123456789\n")
     cached = build_filter(PseudonymizeFilter, {"key_file": "hmac.key"}, tmp_path)
     uncached = build_filter(PseudonymizeFilter, {"key_file": "hmac.key", "cache_size": 0}, tmp_path)
-    expect = hmac.new(b"file-key", b"u", "sha256").hexdigest()[:16]
+    expect = hmac.new(b"file-key-0123456789", b"u", "sha256").hexdigest()[:16]
     assert cached.pseudonym("u") == cached.pseudonym("u") == uncached.pseudonym("u") == expect
 
 
@@ -85,3 +85,23 @@ def test_missing_key_is_a_config_value_error_without_value(tmp_path: Path, monke
         build_filter(PseudonymizeFilter, {"key_file": "empty.key"}, tmp_path)
     with pytest.raises(ConfigValueError, match="cannot read HMAC key file"):
         build_filter(PseudonymizeFilter, {"key_file": "absent.key"}, tmp_path)
+
+
+def test_a_short_key_is_refused_and_a_pasted_secret_is_not_echoed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An HMAC key under 16 bytes is a config error; a key_env that is not a variable name (a secret pasted
+    there) is refused without showing it (issue 11, defect 16)."""
+    from sidecar.config import ConfigError, load_config
+    from sidecar.pipeline import Pipeline
+
+    monkeypatch.setenv("QL_SHORT_KEY", "too-short")
+    config = tmp_path / "c.yaml"
+    config.write_text("state_dir: st\nfilters:\n  - pseudonymize: {key_env: QL_SHORT_KEY}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        Pipeline(load_config(config)).close()
+    assert "9 bytes; at least 16" in str(err.value)
+    config.write_text("state_dir: st\nfilters:\n  - pseudonymize: {key_env: 's3cr3t-k3y/+=='}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        Pipeline(load_config(config)).close()
+    assert "s3cr3t" not in str(err.value) and "must name an environment variable" in str(err.value)

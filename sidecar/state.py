@@ -67,3 +67,15 @@ class StateStore:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.conn.close()
+
+
+def remove_state_database(state_dir: Path | str) -> bool:
+    """Delete the state database (and its WAL files) in ``state_dir``; True when there was one.
+
+    Only for an explicit operator choice (``replay --fresh-state``): held events and profiles are gone.
+    """
+    path = Path(state_dir) / DB_NAME
+    found = path.exists()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    return found

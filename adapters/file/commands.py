@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import click
 
 from sidecar.commandkit import EXIT_USAGE, fail_config, load, setup_logs
 from sidecar.config import ConfigError
+from sidecar.state import remove_state_database
 
 
 @click.command("replay")
@@ -31,6 +34,17 @@ from sidecar.config import ConfigError
     "Default: on when the chain has category_buffer and the input is a file (skipped, with a logged reason, "
     "when it cannot be); --prescan makes it required, --no-prescan replays as a live stream would.",
 )
+@click.option(
+    "--state-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="State folder for this run (default: the config's state_dir); give each archive its own.",
+)
+@click.option(
+    "--fresh-state",
+    is_flag=True,
+    help="Start from empty state: delete the state database (held events, profiles) in the state folder first.",
+)
 def replay_cmd(
     config_file: str,
     input_path: str,
@@ -39,6 +53,8 @@ def replay_cmd(
     progress: bool | None,
     resume: bool,
     prescan: bool | None,
+    state_dir: str | None,
+    fresh_state: bool,
 ) -> None:
     """Replay a log file (TSV or JSON lines, .gz; `-` = stdin) through the chain."""
     from adapters.file.prescan import PrescanError
@@ -47,6 +63,15 @@ def replay_cmd(
 
     cfg = load(config_file)
     setup_logs(cfg)
+    if state_dir is not None:
+        cfg = dataclasses.replace(cfg, sidecar=dataclasses.replace(cfg.sidecar, state_dir=os.path.abspath(state_dir)))
+    if fresh_state:
+        if resume:
+            click.echo("--fresh-state and --resume contradict each other", err=True)
+            sys.exit(EXIT_USAGE)
+        removed = remove_state_database(cfg.state_dir)
+        if removed:
+            click.echo(f"state: removed the state database in {cfg.state_dir}", err=True)
     if input_path != "-" and not Path(input_path).is_file():
         click.echo(f"{input_path}: no such file", err=True)
         sys.exit(EXIT_USAGE)

@@ -376,3 +376,40 @@ def test_a_second_replay_on_the_same_state_reports_restored_events_and_never_neg
     assert second.events_restored == first.events_held
     assert second.events_dropped == 0
     assert f"restored={first.events_held} (held by an earlier run, from {cfg.state_dir})" in second.line()
+
+
+def test_state_dir_and_fresh_state_keep_archives_apart(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    """`--fresh-state` starts from an empty state store (nothing restored) and `--state-dir` gives a run its
+    own state folder (issue 11, defect 10)."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        "".join(json.dumps({"AnonID": str(i % 7), "Query": f"q {i}", "cat": "Arts"}) + "\n" for i in range(23)),
+        encoding="utf-8",
+    )
+    config = write_config("filters:\n  - category_buffer: {k: 5, category_field: cat}\n")
+
+    def run(*extra: str) -> str:
+        out = subprocess.run(
+            [
+                QUERYLOG,
+                "replay",
+                "--config",
+                str(config),
+                str(src),
+                "-o",
+                str(tmp_path / "out.jsonl"),
+                "--no-prescan",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stderr.strip().splitlines()[-1]
+
+    assert "restored=" not in run()
+    assert "restored=" in run()  # the same state: the first run's held events come back
+    assert "restored=" not in run("--fresh-state")
+    assert "restored=" not in run("--state-dir", str(tmp_path / "other"))
+    assert (tmp_path / "other" / "querylog.db").exists()

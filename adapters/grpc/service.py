@@ -42,6 +42,8 @@ class Incoming:
     batch: EventBatch | None
     size: int
     data: bytes | None = None  # kept only when unparseable, for the dead-letter file
+    #: wire bytes of events that could not be parsed while the rest of their batch could (salvaged)
+    bad_events: tuple[bytes, ...] = ()
 
 
 class Unparseable:
@@ -64,11 +66,66 @@ def parse_or_mark(cls: type[M]) -> Callable[[bytes], M | Unparseable]:
 
 
 def parse_batch(data: bytes) -> Incoming:
-    """Request deserializer that never raises: garbage becomes a dead letter, not a dead stream."""
+    """Request deserializer that never raises: garbage becomes a dead letter, not a dead stream.
+
+    When the batch does not parse as a whole (one event with invalid UTF-8 in a string field, say), its
+    events are parsed one by one: the good ones go on, each bad one is dead-lettered with its bytes.
+    """
     try:
         return Incoming(EventBatch.FromString(data), len(data))
     except (DecodeError, ValueError):  # ValueError: invalid UTF-8 in a string field
-        return Incoming(None, len(data), data)
+        salvaged = _salvage(data)
+        if salvaged is None:
+            return Incoming(None, len(data), data)
+        batch, bad = salvaged
+        return Incoming(batch, len(data), None, tuple(bad))
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A protobuf varint at ``pos``: (value, position after it); ValueError when truncated or too long."""
+    value = shift = 0
+    while pos < len(data) and shift < 64:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+    raise ValueError("bad varint")
+
+
+def _salvage(data: bytes) -> tuple[EventBatch, list[bytes]] | None:
+    """The EventBatch's events parsed one by one from the wire (field 1), with the ones that fail apart;
+    None when the batch's own framing is broken (then the whole message is garbage)."""
+    batch = EventBatch()
+    bad: list[bytes] = []
+    pos = 0
+    try:
+        while pos < len(data):
+            key, pos = _varint(data, pos)
+            number, wire = key >> 3, key & 7
+            if wire == 2:
+                size, pos = _varint(data, pos)
+                if pos + size > len(data):
+                    return None
+                chunk = data[pos : pos + size]
+                pos += size
+                if number == 1:
+                    try:
+                        batch.events.append(QueryEvent.FromString(chunk))
+                    except (DecodeError, ValueError):
+                        bad.append(chunk)
+                elif number == 2:
+                    batch.batch_id = chunk.decode("utf-8", "replace")
+            elif wire == 0:
+                _, pos = _varint(data, pos)
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+            else:
+                return None
+    except ValueError:
+        return None
+    return (batch, bad) if pos == len(data) else None
 
 
 class QueryLogService:
@@ -95,10 +152,13 @@ class QueryLogService:
             data = incoming.data
             dead.add("invalid_message", f"grpc:{method}", None, data if data and len(data) <= self.limit else None)
             return [], 1
+        salvage_bad = len(incoming.bad_events)
+        for chunk in incoming.bad_events:  # the rest of the batch goes on
+            dead.add("invalid_event", f"grpc:{method}", None, chunk if len(chunk) <= self.limit else None)
         messages = batch.events
         # A fresh list of ProtoEvents, handed to the chain as a list[Event] (which may put other events in it).
         events = cast("list[Event]", self.codec.decode_batch(messages))
-        bad = 0
+        bad = salvage_bad
         # No event can be larger than the batch minus 2 bytes (tag + length) for each other event.
         if incoming.size - 2 * (len(events) - 1) > self.limit:
             limit = self.limit

@@ -487,3 +487,23 @@ def test_a_field_value_cannot_forge_tsv_records(tmp_path: Path, role: str, value
     assert all(line.count("\t") == 4 for line in lines)
     assert "john smith" not in (tmp_path / "out.tsv").read_text()
     assert dead["field_breaks_framing"] == 1
+
+
+def test_one_invalid_utf8_event_does_not_discard_its_batch(tmp_path: Path) -> None:
+    """A batch where one event has invalid UTF-8 in a string field: that event is dead-lettered with its bytes
+    and the others go through (issue 11, defect 7)."""
+    good = [QueryEvent(user=str(i), query=f"query {i}", seq=i).SerializeToString() for i in range(3)]
+    broken = (
+        QueryEvent(user="9", query="PLACEHOLDER", seq=9).SerializeToString().replace(b"PLACEHOLDER", b"bad \xff\xfe")
+    )
+    wire = b"".join(b"\x0a" + bytes([len(e)]) + e for e in [good[0], broken, good[1], good[2]])
+    wire += b"\x12\x02b7"  # batch_id "b7"
+    with sidecar(write_config(tmp_path)) as sc:
+        call = sc.chan.stream_stream("/querylog.v1.QueryLogFilter/Filter", response_deserializer=EventBatch.FromString)
+        (response,) = list(call(iter([wire]), timeout=10))
+        dead = dict(sc.pipeline.dead.counts)
+    assert [e.query for e in response.events] == ["query 0", "query 1", "query 2"]
+    assert response.batch_id == "b7"
+    assert dead == {"invalid_event": 1}
+    lines = [json.loads(x) for x in (tmp_path / "state" / "dead-letter.jsonl").read_text().splitlines()]
+    assert [d["reason"] for d in lines] == ["invalid_event"] and "record_b64" in lines[0]

@@ -25,7 +25,11 @@ class PseudonymizeConfig(FilterConfig):
     key_env: str | None = option(None, "Environment variable holding the HMAC key.", secret_ref=True)
     key_file: str | None = option(None, "File holding the HMAC key (relative to the config file).", secret_ref=True)
     role: Literal["user", "query", "time", "rank", "url"] = option("user", "Role whose value is replaced.")
-    output: Literal["hex", "decimal"] = option("hex", "Pseudonym alphabet: hex digits, or decimal digits.")
+    output: Literal["hex", "decimal"] = option(
+        "hex",
+        "Pseudonym alphabet: hex digits, or decimal digits (always below 2^53, so a JSON number stays exact in "
+        "JavaScript and jq; an integer id stays an integer).",
+    )
     length: int = option(16, "Pseudonym length in characters.", min=8, max=64)
     cache_size: int = option(100_000, "Ids whose pseudonyms are kept in memory.", min=0)
 
@@ -53,6 +57,8 @@ class PseudonymizeFilter(Filter[PseudonymizeConfig]):
                 f"the HMAC key has {len(self._key)} bytes; at least {MIN_KEY_BYTES} are needed",
             )
         self._cache: dict[str, str] = {}
+        #: decimal pseudonyms stay below 2^53 (the largest integer a JSON number keeps exactly in JavaScript)
+        self._modulus = min(10**config.length, 2**53)
 
     def pseudonym(self, value: object) -> str:
         text = "" if value is None else str(value)
@@ -63,7 +69,7 @@ class PseudonymizeFilter(Filter[PseudonymizeConfig]):
         if self.config.output == "hex":
             out = digest.hex()[: self.config.length]
         else:
-            out = str(int.from_bytes(digest[:8], "big") % 10**self.config.length).zfill(self.config.length)
+            out = str(int.from_bytes(digest[:8], "big") % self._modulus).zfill(self.config.length)
         if len(self._cache) >= self.config.cache_size:
             self._cache.clear()
         if self.config.cache_size:

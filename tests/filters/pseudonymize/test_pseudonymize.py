@@ -105,3 +105,17 @@ def test_a_short_key_is_refused_and_a_pasted_secret_is_not_echoed(
     with pytest.raises(ConfigError) as err:
         Pipeline(load_config(config)).close()
     assert "s3cr3t" not in str(err.value) and "must name an environment variable" in str(err.value)
+
+
+def test_decimal_pseudonyms_stay_exact_json_numbers(tmp_path: Path, hmac_key: str) -> None:
+    """16-digit decimal pseudonyms of integer ids stay integers below 2^53, so JavaScript and jq read them
+    exactly (issue 11, defect 14)."""
+    f = build_filter(PseudonymizeFilter, {"key_env": hmac_key, "output": "decimal", "length": 16}, tmp_path)
+    events = [make_event() for _ in range(5000)]
+    for i, e in enumerate(events):
+        e.user = i  # a JSON number
+    out = f.process(events)
+    values = [e.user for e in out]
+    assert all(type(v) is int and 0 <= v < 2**53 for v in values)
+    assert len(set(values)) == 5000
+    assert all(len(f.pseudonym(i)) == 16 for i in range(50))

@@ -17,6 +17,8 @@ from sidecar.logs import configure_logging
 
 #: Exit status for a bad config, a bad option value or an input that cannot be used.
 EXIT_USAGE = 2
+#: Exit status when the state database is damaged, empty where it should not be, or cannot be written.
+EXIT_STATE = 3
 
 
 def fail_config(exc: ConfigError) -> NoReturn:
@@ -49,3 +51,9 @@ def check_address(value: str | None, what: str) -> None:
     if not host or not port.isdigit():
         click.echo(f"{what}: must be host:port, got {value!r}", err=True)
         sys.exit(EXIT_USAGE)
+
+
+def fail_state(exc: Exception) -> NoReturn:
+    """A state-database problem: one line naming the file and what to do, exit 3 (never a traceback)."""
+    click.echo(str(exc), err=True)
+    sys.exit(EXIT_STATE)

@@ -21,6 +21,17 @@ DB_NAME = "querylog.db"
 Migration = Callable[[sqlite_utils.Database], None]
 
 
+class StateError(Exception):
+    """The state database cannot be used as it is; the message names the file and what to do (no values)."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(
+            f"state database {path} {problem}. Restore it from a backup, or start from empty state with "
+            "--reset-state (held events and profiles are then gone)."
+        )
+        self.path = path
+
+
 class StateStore:
     """One SQLite database; thread-safe through a lock held by callers via :attr:`lock`."""
 
@@ -30,18 +41,28 @@ class StateStore:
         self.path = self.dir / DB_NAME
         if not self.path.exists():
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        elif self.path.stat().st_size == 0 and not Path(str(self.path) + "-wal").exists():
+            # sqlite would take an empty file for a new database: held events and profiles would be gone
+            raise StateError(self.path, "is empty (0 bytes): it may have been truncated, and its held events lost")
         os.chmod(self.path, 0o600)
         self.conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.execute("PRAGMA busy_timeout=5000")
-        for suffix in ("-wal", "-shm"):
-            side = Path(str(self.path) + suffix)
-            if side.exists():
-                os.chmod(side, 0o600)
-        self.db = sqlite_utils.Database(self.conn)
-        self.lock = threading.RLock()
-        self.db.table("schema_versions").create({"component": str, "version": int}, pk="component", if_not_exists=True)
+        try:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA busy_timeout=5000")
+            for suffix in ("-wal", "-shm"):
+                side = Path(str(self.path) + suffix)
+                if side.exists():
+                    os.chmod(side, 0o600)
+            self.db = sqlite_utils.Database(self.conn)
+            self.lock = threading.RLock()
+            self.db.table("schema_versions").create(
+                {"component": str, "version": int}, pk="component", if_not_exists=True
+            )
+            self.conn.execute("SELECT COUNT(*) FROM schema_versions").fetchone()
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise StateError(self.path, f"is not a usable state database ({exc})") from None
 
     def version(self, component: str) -> int:
         row = self.conn.execute("SELECT version FROM schema_versions WHERE component = ?", (component,)).fetchone()

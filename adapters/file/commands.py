@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
 import click
 
-from sidecar.commandkit import EXIT_USAGE, fail_config, load, setup_logs
+from sidecar.commandkit import EXIT_USAGE, fail_config, fail_state, load, setup_logs
 from sidecar.config import ConfigError
-from sidecar.state import remove_state_database
+from sidecar.state import StateError, remove_state_database
 
 
 @click.command("replay")
@@ -42,6 +43,8 @@ from sidecar.state import remove_state_database
 )
 @click.option(
     "--fresh-state",
+    "--reset-state",
+    "fresh_state",
     is_flag=True,
     help="Start from empty state: delete the state database (held events, profiles) in the state folder first.",
 )
@@ -82,6 +85,10 @@ def replay_cmd(
         summary = replay(cfg, input_path, output, seed=seed, progress=show, stop=stop, resume=resume, prescan=prescan)
     except ConfigError as exc:
         fail_config(exc)
+    except StateError as exc:
+        fail_state(exc)
+    except sqlite3.Error as exc:  # e.g. disk full on the state folder
+        fail_state(StateError(cfg.state_dir / "querylog.db", f"cannot be written ({exc})"))
     except (ResumeError, PrescanError) as exc:
         click.echo(str(exc), err=True)
         sys.exit(EXIT_USAGE)

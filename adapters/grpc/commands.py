@@ -6,14 +6,20 @@ import sys
 
 import click
 
-from sidecar.commandkit import check_address, fail_config, load, setup_logs
+from sidecar.commandkit import check_address, fail_config, fail_state, load, setup_logs
 from sidecar.config import ConfigError
+from sidecar.state import StateError, remove_state_database
 
 
 @click.command("serve")
 @click.option("--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False), help="Config file.")
 @click.option("--listen", default=None, metavar="HOST:PORT", help="Listen address (overrides server.listen).")
-def serve_cmd(config_file: str, listen: str | None) -> None:
+@click.option(
+    "--reset-state",
+    is_flag=True,
+    help="Start from empty state: delete the state database (held events, profiles) first.",
+)
+def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
     """Run the gRPC sidecar until SIGTERM/SIGINT (then drain, flush filters, close, exit 0)."""
     from adapters.grpc.codec import tune_gc
     from adapters.grpc.source import GrpcSource
@@ -29,10 +35,14 @@ def serve_cmd(config_file: str, listen: str | None) -> None:
     if spec is None:  # pragma: no cover - the grpc source is this package's own entry point
         click.echo("serve: no grpc source installed", err=True)
         sys.exit(1)
+    if reset_state and remove_state_database(cfg.state_dir):
+        click.echo(f"state: removed the state database in {cfg.state_dir}", err=True)
     try:
         pipeline = Pipeline(cfg, with_sinks=True)
     except ConfigError as exc:
         fail_config(exc)
+    except StateError as exc:
+        fail_state(exc)
     try:
         source: GrpcSource = build_component(spec, pipeline.ctx, cfg)
         source.listen = listen

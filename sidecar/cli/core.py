@@ -9,9 +9,10 @@ from importlib import resources
 import click
 
 from sidecar.api import FILTERS, SINKS, SOURCES
-from sidecar.commandkit import EXIT_USAGE, fail_config, load, setup_logs
+from sidecar.commandkit import EXIT_USAGE, fail_config, fail_state, load, setup_logs
 from sidecar.config import ConfigError, describe_config
 from sidecar.registry import plugin_origin, plugins
+from sidecar.state import StateError
 
 
 @click.command("check-config")
@@ -31,6 +32,8 @@ def check_config(config_file: str) -> None:
             pipeline.close()
     except ConfigError as exc:
         fail_config(exc)
+    except StateError as exc:
+        fail_state(exc)
     names = [spec.name for spec in cfg.filters]
     click.echo(f"{config_file}: ok ({len(names)} filters: {' -> '.join(names) or 'none'})")
 

@@ -413,3 +413,29 @@ def test_state_dir_and_fresh_state_keep_archives_apart(tmp_path: Path, write_con
     assert "restored=" not in run("--fresh-state")
     assert "restored=" not in run("--state-dir", str(tmp_path / "other"))
     assert (tmp_path / "other" / "querylog.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [(b"", "is empty (0 bytes)"), (b"this is not an sqlite database at all" * 100, "is not a usable state database")],
+)
+def test_a_damaged_state_database_is_a_clear_error_never_a_silent_reset(
+    tmp_path: Path, write_config: Callable[..., Path], damage: bytes, words: str
+) -> None:
+    """A state database truncated to 0 bytes or overwritten is refused with one line naming the file and exit
+    code 3 (no traceback, no silent reset); `--reset-state` is the operator's explicit way out (issue 11, 8)."""
+    src = tmp_path / "in.tsv"
+    src.write_text("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n1\tweather\t\t\t\n", encoding="utf-8")
+    config = write_config("filters: []\n")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "querylog.db").write_bytes(damage)
+    cmd = [QUERYLOG, "replay", "--config", str(config), str(src), "-o", str(tmp_path / "out.tsv")]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 3
+    assert "Traceback" not in run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"state database {state / 'querylog.db'} {words}") and "--reset-state" in last
+    assert (state / "querylog.db").read_bytes() == damage  # untouched
+    ok = subprocess.run([*cmd, "--reset-state"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr

@@ -37,9 +37,8 @@ def test_wal_and_private_file_modes(tmp_path: Path) -> None:
 
 def test_existing_loose_permissions_are_tightened(tmp_path: Path) -> None:
     """A database file left world-readable is chmod'ed to 0600 when opened."""
-    (tmp_path / "s").mkdir()
+    StateStore(tmp_path / "s").close()  # an existing database (an empty file is refused: see test_replay)
     db = tmp_path / "s" / DB_NAME
-    db.touch(mode=0o644)
     db.chmod(0o644)
     StateStore(tmp_path / "s").close()
     assert _mode(db) == 0o600

@@ -15,8 +15,8 @@ import structlog
 from adapters.file.prescan import PrescanError, run_prescan
 from adapters.file.reader import LineBatch, LineReader, open_log
 from adapters.file.sink import FileSink, FileSinkConfig
-from sidecar.api import Sink
-from sidecar.config import LoadedConfig
+from sidecar.api import ConfigValueError, Sink
+from sidecar.config import ConfigError, LoadedConfig
 from sidecar.pipeline import Pipeline
 from sidecar.signals import StopFlag
 
@@ -36,6 +36,8 @@ class ReplaySummary:
     #: events held by an earlier run, restored from the state store (``state_dir``) at the start
     events_restored: int = 0
     state_dir: str = ""
+    #: where this run's dead letters went (None: counted only)
+    dead_letter_file: str | None = None
 
     @property
     def events_per_second(self) -> float:
@@ -46,6 +48,7 @@ class ReplaySummary:
             f"records in={self.records_in} events in={self.events_in} out={self.events_out} "
             f"held={self.events_held} dropped={self.events_dropped} dead_letter={self.dead_lettered} "
             f"seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f}"
+            + (f" dead_letter_file={self.dead_letter_file}" if self.dead_lettered and self.dead_letter_file else "")
             + (" (interrupted)" if self.interrupted else "")
             + (
                 f" restored={self.events_restored} (held by an earlier run, from {self.state_dir})"
@@ -167,15 +170,19 @@ def replay(
         ]
         sinks = own_sinks
     try:
-        log_in = open_log(
-            input_path,
-            config.sidecar.schema,
-            pipeline.dead,
-            config.sidecar.limits.max_record_bytes,
-            config.sidecar.limits.batch_size,
-            stop=stop.__bool__,
-            skip_through=done_line,
-        )
+        try:
+            log_in = open_log(
+                input_path,
+                config.sidecar.schema,
+                pipeline.dead,
+                config.sidecar.limits.max_record_bytes,
+                config.sidecar.limits.batch_size,
+                stop=stop.__bool__,
+                skip_through=done_line,
+            )
+        except ConfigValueError as exc:  # the schema cannot read this input (a role column it does not have)
+            key = f"schema.{exc.key.removeprefix('schema.')}"
+            raise ConfigError(str(config.file), config.doc.line(key), key, exc.problem, exc.allowed) from None
         codec, header, batches, reader = log_in.codec, log_in.header, log_in.batches, log_in.reader
         if prescan is not False:
             _prescan(config, pipeline, input_path, required=bool(prescan))
@@ -224,6 +231,7 @@ def replay(
         summary.events_dropped = stats["events_dropped"]
         summary.events_restored = stats["events_restored"]
         summary.state_dir = str(config.state_dir)
+        summary.dead_letter_file = str(config.dead_letter_path) if config.dead_letter_path else None
         summary.dead_lettered = stats["events_dead_lettered"]
     finally:
         for sink in own_sinks:

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Literal, TextIO
 
@@ -57,21 +58,34 @@ class TextWriter:
             return
         if self._open_line:
             text = "\n" + text
-        self.stream.write(text)
+        with self._named():
+            self.stream.write(text)
         self._open_line = not ends_line
 
     def flush(self) -> None:
-        self.stream.flush()
-        if self._gzip is not None:
-            gz, binary = self._gzip
-            gz.flush(zlib.Z_SYNC_FLUSH)
-            binary.flush()
+        with self._named():
+            self.stream.flush()
+            if self._gzip is not None:
+                gz, binary = self._gzip
+                gz.flush(zlib.Z_SYNC_FLUSH)
+                binary.flush()
 
     def close(self) -> None:
-        if self.stream is sys.stdout:
-            self.stream.flush()
-        else:
-            self.stream.close()
+        with self._named():
+            if self.stream is sys.stdout:
+                self.stream.flush()
+            else:
+                self.stream.close()
+
+    @contextlib.contextmanager
+    def _named(self) -> Iterator[None]:
+        """A write error (a full disk) names this output file, not whatever the caller was reading."""
+        try:
+            yield
+        except OSError as exc:
+            if exc.filename is None:
+                raise OSError(exc.errno, exc.strerror, self.path) from exc
+            raise
 
 
 @dataclass(frozen=True)

@@ -439,3 +439,55 @@ def test_a_damaged_state_database_is_a_clear_error_never_a_silent_reset(
     assert (state / "querylog.db").read_bytes() == damage  # untouched
     ok = subprocess.run([*cmd, "--reset-state"], capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
+
+
+def test_a_full_output_disk_names_the_output_file(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    """Writing the output fails with ENOSPC (/dev/full): the error names the output, not the input, and exits 2
+    without a traceback (issue 11, defect 18)."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    src = tmp_path / "in.tsv"
+    src.write_text("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n1\tweather\t\t\t\n", encoding="utf-8")
+    run = subprocess.run(
+        [QUERYLOG, "replay", "--config", str(write_config("filters: []\n")), str(src), "-o", "/dev/full"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith("/dev/full: No space left on device")
+
+
+def test_a_role_column_the_schema_lacks_is_a_located_config_error(
+    tmp_path: Path, write_config: Callable[..., Path]
+) -> None:
+    """`header: false` with columns that miss a role's column: FILE:LINE: schema.roles, exit 2, no traceback."""
+    src = tmp_path / "in.tsv"
+    src.write_text("1\tweather\n", encoding="utf-8")
+    config = write_config("schema:\n  header: false\n  columns: [a, b]\n  roles: {user: a, query: b}\nfilters: []\n")
+    run = subprocess.run(
+        [QUERYLOG, "replay", "--config", str(config), str(src), "-o", str(tmp_path / "out.tsv")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith(f"{config}:")
+    assert "schema.roles" in run.stderr and "time=QueryTime" in run.stderr
+
+
+def test_the_summary_says_where_the_dead_letters_went(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    """A run with dead letters names the dead-letter file in its summary line (issue 11, defect 19)."""
+    src = tmp_path / "in.tsv"
+    src.write_text("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n1\tweather\t\t\t\nbad line\n", encoding="utf-8")
+    config = write_config("filters: []\n")
+    run = subprocess.run(
+        [QUERYLOG, "replay", "--config", str(config), str(src), "-o", str(tmp_path / "out.tsv")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert f"dead_letter_file={tmp_path / 'state' / 'dead-letter.jsonl'}" in run.stderr.strip().splitlines()[-1]

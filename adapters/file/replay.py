@@ -192,6 +192,7 @@ def replay(
             for sink in sinks:
                 sink.start(header, codec)
         dead = pipeline.dead
+        streaming = input_path == "-"
         decode_many = codec.decode_many
         for batch in _progress(batches, reader, input_path, progress):
             if done_line:
@@ -211,6 +212,9 @@ def replay(
             for sink in sinks:
                 sink.write(out)
             dead.flush()  # this batch's dead letters reach the file with its output
+            if streaming:  # a pipe (a shipper's exec stage): what is read now goes out now
+                for sink in sinks:
+                    sink.flush()
             if checkpoint is not None:
                 checkpoint.commit(batch.line_number(len(batch.lines) - 1), own_sinks[0])
             if stop:

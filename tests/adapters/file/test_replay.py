@@ -491,3 +491,27 @@ def test_the_summary_says_where_the_dead_letters_went(tmp_path: Path, write_conf
     )
     assert run.returncode == 0, run.stderr
     assert f"dead_letter_file={tmp_path / 'state' / 'dead-letter.jsonl'}" in run.stderr.strip().splitlines()[-1]
+
+
+def test_replay_from_a_pipe_streams_each_batch_out(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    """`replay -` behind a pipe writes what it read at once, not at EOF (issue 11, defect 17)."""
+    config = write_config("filters: []\n")
+    proc = subprocess.Popen(
+        [QUERYLOG, "replay", "--config", str(config), "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n1\tweather\t\t\t\n")
+        proc.stdin.flush()
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.extend([proc.stdout.readline(), proc.stdout.readline()]))  # type: ignore[union-attr]  # checked above
+        reader.start()
+        reader.join(timeout=20)
+        assert got == ["AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n", "1\tweather\t\t\t\n"]
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)

@@ -62,6 +62,14 @@ class ClassifyFilter(Filter[ClassifyConfig]):
             path = Path(config.kb_path)
             if not path.is_absolute():
                 path = ctx.config_dir / path
+        self.classifier: Classifier | None = None  # stays None only when built to check a config
+        if ctx.validate_only:  # check the KB is there (or may be built at start), build and load nothing
+            from knowledge import default_kb_path, kb_status
+
+            kb, reason = kb_status(path or default_kb_path())
+            if kb is None and not config.rebuild:
+                raise ConfigValueError("kb_path", f"knowledge base {path or default_kb_path()} is {reason}")
+            return
         try:
             self.classifier = Classifier.load(path, build_if_needed=config.rebuild)
         except KBUnavailable as exc:
@@ -84,6 +92,7 @@ class ClassifyFilter(Filter[ClassifyConfig]):
         return False
 
     def process(self, batch: list[Event]) -> list[Event]:
+        assert self.classifier is not None, "built with validate_only: never run"
         classify = self.classifier.classify
         keep: list[Event] = []
         for ev in batch:
@@ -123,7 +132,7 @@ class ClassifyFilter(Filter[ClassifyConfig]):
         self.counts["output_field_written"] += 1
 
     def stats(self) -> dict[str, Any]:
-        return {"kb_sha256": self.classifier.kb.sha256[:16]}
+        return {"kb_sha256": self.classifier.kb.sha256[:16]} if self.classifier is not None else {}
 
 
 def _record_text(ev: Event) -> str | None:

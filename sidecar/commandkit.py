@@ -35,12 +35,12 @@ def load(config_path: str) -> LoadedConfig:
         fail_config(exc)
 
 
-def setup_logs(config: LoadedConfig | None = None) -> None:
-    """Own logs as configured (JSON, or console on a terminal); defaults without a config."""
+def setup_logs(config: LoadedConfig | None = None, level: str | None = None) -> None:
+    """Own logs as configured (JSON, or console on a terminal); defaults without a config; ``level`` overrides."""
     if config is None:
-        configure_logging()
+        configure_logging(*([level] if level else []))
     else:
-        configure_logging(config.sidecar.logging.level, config.sidecar.logging.format)
+        configure_logging(level or config.sidecar.logging.level, config.sidecar.logging.format)
 
 
 def check_address(value: str | None, what: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -72,12 +73,17 @@ def codec_lookup(schema: SchemaConfig) -> Callable[[str], Codec | None]:
 class Pipeline:
     """A built chain with its state store, dead letters and sinks; shared by replay and serve."""
 
-    def __init__(self, config: LoadedConfig, *, seed: int | None = None, with_sinks: bool = True) -> None:
+    def __init__(
+        self, config: LoadedConfig, *, seed: int | None = None, with_sinks: bool = True, validate_only: bool = False
+    ) -> None:
+        """``validate_only``: build every component to check the config, touching nothing (``check-config``):
+        the state store is a throw-away one in a temporary folder and nothing is dead-lettered to a file."""
         self.config = config
         self.started = time.monotonic()
-        self.state = StateStore(config.state_dir)
+        self._scratch = tempfile.TemporaryDirectory(prefix="querylog-check-") if validate_only else None
+        self.state = StateStore(self._scratch.name if self._scratch else config.state_dir)
         rng = random.Random(seed) if seed is not None else random.SystemRandom()
-        self.dead = DeadLetters(config.dead_letter_path, config.dead_letter_max_bytes)
+        self.dead = DeadLetters(None if validate_only else config.dead_letter_path, config.dead_letter_max_bytes)
         self.dead_letters = self.dead
         schema = config.sidecar.schema
         self.ctx = BuildContext(
@@ -89,6 +95,7 @@ class Pipeline:
             dead_letters=self.dead,
             codecs=codec_lookup(schema),
             max_record_bytes=config.sidecar.limits.max_record_bytes,
+            validate_only=validate_only,
         )
         filters: list[Filter[Any]] = []
         try:
@@ -191,4 +198,6 @@ class Pipeline:
         self.chain.close()
         self.dead.close()
         self.state.close()
+        if self._scratch is not None:
+            self._scratch.cleanup()
         log.info("pipeline_closed", **final_counts)

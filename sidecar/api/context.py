@@ -63,6 +63,9 @@ class BuildContext:
     codecs: Callable[[str], Codec | None] = field(default=lambda fmt: None, repr=False)
     #: The configured bound on one record in bytes (``limits.max_record_bytes``); longer ones are dead-lettered.
     max_record_bytes: int = 65536
+    #: True when the component is built only to check a config (``check-config``): check the options and the
+    #: resources they name, but create, build or write nothing (no knowledge-base build, no files, no sockets).
+    validate_only: bool = False
 
     def resolve(self, path: str) -> Path:
         """``path`` relative to the config file's folder (``~`` expanded; absolute paths as they are)."""

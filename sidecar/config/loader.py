@@ -9,12 +9,13 @@ a query or a user id).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import os
 import re
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -132,6 +133,12 @@ def load_yaml(path: Path | str, text: str | None = None) -> Located:
 # --- dataclass validation -------------------------------------------------------------
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``", did you mean X?"`` for the closest of ``choices`` to a mistyped ``word``; empty when none is close."""
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.75)
+    return f", did you mean {close[0]}?" if close else ""
+
+
 def _is_dataclass(obj: Any) -> bool:
     """``dataclasses.is_dataclass`` without its narrowing to ``DataclassInstance | type[DataclassInstance]``:
     the hints and defaults examined here stay ``Any``, as the loader treats them."""
@@ -230,7 +237,7 @@ def build_config(cls: type[Any], data: Any, doc: Located, path: str) -> Any:
     unknown = [k for k in data if k not in fields]
     if unknown:
         key = unknown[0]
-        raise doc.error(f"{path}.{key}" if path else key, "unknown key", sorted(fields))
+        raise doc.error(f"{path}.{key}" if path else key, "unknown key" + did_you_mean(key, fields), sorted(fields))
     kwargs: dict[str, Any] = {}
     for name, f in fields.items():
         sub = f"{path}.{name}" if path else name

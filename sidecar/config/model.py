@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from sidecar.api import FILTERS, SINKS, SOURCES, option
 from sidecar.codecs import SchemaConfig
-from sidecar.config.loader import ConfigError, Located, build_config, load_yaml
+from sidecar.config.loader import ConfigError, Located, build_config, did_you_mean, load_yaml
 from sidecar.registry import PluginError, plugins
 
 
@@ -115,7 +115,7 @@ def _components(doc: Located, key: str, items: tuple[Any, ...], group: str) -> t
             raise doc.error(path, "must be a mapping with exactly one key, the component name", sorted(registry))
         ((name, options),) = item.items()
         if name not in registry:
-            raise doc.error(f"{path}.{name}", "unknown component", sorted(registry))
+            raise doc.error(f"{path}.{name}", "unknown component" + did_you_mean(name, registry), sorted(registry))
         cls = registry[name]
         config = build_config(cls.Config, options, doc, f"{path}.{name}")
         out.append(ComponentSpec(name, cls, config, f"{path}.{name}"))

@@ -16,7 +16,7 @@ CASES = [
     # (yaml body, expected message after "FILE:")
     (
         "filterz: []\n",
-        "2: filterz: unknown key "
+        "2: filterz: unknown key, did you mean filters? "
         "(allowed: dead_letter_file, dead_letter_max_bytes, filters, limits, logging, schema, server, sinks, "
         "state_dir)",
     ),
@@ -87,7 +87,7 @@ def test_unknown_filter_lists_the_registered_ones(write_config: Callable[..., Pa
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ("filterz: []\n", "2: filterz: unknown key (allowed: "),
+        ("filterz: []\n", "2: filterz: unknown key, did you mean filters? (allowed: "),
         (
             'filters:\n  - drop:\n      rules:\n        - role: query\n          matches: "(x"\n',
             "6: filters[0].drop.rules[0].matches: invalid regular expression: missing ), unterminated subpattern",
@@ -166,3 +166,17 @@ def test_an_unset_variable_is_a_located_error(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(err.value).startswith(f"{path}:2: ") and "QL_MISSING is not set" in str(err.value)
+
+
+def test_check_config_touches_nothing_and_prints_only_its_verdict(tmp_path: Path) -> None:
+    """check-config builds every component in a throw-away state store: no state folder, no dead-letter file,
+    no log lines around the verdict (issue 11, defect 15); a mistyped component gets a suggestion."""
+    config = tmp_path / "c.yaml"
+    config.write_text("state_dir: st\nfilters:\n  - truncate_url: {}\nsinks:\n  - file: {path: out.tsv}\n")
+    run = subprocess.run([QUERYLOG, "check-config", str(config)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == f"{config}: ok (1 filters: truncate_url)\n" and run.stderr == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+    config.write_text("state_dir: st\nfilters:\n  - truncate_ulr: {}\n")
+    run = subprocess.run([QUERYLOG, "check-config", str(config)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "unknown component, did you mean truncate_url?" in run.stderr

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sqlite3
 import tempfile
@@ -58,10 +59,7 @@ def codec_lookup(schema: SchemaConfig) -> Callable[[str], Codec | None]:
         if fmt not in made:
             text_format = _TEXT_FORMATS.get(fmt)
             if text_format is not None:
-                made[fmt] = codec_for(
-                    SchemaConfig(format=text_format, header=schema.header, columns=schema.columns, roles=schema.roles),
-                    None,
-                )
+                made[fmt] = codec_for(dataclasses.replace(schema, format=text_format), None)
             else:
                 cls = plugins(CODECS).get(fmt)
                 made[fmt] = cls() if cls is not None else None
@@ -84,7 +82,6 @@ class Pipeline:
         self.state = StateStore(self._scratch.name if self._scratch else config.state_dir)
         rng = random.Random(seed) if seed is not None else random.SystemRandom()
         self.dead = DeadLetters(None if validate_only else config.dead_letter_path, config.dead_letter_max_bytes)
-        self.dead_letters = self.dead
         schema = config.sidecar.schema
         self.ctx = BuildContext(
             config_dir=config.config_dir,
@@ -110,12 +107,19 @@ class Pipeline:
             self.state.close()
             raise
         self.chain = Chain(filters)
-        self.filters = filters
         self._deliver_lock = threading.Lock()
         self._sinks_started = False
         log.info("pipeline_built", filters=[f.NAME for f in filters], sinks=[s.NAME for s in self.sinks])
 
     # ---- the Runtime contract -------------------------------------------------------------------
+    @property
+    def dead_letters(self) -> DeadLetters:
+        return self.dead
+
+    @property
+    def filters(self) -> list[Filter[Any]]:
+        return self.chain.filters
+
     def receive(self, batch: RecordBatch) -> Receipt:
         """Decode a batch of records, run the chain, deliver to the sinks and flush them."""
         bad: list[tuple[int, str]] = []

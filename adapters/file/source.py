@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Literal
@@ -42,7 +43,7 @@ class FileSource(Source[FileSourceConfig]):
         """Read the whole input; returns at its end or after :meth:`stop`."""
         schema: SchemaConfig = self.ctx.schema or SchemaConfig()
         if self.config.format != "auto":
-            schema = SchemaConfig(self.config.format, schema.header, schema.columns, schema.roles)
+            schema = dataclasses.replace(schema, format=self.config.format)
         log_in = open_log(
             self.path,
             schema,

@@ -16,8 +16,6 @@ from adapters.grpc.stubs.querylog.v1.querylog_pb2 import ProfileRequest, Profile
 from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
 from sidecar.api import Event
 
-ROLE_FIELDS = ("user", "query", "time", "rank", "url")
-
 
 def _text(value: Any) -> str:
     return "" if value is None else value if type(value) is str else str(value)

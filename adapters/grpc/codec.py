@@ -81,9 +81,16 @@ class ProtoCodec(Codec):
         return self.decode_batch((message,))[0]
 
     def decode_many(self, records: Sequence[Any], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
-        """Events for QueryEvent messages; an empty query is bad (``empty_query``)."""
+        """Events for QueryEvent messages, a fresh list; an empty query is bad (``empty_query``)."""
+        events: list[Event] = list(self.decode_batch(records))
+        for ev in events:  # the common case, no empty query: the list as it is
+            q = ev.query
+            if not q or q.isspace():
+                break
+        else:
+            return events
         out: list[Event] = []
-        for i, ev in enumerate(self.decode_batch(records)):
+        for i, ev in enumerate(events):
             q = ev.query
             if not q or q.isspace():
                 bad.append((i, "empty_query"))

@@ -12,7 +12,7 @@ import operator
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import TypeVar
 
 import grpc
 import structlog
@@ -156,13 +156,16 @@ class QueryLogService:
         for chunk in incoming.bad_events:  # the rest of the batch goes on
             dead.add("invalid_event", f"grpc:{method}", None, chunk if len(chunk) <= self.limit else None)
         messages = batch.events
-        # A fresh list of ProtoEvents, handed to the chain as a list[Event] (which may put other events in it).
-        events = cast("list[Event]", self.codec.decode_batch(messages))
-        bad = salvage_bad
+        empties: list[tuple[int, str]] = []
+        events = self.codec.decode_many(messages, "\n", empties)  # ProtoEvents, in a list of the chain's own
+        for i, reason in empties:
+            record = messages[i].SerializeToString()
+            dead.add(reason, f"grpc:{method}", None, record if len(record) <= self.limit else None)
+        bad = salvage_bad + len(empties)
         # No event can be larger than the batch minus 2 bytes (tag + length) for each other event.
-        if incoming.size - 2 * (len(events) - 1) > self.limit:
+        if incoming.size - 2 * (len(messages) - 1) > self.limit:
             limit = self.limit
-            sizes = [m.ByteSize() for m in messages]
+            sizes = [ev.record.ByteSize() for ev in events]
             if max(sizes, default=0) > limit:
                 keep: list[Event] = []
                 for ev, size in zip(events, sizes):
@@ -172,21 +175,7 @@ class QueryLogService:
                     else:
                         keep.append(ev)
                 events = keep
-        for ev in events:
-            q = ev.query
-            if not q or q.isspace():
-                break
-        else:
-            return events, bad
-        keep = []
-        for ev in events:
-            q = ev.query
-            if not q or q.isspace():
-                dead.add("empty_query", f"grpc:{method}", None, ev.record.SerializeToString())
-                bad += 1
-            else:
-                keep.append(ev)
-        return keep, bad
+        return events, bad
 
     def _detach_held(self, taken: list[Event], out: list[Event]) -> None:
         """Copy the messages of events a filter kept, so they do not pin their whole request batch."""

@@ -33,10 +33,3 @@ def stats_message(s: dict[str, Any]) -> StatsResponse:
         if extra:
             fs.extra.update(json.loads(json.dumps(extra, default=str)))
     return resp
-
-
-def stats_dict(resp: StatsResponse) -> dict[str, Any]:
-    """A StatsResponse as plain data (for printing)."""
-    from google.protobuf.json_format import MessageToDict
-
-    return MessageToDict(resp, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)

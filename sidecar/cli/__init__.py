@@ -34,14 +34,18 @@ class PluginGroup(click.Group):
     def commands(self, value: dict[str, click.Command]) -> None:
         self._commands = value
 
-    @staticmethod
-    def _registered() -> dict[str, EntryPoint]:
-        found: dict[str, EntryPoint] = {}
-        for ep in entry_points(group=COMMANDS):
-            if ep.name in found:
-                raise click.ClickException(f"{COMMANDS}: {ep.name!r} is registered twice")
-            found[ep.name] = ep
-        return found
+    _entry_points: dict[str, EntryPoint] | None = None
+
+    def _registered(self) -> dict[str, EntryPoint]:
+        """The entry points of ``querylog.commands`` by name, read once."""
+        if self._entry_points is None:
+            found: dict[str, EntryPoint] = {}
+            for ep in entry_points(group=COMMANDS):
+                if ep.name in found:
+                    raise click.ClickException(f"{COMMANDS}: {ep.name!r} is registered twice")
+                found[ep.name] = ep
+            self._entry_points = found
+        return self._entry_points
 
     def _load(self, name: str) -> click.Command | None:
         if name in self._commands:

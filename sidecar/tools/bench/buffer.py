@@ -20,34 +20,18 @@ import click
 from sidecar.api import BuildContext, Event
 from sidecar.tools.bench.common import peak_rss_mib
 
-CATEGORIES = (
-    "Arts",
-    "Business",
-    "Computers",
-    "Games",
-    "Health",
-    "Home",
-    "Kids and Teens",
-    "News",
-    "Recreation",
-    "Reference",
-    "Regional",
-    "Science",
-    "Shopping",
-    "Society",
-    "Sports",
-    "World",
-)
-
 
 def categorised_events(n: int, users: int, seed: int) -> list[Event]:
     """``n`` events of ``users`` users (a few favourite categories each), annotated like ``classify``."""
+    from knowledge.categories import load_taxonomy
+
+    categories = load_taxonomy().names  # the shipped taxonomy's 16 ODP categories
     rng = random.Random(seed)
-    favourites = [rng.sample(CATEGORIES, 3) for _ in range(users)]
+    favourites = [rng.sample(categories, 3) for _ in range(users)]
     out = []
     for i in range(n):
         u = rng.randrange(users)
-        cat = rng.choice(favourites[u]) if rng.random() < 0.8 else rng.choice(CATEGORIES)
+        cat = rng.choice(favourites[u]) if rng.random() < 0.8 else rng.choice(categories)
         ev = Event(
             str(100000 + u), f"{cat.lower()} query {rng.randrange(20000)}", f"2006-03-01 {i % 24:02d}:00:00", "", ""
         )

@@ -30,7 +30,7 @@ from sidecar.api import (
 )
 from sidecar.chain import Chain
 from sidecar.codecs import SchemaConfig, codec_for
-from sidecar.config import ComponentSpec, ConfigError, LoadedConfig
+from sidecar.config import ComponentSpec, ConfigError, ErrorCollector, LoadedConfig
 from sidecar.deadletter import DeadLetters
 from sidecar.registry import plugins
 from sidecar.state import StateStore
@@ -95,15 +95,19 @@ class Pipeline:
             validate_only=validate_only,
         )
         filters: list[Filter[Any]] = []
+        self.sinks: list[Sink[Any]] = []
+        errors = ErrorCollector()  # each component is built on its own: report every one that fails
         try:
             for spec in config.filters:
-                filters.append(build_component(spec, self.ctx, config))
-            self.sinks: list[Sink[Any]] = (
-                [build_component(spec, self.ctx, config) for spec in config.sinks] if with_sinks else []
-            )
+                with errors.guard():
+                    filters.append(build_component(spec, self.ctx, config))
+            for spec in config.sinks if with_sinks else ():
+                with errors.guard():
+                    self.sinks.append(build_component(spec, self.ctx, config))
+            errors.raise_any()
         except BaseException:
-            for f in filters:
-                f.close()
+            for part in (*filters, *self.sinks):
+                part.close()
             self.state.close()
             raise
         self.chain = Chain(filters)

@@ -1,6 +1,14 @@
 """The sidecar's configuration: the file's model (:mod:`.model`) and the located YAML loader (:mod:`.loader`)."""
 
-from sidecar.config.loader import ConfigError, Located, build_config, describe_config, load_yaml
+from sidecar.config.loader import (
+    ConfigError,
+    ConfigErrors,
+    ErrorCollector,
+    Located,
+    build_config,
+    describe_config,
+    load_yaml,
+)
 from sidecar.config.model import (
     ComponentSpec,
     LimitsConfig,
@@ -13,6 +21,8 @@ from sidecar.config.model import (
 __all__ = [
     "ComponentSpec",
     "ConfigError",
+    "ConfigErrors",
+    "ErrorCollector",
     "LimitsConfig",
     "LoadedConfig",
     "Located",

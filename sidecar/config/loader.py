@@ -15,7 +15,8 @@ import os
 import re
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -34,6 +35,43 @@ class ConfigError(Exception):
         if allowed:
             msg += f" (allowed: {', '.join(str(a) for a in allowed)})"
         super().__init__(msg)
+
+
+class ConfigErrors(ConfigError):
+    """Several located errors found in one pass, reported together in file order (one per line of ``str()``);
+    attributes ``file``/``line``/``key``/``problem`` are those of the first."""
+
+    def __init__(self, errors: Sequence[ConfigError]):
+        flat: list[ConfigError] = []
+        for e in errors:
+            flat.extend(e.errors if isinstance(e, ConfigErrors) else (e,))
+        flat.sort(key=lambda e: e.line or 0)
+        first = flat[0]
+        super().__init__(first.file, first.line, first.key, first.problem, first.allowed)
+        self.errors: tuple[ConfigError, ...] = tuple(flat)
+        self.args = ("\n".join(str(e) for e in flat),)
+
+
+class ErrorCollector:
+    """Collects located errors so validation goes on after the first: ``with errors.guard(): ...`` per part,
+    then :meth:`raise_any`."""
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        try:
+            yield
+        except ConfigError as exc:
+            self.errors.append(exc)
+
+    def raise_any(self) -> None:
+        """Raise what was collected: the error itself when there is one, :class:`ConfigErrors` for several."""
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise ConfigErrors(self.errors)
 
 
 class Located:
@@ -184,12 +222,24 @@ def _convert(tp: Any, value: Any, key: str, doc: Located, path: str) -> Any:
         if not isinstance(value, list):
             raise doc.error(path, f"must be a list of {_type_name(get_args(tp)[0])}")
         (item_tp, *_rest) = get_args(tp)
-        return tuple(_convert(item_tp, v, key, doc, f"{path}[{i}]") for i, v in enumerate(value))
+        errors = ErrorCollector()
+        items = []
+        for i, v in enumerate(value):
+            with errors.guard():
+                items.append(_convert(item_tp, v, key, doc, f"{path}[{i}]"))
+        errors.raise_any()
+        return tuple(items)
     if origin in (dict, Mapping):
         if not isinstance(value, dict):
             raise doc.error(path, "must be a mapping")
         _, vt = get_args(tp)
-        return types.MappingProxyType({k: _convert(vt, v, key, doc, f"{path}.{k}") for k, v in value.items()})
+        errors = ErrorCollector()
+        converted = {}
+        for k, v in value.items():
+            with errors.guard():
+                converted[k] = _convert(vt, v, key, doc, f"{path}.{k}")
+        errors.raise_any()
+        return types.MappingProxyType(converted)
     if _is_dataclass(tp):
         return build_config(tp, value, doc, path)
     if tp is Any:
@@ -227,27 +277,30 @@ def _check(meta: Mapping[str, Any], value: Any, doc: Located, path: str) -> None
 
 
 def build_config(cls: type[Any], data: Any, doc: Located, path: str) -> Any:
-    """Build the frozen dataclass ``cls`` from ``data``, or raise a located ConfigError."""
+    """Build the frozen dataclass ``cls`` from ``data``, or raise a located ConfigError (:class:`ConfigErrors`
+    when several keys are wrong: every one is reported, not only the first)."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise doc.error(path, "must be a mapping")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = [k for k in data if k not in fields]
-    if unknown:
-        key = unknown[0]
-        raise doc.error(f"{path}.{key}" if path else key, "unknown key" + did_you_mean(key, fields), sorted(fields))
+    errors = ErrorCollector()
+    for key in (k for k in data if k not in fields):
+        sub = f"{path}.{key}" if path else key
+        errors.errors.append(doc.error(sub, "unknown key" + did_you_mean(key, fields), sorted(fields)))
     kwargs: dict[str, Any] = {}
     for name, f in fields.items():
         sub = f"{path}.{name}" if path else name
-        if name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise doc.error(sub, "required key is missing")
-            continue
-        value = _convert(hints[name], data[name], name, doc, sub)
-        _check(f.metadata, value, doc, sub)
-        kwargs[name] = value
+        with errors.guard():
+            if name not in data:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise doc.error(sub, "required key is missing")
+                continue
+            value = _convert(hints[name], data[name], name, doc, sub)
+            _check(f.metadata, value, doc, sub)
+            kwargs[name] = value
+    errors.raise_any()
     try:
         return cls(**kwargs)
     except ConfigValueError as exc:

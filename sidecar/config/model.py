@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from sidecar.api import FILTERS, SINKS, SOURCES, option
 from sidecar.codecs import SchemaConfig
-from sidecar.config.loader import ConfigError, Located, build_config, did_you_mean, load_yaml
+from sidecar.config.loader import ConfigError, ErrorCollector, Located, build_config, did_you_mean, load_yaml
 from sidecar.registry import PluginError, plugins
 
 
@@ -109,29 +110,54 @@ def _components(doc: Located, key: str, items: tuple[Any, ...], group: str) -> t
     except PluginError as exc:
         raise doc.error(key, str(exc)) from None
     out = []
+    errors = ErrorCollector()
     for i, item in enumerate(items):
         path = f"{key}[{i}]"
-        if not isinstance(item, dict) or len(item) != 1:
-            raise doc.error(path, "must be a mapping with exactly one key, the component name", sorted(registry))
-        ((name, options),) = item.items()
-        if name not in registry:
-            raise doc.error(f"{path}.{name}", "unknown component" + did_you_mean(name, registry), sorted(registry))
-        cls = registry[name]
-        config = build_config(cls.Config, options, doc, f"{path}.{name}")
-        out.append(ComponentSpec(name, cls, config, f"{path}.{name}"))
+        with errors.guard():
+            if not isinstance(item, dict) or len(item) != 1:
+                raise doc.error(path, "must be a mapping with exactly one key, the component name", sorted(registry))
+            ((name, options),) = item.items()
+            if name not in registry:
+                raise doc.error(f"{path}.{name}", "unknown component" + did_you_mean(name, registry), sorted(registry))
+            cls = registry[name]
+            config = build_config(cls.Config, options, doc, f"{path}.{name}")
+            out.append(ComponentSpec(name, cls, config, f"{path}.{name}"))
+    errors.raise_any()
     return tuple(out)
 
 
 def load_config(path: Path | str, text: str | None = None) -> LoadedConfig:
-    """Load and validate a config file; raises :class:`ConfigError` with FILE:LINE: KEY."""
+    """Load and validate a config file; raises :class:`ConfigError` with FILE:LINE: KEY, or
+    :class:`~sidecar.config.loader.ConfigErrors` listing every error found (top level, filters, sinks, server)."""
     doc = load_yaml(path, text)
     if not isinstance(doc.data, dict):
         raise ConfigError(doc.file, 1, "", "the config must be a mapping")
-    sidecar_cfg = build_config(SidecarConfig, doc.data, doc, "")
-    filters = _components(doc, "filters", sidecar_cfg.filters, FILTERS)
-    sinks = _components(doc, "sinks", sidecar_cfg.sinks, SINKS)
-    sources = _server_source(doc, sidecar_cfg.server)
+    errors = ErrorCollector()
+    sidecar_cfg: SidecarConfig | None = None
+    with errors.guard():
+        sidecar_cfg = build_config(SidecarConfig, doc.data, doc, "")
+    filters: tuple[ComponentSpec, ...] = ()
+    sinks: tuple[ComponentSpec, ...] = ()
+    sources: tuple[ComponentSpec, ...] = ()
+    with errors.guard():
+        filters = _components(doc, "filters", _section(doc, sidecar_cfg, "filters"), FILTERS)
+    with errors.guard():
+        sinks = _components(doc, "sinks", _section(doc, sidecar_cfg, "sinks"), SINKS)
+    with errors.guard():
+        server = sidecar_cfg.server if sidecar_cfg is not None else doc.data.get("server")
+        sources = _server_source(doc, server if isinstance(server, Mapping) else None)
+    errors.raise_any()
+    assert sidecar_cfg is not None  # no error was collected
     return LoadedConfig(Path(path).resolve(), sidecar_cfg, filters, sinks, sources, doc)
+
+
+def _section(doc: Located, cfg: SidecarConfig | None, key: str) -> tuple[Any, ...]:
+    """The ``filters``/``sinks`` list, from the built config, or from the raw file when the top level had errors
+    (so a filter's own errors are reported with the top level's)."""
+    if cfg is not None:
+        return tuple(getattr(cfg, key))
+    raw = doc.data.get(key)
+    return tuple(raw) if isinstance(raw, list) else ()
 
 
 def _server_source(doc: Located, options: Any) -> tuple[ComponentSpec, ...]:

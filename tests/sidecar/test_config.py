@@ -180,3 +180,38 @@ def test_check_config_touches_nothing_and_prints_only_its_verdict(tmp_path: Path
     config.write_text("state_dir: st\nfilters:\n  - truncate_ulr: {}\n")
     run = subprocess.run([QUERYLOG, "check-config", str(config)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "unknown component, did you mean truncate_url?" in run.stderr
+
+
+def test_check_config_reports_every_error_in_file_order(tmp_path: Path) -> None:
+    """Validation goes on after the first error: top-level keys, filter and sink options, unknown components,
+    the server section and errors found while building components each get their own located line
+    (issue 11, defect 15)."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "stat_dir: st\n"  # 1
+        "limits:\n"
+        "  batch_size: 0\n"  # 3
+        "filters:\n"
+        "  - hipaa_scrubb: {}\n"  # 5
+        "  - drop: {rules: []}\n"  # 6
+        "  - category_buffer: {k: 0, kk: 1}\n"  # 7: two errors
+        "sinks:\n"
+        "  - file: {pth: x}\n"  # 9
+        "server:\n"
+        "  workers: 0\n"  # 11
+    )
+    run = subprocess.run([QUERYLOG, "check-config", str(config)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and run.stdout == ""
+    lines = run.stderr.splitlines()
+    assert [line.split(": ")[0].rsplit(":", 1)[1] for line in lines] == ["1", "3", "5", "6", "7", "7", "9", "11"]
+    assert "stat_dir: unknown key, did you mean state_dir?" in lines[0]
+    assert "filters[0].hipaa_scrubb: unknown component, did you mean hipaa_scrub?" in lines[2]
+    assert "sinks[0].file.pth: unknown key, did you mean path?" in lines[6]
+    # once the file itself is valid, errors found while building the components are all reported too
+    config.write_text(
+        "state_dir: st\nfilters:\n  - pseudonymize: {key_env: QL_UNSET_A}\n  - pseudonymize: {key_env: QL_UNSET_B}\n"
+    )
+    run = subprocess.run([QUERYLOG, "check-config", str(config)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    keys = [line.split(": ")[1] for line in run.stderr.splitlines()]
+    assert keys == ["filters[0].pseudonymize.key_env", "filters[1].pseudonymize.key_env"]

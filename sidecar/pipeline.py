@@ -106,8 +106,10 @@ class Pipeline:
                     self.sinks.append(build_component(spec, self.ctx, config))
             errors.raise_any()
         except BaseException:
-            for part in (*filters, *self.sinks):
-                part.close()
+            for f in filters:
+                f.close()
+            for sink in self.sinks:
+                sink.close()
             self.state.close()
             raise
         self.chain = Chain(filters)

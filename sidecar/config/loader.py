@@ -204,15 +204,15 @@ def _convert(tp: Any, value: Any, key: str, doc: Located, path: str) -> Any:
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
-        errors = []
+        failed: list[ConfigError] = []
         for arg in args:
             if arg is type(None):
                 continue
             try:
                 return _convert(arg, value, key, doc, path)
             except ConfigError as exc:
-                errors.append(exc)
-        raise errors[0] if len(errors) == 1 else doc.error(path, f"must be {_type_name(tp)}")
+                failed.append(exc)
+        raise failed[0] if len(failed) == 1 else doc.error(path, f"must be {_type_name(tp)}")
     if origin is Literal:
         allowed = get_args(tp)
         if value not in allowed:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +12,8 @@ import sqlite_utils
 import structlog
 
 from adapters.file.prescan import PrescanError, run_prescan
-from adapters.file.reader import LineBatch, LineReader, open_log
+from adapters.file.progress import ReplayProgress
+from adapters.file.reader import LineBatch, open_log
 from adapters.file.sink import FileSink, FileSinkConfig
 from sidecar.api import ConfigValueError, Sink
 from sidecar.config import ConfigError, LoadedConfig
@@ -101,21 +101,6 @@ class Checkpoint:
         self.conn.execute("COMMIT")
 
 
-def _progress(batches: Iterator[LineBatch], reader: LineReader, path: str, show: bool) -> Iterator[LineBatch]:
-    if not show:
-        yield from batches
-        return
-    from tqdm import tqdm
-
-    total = os.path.getsize(path) if path != "-" and not path.endswith(".gz") else None
-    with tqdm(total=total, unit="B", unit_scale=True, file=sys.stderr, leave=False) as bar:
-        seen = 0
-        for batch in batches:
-            bar.update(reader.bytes_read - seen)
-            seen = reader.bytes_read
-            yield batch
-
-
 def _prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str, required: bool) -> None:
     try:
         run_prescan(config, pipeline, input_path)
@@ -169,6 +154,7 @@ def replay(
             FileSink(FileSinkConfig(path=path, mode="truncate"), pipeline.ctx, config.sidecar.schema, resume_at)
         ]
         sinks = own_sinks
+    bar: ReplayProgress | None = None
     try:
         try:
             log_in = open_log(
@@ -194,7 +180,11 @@ def replay(
         dead = pipeline.dead
         streaming = input_path == "-"
         decode_many = codec.decode_many
-        for batch in _progress(batches, reader, input_path, progress):
+        if progress:
+            bar = ReplayProgress(input_path, header is not None)
+        for batch in batches:
+            if bar is not None:
+                bar.update(reader.lines_seen, pipeline.stats)
             if done_line:
                 batch = _after(batch, done_line)
                 if not batch.lines:
@@ -238,6 +228,8 @@ def replay(
         summary.dead_letter_file = str(config.dead_letter_path) if config.dead_letter_path else None
         summary.dead_lettered = stats["events_dead_lettered"]
     finally:
+        if bar is not None:
+            bar.close()
         for sink in own_sinks:
             sink.close()
         pipeline.close()

@@ -1,4 +1,4 @@
-"""The sidecar's configuration file: schema, limits, state, the gRPC service, filter chain, sinks."""
+"""The sidecar's configuration file: schema, limits, state, sources, filter chain, sinks."""
 
 from __future__ import annotations
 
@@ -47,8 +47,12 @@ class SidecarConfig:
     )
     schema: SchemaConfig = option(SchemaConfig(), "Record schema of the input (and so of the output).")
     limits: LimitsConfig = option(LimitsConfig(), "Input bounds and batching.")
+    sources: tuple[Any, ...] = option(
+        (), "Where `querylog serve` takes events from (it runs every one): `source_name: {options}`."
+    )
     server: dict[str, Any] | None = option(
-        None, "The gRPC service (`querylog serve`): the options of the `grpc` source (see Sources below)."
+        None,
+        "Deprecated spelling of `sources: [{grpc: {...}}]`: the options of the `grpc` source (see Sources below).",
     )
     logging: LoggingConfig = option(LoggingConfig(), "Own logs.")
     filters: tuple[Any, ...] = option((), "The chain: a list of one-key mappings `filter_name: {options}`.")
@@ -71,7 +75,8 @@ class LoadedConfig:
     sidecar: SidecarConfig
     filters: tuple[ComponentSpec, ...]
     sinks: tuple[ComponentSpec, ...]
-    #: Configured sources; today the gRPC service of the ``server:`` section (the ``grpc`` source).
+    #: Configured sources: the ``sources:`` list, plus the ``grpc`` source of the deprecated ``server:``
+    #: section; with neither, the ``grpc`` source with its defaults.
     sources: tuple[ComponentSpec, ...]
     #: The parsed file with the line of every key, for errors found when components are built.
     doc: Located = field(compare=False, repr=False)
@@ -144,8 +149,11 @@ def load_config(path: Path | str, text: str | None = None) -> LoadedConfig:
     with errors.guard():
         sinks = _components(doc, "sinks", _section(doc, sidecar_cfg, "sinks"), SINKS)
     with errors.guard():
+        sources = _components(doc, "sources", _section(doc, sidecar_cfg, "sources"), SOURCES)
+    with errors.guard():
         server = sidecar_cfg.server if sidecar_cfg is not None else doc.data.get("server")
-        sources = _server_source(doc, server if isinstance(server, Mapping) else None)
+        if server is not None or not sources:
+            sources += _server_source(doc, server if isinstance(server, Mapping) else None, sources)
     errors.raise_any()
     assert sidecar_cfg is not None  # no error was collected
     return LoadedConfig(Path(path).resolve(), sidecar_cfg, filters, sinks, sources, doc)
@@ -160,12 +168,15 @@ def _section(doc: Located, cfg: SidecarConfig | None, key: str) -> tuple[Any, ..
     return tuple(raw) if isinstance(raw, list) else ()
 
 
-def _server_source(doc: Located, options: Any) -> tuple[ComponentSpec, ...]:
-    """The ``server:`` section, validated as the options of the registered ``grpc`` source."""
+def _server_source(doc: Located, options: Any, listed: tuple[ComponentSpec, ...]) -> tuple[ComponentSpec, ...]:
+    """The deprecated ``server:`` section, validated as the options of the registered ``grpc`` source; with
+    neither ``server:`` nor ``sources:``, the ``grpc`` source with its defaults (what ``serve`` always ran)."""
     try:
         registry = plugins(SOURCES)
     except PluginError as exc:
         raise doc.error("server", str(exc)) from None
+    if options is not None and any(spec.name == "grpc" for spec in listed):
+        raise doc.error("server", "the grpc source is configured twice: keep `sources: [{grpc: ...}]` only")
     cls = registry.get("grpc")
     if cls is None:
         if options is not None:

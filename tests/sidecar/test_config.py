@@ -18,7 +18,7 @@ CASES = [
         "filterz: []\n",
         "2: filterz: unknown key, did you mean filters? "
         "(allowed: dead_letter_file, dead_letter_max_bytes, filters, limits, logging, schema, server, sinks, "
-        "state_dir)",
+        "sources, state_dir)",
     ),
     ("limits:\n  batch_size: 0\n", "3: limits.batch_size: must be >= 1, got 0"),
     ("limits:\n  max_record_bytes: lots\n", "3: limits.max_record_bytes: must be an integer, got 'lots'"),
@@ -215,3 +215,19 @@ def test_check_config_reports_every_error_in_file_order(tmp_path: Path) -> None:
     assert run.returncode == 2 and "Traceback" not in run.stderr
     keys = [line.split(": ")[1] for line in run.stderr.splitlines()]
     assert keys == ["filters[0].pseudonymize.key_env", "filters[1].pseudonymize.key_env"]
+
+
+def test_sources_list_and_the_deprecated_server_section(write_config: Callable[..., Path]) -> None:
+    """`sources:` lists what `serve` runs; `server:` still configures the grpc source; both for grpc is an error;
+    with neither, serve runs the grpc source with its defaults (issue 12's configuration shape)."""
+    listed = load_config(write_config("sources:\n  - grpc: {listen: 127.0.0.1:50999}\n"))
+    assert [(s.name, s.config.listen, s.path) for s in listed.sources] == [
+        ("grpc", "127.0.0.1:50999", "sources[0].grpc")
+    ]
+    old = load_config(write_config("server:\n  listen: 127.0.0.1:50998\n"))
+    assert [(s.name, s.config.listen, s.path) for s in old.sources] == [("grpc", "127.0.0.1:50998", "server")]
+    assert [s.name for s in load_config(write_config("filters: []\n")).sources] == ["grpc"]
+    with pytest.raises(ConfigError, match=r":4: server: the grpc source is configured twice"):
+        load_config(write_config("sources:\n  - grpc: {}\nserver:\n  listen: 127.0.0.1:1\n"))
+    with pytest.raises(ConfigError, match=r":3: sources\[0\]\.grcp: unknown component, did you mean grpc\?"):
+        load_config(write_config("sources:\n  - grcp: {}\n"))

@@ -113,7 +113,9 @@ class Pipeline:
             self.state.close()
             raise
         self.chain = Chain(filters)
-        self._deliver_lock = threading.Lock()
+        #: one batch at a time through the chain and sinks, whichever source calls (re-entrant: a source's
+        #: ``transaction()`` block calls process/deliver/flush_sinks under it)
+        self._lock = threading.RLock()
         self._sinks_started = False
         log.info("pipeline_built", filters=[f.NAME for f in filters], sinks=[s.NAME for s in self.sinks])
 
@@ -136,7 +138,7 @@ class Pipeline:
             self.dead.add(reason, batch.origin, pos, record if isinstance(record, str | bytes) else None)
         if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.records) - 1):
             events[-1].eol = ""
-        with self._deliver_lock, self.transaction():  # state changes commit with the delivery
+        with self.transaction():  # state changes commit with the delivery
             before = self.chain.held()
             out = self.chain.process(events) if events else []
             held = self.chain.held() - before
@@ -148,23 +150,27 @@ class Pipeline:
         return Receipt(n, len(bad), out, held, max(0, n - len(out) - held))
 
     def process(self, batch: list[Event]) -> list[Event]:
-        return self.chain.process(batch)
+        with self._lock:
+            return self.chain.process(batch)
 
     def flush(self, final: bool) -> list[Event]:
-        return self.chain.flush(final)
+        with self._lock:
+            return self.chain.flush(final)
 
     def held(self) -> int:
-        return self.chain.held()
+        with self._lock:
+            return self.chain.held()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """Commit the filters' state-store writes of the block at once, when it ends (see ``Runtime``).
+        """Commit the filters' state-store writes of the block at once, when it ends (see ``Runtime``); the
+        block holds the runtime's lock, so no other source's batch runs in between.
 
         On an exception the block's writes still commit (the filters' memory already has them and nothing
         was acknowledged, so the worst outcome is a duplicate), unless the commit itself fails.
         """
         conn = self.state.conn
-        with self.state.lock:
+        with self._lock, self.state.lock:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield
@@ -177,24 +183,29 @@ class Pipeline:
 
     def start_sinks(self, header: str | None, codec: Codec | None) -> None:
         """Start the sinks once, with the first input's header and codec."""
-        if not self._sinks_started:
+        with self._lock:
+            if self._sinks_started:
+                return
             for sink in self.sinks:
                 sink.start(header, codec)
             self._sinks_started = True
 
     def deliver(self, events: Iterable[Event]) -> None:
         batch = list(events)
-        if not self._sinks_started:
-            self.start_sinks(None, None)
-        for sink in self.sinks:
-            sink.write(batch)
+        with self._lock:
+            if not self._sinks_started:
+                self.start_sinks(None, None)
+            for sink in self.sinks:
+                sink.write(batch)
 
     def flush_sinks(self) -> None:
-        for sink in self.sinks:
-            sink.flush()
+        with self._lock:
+            for sink in self.sinks:
+                sink.flush()
 
     def stats(self) -> dict[str, Any]:
-        s = self.chain.stats()
+        with self._lock:
+            s = self.chain.stats()
         s["dead_letters"] = dict(self.dead.counts)
         s["events_dead_lettered"] = self.dead.total
         s["uptime_seconds"] = round(time.monotonic() - self.started, 3)

@@ -1,4 +1,4 @@
-"""``querylog replay``: a log file through the configured chain."""
+"""``querylog replay`` (a log file through the configured chain) and ``querylog filter`` (stdin to stdout)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,13 @@ from sidecar.state import StateError, remove_state_database
     is_flag=True,
     help="Start from empty state: delete the state database (held events, profiles) in the state folder first.",
 )
+@click.option(
+    "--flush-interval",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0.01),
+    help="From stdin: seconds between asks to buffering filters to release (written out at once).",
+)
 def replay_cmd(
     config_file: str,
     input_path: str,
@@ -58,8 +65,47 @@ def replay_cmd(
     prescan: bool | None,
     state_dir: str | None,
     fresh_state: bool,
+    flush_interval: float,
 ) -> None:
     """Replay a log file (TSV or JSON lines, .gz; `-` = stdin) through the chain."""
+    _run_replay(
+        config_file, input_path, output, seed, progress, resume, prescan, state_dir, fresh_state, flush_interval
+    )
+
+
+@click.command("filter")
+@click.option("--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False), help="Config file.")
+@click.option(
+    "--flush-interval",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0.01),
+    help="Seconds between asks to buffering filters to release (written out at once, also while stdin is idle).",
+)
+@click.option(
+    "--state-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="State folder (default: the config's state_dir).",
+)
+def filter_cmd(config_file: str, flush_interval: float, state_dir: str | None) -> None:
+    """Records on stdin, protected records on stdout, as they come: an exec/pipe stage for Fluent Bit,
+    Vector or a shell pipe (`replay - -o -` with a timed release). Ends at EOF or SIGTERM, after a final flush."""
+    _run_replay(config_file, "-", "-", None, False, False, False, state_dir, False, flush_interval)
+
+
+def _run_replay(
+    config_file: str,
+    input_path: str,
+    output: str | None,
+    seed: int | None,
+    progress: bool | None,
+    resume: bool,
+    prescan: bool | None,
+    state_dir: str | None,
+    fresh_state: bool,
+    flush_interval: float,
+) -> None:
     from adapters.file.prescan import PrescanError
     from adapters.file.replay import ResumeError, replay
     from sidecar.signals import StopFlag
@@ -82,7 +128,17 @@ def replay_cmd(
     stop.install()
     show = sys.stderr.isatty() if progress is None else progress
     try:
-        summary = replay(cfg, input_path, output, seed=seed, progress=show, stop=stop, resume=resume, prescan=prescan)
+        summary = replay(
+            cfg,
+            input_path,
+            output,
+            seed=seed,
+            progress=show,
+            stop=stop,
+            resume=resume,
+            prescan=prescan,
+            flush_interval=flush_interval,
+        )
     except ConfigError as exc:
         fail_config(exc)
     except StateError as exc:

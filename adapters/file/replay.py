@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,6 +102,34 @@ class Checkpoint:
         self.conn.execute("COMMIT")
 
 
+class _TimedRelease:
+    """Every ``interval`` seconds, buffering filters release and what they let go is written out (a pipe)."""
+
+    def __init__(self, pipeline: Pipeline, sinks: Sequence[Sink[Any]], interval: float) -> None:
+        self.pipeline, self.sinks, self.interval = pipeline, sinks, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="querylog-release", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                with self.pipeline.transaction():  # the release commits only with its delivery
+                    out = self.pipeline.flush(final=False)
+                    if out:
+                        for sink in self.sinks:
+                            sink.write(out)
+                            sink.flush()
+            except Exception as exc:  # the main loop meets the same fault and reports it
+                log.error("timed_release_failed", error=type(exc).__name__)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 def _prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str, required: bool) -> None:
     try:
         run_prescan(config, pipeline, input_path)
@@ -121,6 +150,7 @@ def replay(
     stop: StopFlag | None = None,
     resume: bool = False,
     prescan: bool | None = False,
+    flush_interval: float | None = 1.0,
 ) -> ReplaySummary:
     """Replay ``input_path`` through the configured chain. Output: ``output``, else the sinks, else stdout.
 
@@ -133,11 +163,17 @@ def replay(
     the future of an archive (:mod:`adapters.file.prescan`). ``None`` (auto): do so
     when the chain has such a filter; when the input or the chain cannot serve
     it, log ``prescan_skipped`` with the reason and replay as a stream.
+
+    From stdin (a pipe: a shipper's exec stage, a shell pipe) each batch is written out as soon as it is
+    read, and every ``flush_interval`` seconds buffering filters are asked to release (what they let go is
+    written out at once), also while the input is idle; None: no timed release.
     """
     started = time.perf_counter()
     stop = stop if stop is not None else StopFlag()  # `or` would drop an unset flag (it is falsy)
     if resume and (output is None or output == "-" or output.endswith(".gz")):
         raise ResumeError("--resume needs -o OUTPUT, a plain (not .gz) file")
+    if resume and input_path == "-":
+        raise ResumeError("--resume needs an input file (stdin has no position to resume from)")
     pipeline = Pipeline(config, seed=seed, with_sinks=output is None)
     summary = ReplaySummary()
     sinks: Sequence[Sink[Any]] = pipeline.sinks
@@ -155,6 +191,7 @@ def replay(
         ]
         sinks = own_sinks
     bar: ReplayProgress | None = None
+    timer: _TimedRelease | None = None
     try:
         try:
             log_in = open_log(
@@ -182,6 +219,8 @@ def replay(
         decode_many = codec.decode_many
         if progress:
             bar = ReplayProgress(input_path, header is not None)
+        if streaming and flush_interval is not None:
+            timer = _TimedRelease(pipeline, sinks, flush_interval)
         for batch in batches:
             if bar is not None:
                 bar.update(reader.lines_seen, pipeline.stats)
@@ -198,17 +237,23 @@ def replay(
             if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.lines) - 1):
                 events[-1].eol = ""
             summary.events_in += len(events)
-            out = pipeline.process(events)
-            for sink in sinks:
-                sink.write(out)
-            dead.flush()  # this batch's dead letters reach the file with its output
-            if streaming:  # a pipe (a shipper's exec stage): what is read now goes out now
+            if streaming:  # a pipe (a shipper's exec stage): what is read now goes out now, state with it
+                with pipeline.transaction():
+                    out = pipeline.process(events)
+                    for sink in sinks:
+                        sink.write(out)
+                        sink.flush()
+            else:
+                out = pipeline.process(events)
                 for sink in sinks:
-                    sink.flush()
+                    sink.write(out)
+            dead.flush()  # this batch's dead letters reach the file with its output
             if checkpoint is not None:
                 checkpoint.commit(batch.line_number(len(batch.lines) - 1), own_sinks[0])
             if stop:
                 break
+        if timer is not None:
+            timer.stop()
         summary.interrupted = bool(stop)
         if checkpoint is not None:
             checkpoint.begin()
@@ -228,6 +273,8 @@ def replay(
         summary.dead_letter_file = str(config.dead_letter_path) if config.dead_letter_path else None
         summary.dead_lettered = stats["events_dead_lettered"]
     finally:
+        if timer is not None:
+            timer.stop()
         if bar is not None:
             bar.close()
         for sink in own_sinks:

@@ -8,6 +8,11 @@ follow ``unknown``: ``annotate`` keeps them with ``category`` None (what
 ``category_buffer`` puts in its own unknown bucket), ``drop`` drops them,
 ``dead_letter`` moves them to the dead-letter file. All three are counted.
 
+An empty query (``""`` or only spaces; e.g. one ``hipaa_scrub`` emptied with
+``emptied: keep``) has no semantic unit, so no category: it is never looked up
+and follows ``unknown`` like any uncategorisable query (also counted as
+``empty_query``).
+
 ``output_field`` (off by default) also writes the category into the record: a
 JSON key (added or replaced) or an existing TSV column (the output keeps the
 input's columns, so a TSV log needs that column already); uncategorised queries
@@ -97,7 +102,12 @@ class ClassifyFilter(Filter[ClassifyConfig]):
         keep: list[Event] = []
         for ev in batch:
             q = ev.query
-            result = classify(q) if isinstance(q, str) else None
+            if isinstance(q, str) and q and not q.isspace():
+                result = classify(q)
+            else:
+                result = None
+                if q is None or isinstance(q, str):
+                    self.counts["empty_query"] += 1
             if result is None:
                 ev.annotate("category", None)
                 ev.annotate("category_path", ())

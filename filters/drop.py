@@ -1,4 +1,10 @@
-"""``drop``: drop events whose role value matches a rule (counted per rule, never logged)."""
+r"""``drop``: drop events whose role value matches a rule (counted per rule, never logged).
+
+A value is compared as text, None as ``""``. An empty query reaches this filter as
+``""`` (codecs keep it; only a filter decides to drop it): ``empty: true`` drops a
+value that is empty or only spaces, ``equals: [""]`` only the exact empty string,
+and a ``matches`` pattern sees ``""`` (``'^\s*$'`` matches it, ``'\w'`` does not).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +23,9 @@ class DropRule:
     role: Literal["user", "query", "time", "rank", "url"] = option("query", "Role the rule looks at.")
     equals: tuple[str, ...] | None = option(None, "Drop when the value is one of these strings.")
     matches: str | None = option(None, "Drop when this regular expression matches (re.search).")
-    empty: bool | None = option(None, "Drop when the value is empty (true) or non-empty (false).")
+    empty: bool | None = option(
+        None, "Drop when the value is empty or only spaces (true), or when it has a visible character (false)."
+    )
     ignore_case: bool = option(False, "Case-insensitive `equals` and `matches`.")
 
     def __post_init__(self) -> None:

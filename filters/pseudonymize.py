@@ -4,6 +4,11 @@ The same id always maps to the same pseudonym under one key, so per-user
 analysis keeps working; without the key the mapping cannot be inverted or
 recomputed from a list of candidate ids. ``decimal`` output keeps an integer
 column (AOL's AnonID) an integer.
+
+An empty value (None, ``""`` or only spaces: an empty query with ``role: query``,
+a blank user id) stays as it is (counted ``empty_kept``): there is nothing to hide
+in it, and a pseudonym would make a missing value look like a real id (or query)
+shared by every record that lacks one.
 """
 
 from __future__ import annotations
@@ -76,14 +81,24 @@ class PseudonymizeFilter(Filter[PseudonymizeConfig]):
             self._cache[text] = out
         return out
 
+    def pseudonymized_roles(self) -> frozenset[str]:
+        """The configured role: later filters (a profile) see its pseudonyms, never the original values."""
+        return frozenset({self.config.role})
+
     def process(self, batch: list[Event]) -> list[Event]:
         role = self.config.role
         pseudonym = self.pseudonym
         keep_int = self.config.output == "decimal"
+        empty = 0
         for ev in batch:
             value = getattr(ev, role)
+            if value is None or (type(value) is str and (not value or value.isspace())):
+                empty += 1  # nothing to pseudonymize: an empty value stays empty
+                continue
             out = pseudonym(value)
             # decimal keeps an integer an integer (a JSON AnonID stays a number)
             setattr(ev, role, int(out) if keep_int and type(value) is int else out)
-        self.counts["pseudonymized"] += len(batch)
+        self.counts["pseudonymized"] += len(batch) - empty
+        if empty:
+            self.counts["empty_kept"] += empty
         return batch

@@ -3,6 +3,9 @@
 Paths, queries, fragments, user info and ports can identify a person (profile
 pages, tokens in links); the host says what site was clicked, which is what log
 analysis needs.
+
+Only the url role is read: an event with an empty query, or an empty or
+missing URL, passes unchanged.
 """
 
 from __future__ import annotations

@@ -7,6 +7,17 @@ byte; a changed one has its role values written into its own record, so key
 order, column order, types and untouched fields stay as they were. An event from
 another source (a gRPC message, say) becomes a fresh record built from its roles
 and its carried-through fields.
+
+**An empty query is a valid record.** A query that is ``""`` (or only spaces) is
+decoded as an event with that query, so a passthrough chain reproduces it byte for
+byte; whether such an event is kept is a filter's decision (``hipaa_scrub``'s
+``emptied``, a ``drop`` rule). A record is bad (a dead letter, by reason) only when
+its framing or shape is wrong: a TSV line whose column count is not the header's
+(``wrong_column_count``; a short line that lacks the query column is one), a JSON
+line that is not JSON (``invalid_json``) or not an object (``json_not_object``), has
+no query key or a null one (``missing_query``: there is no query at all, which is
+not the same as an empty one), a query that is not a string (``query_not_string``),
+no user (``missing_user``), or a lone UTF-16 surrogate (``lone_surrogate``).
 """
 
 from __future__ import annotations
@@ -84,12 +95,9 @@ class TsvCodec(Codec):
             raise BadRecord("wrong_column_count")
         ui, qi = self._user_query
         ti, ri, li = self._optional_idx
-        query = fields[qi]
-        if not query.strip():
-            raise BadRecord("empty_query")
         return Event(
             fields[ui],
-            query,
+            fields[qi],
             fields[ti] if ti is not None else None,
             fields[ri] if ri is not None else None,
             fields[li] if li is not None else None,
@@ -100,7 +108,9 @@ class TsvCodec(Codec):
         )
 
     def decode_many(self, lines: Sequence[str], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
-        """Fast path: decode complete lines; bad ones are appended to ``bad`` as (index, reason)."""
+        """Fast path: decode complete lines; bad ones are appended to ``bad`` as (index, reason).
+
+        Only the framing makes a line bad (``wrong_column_count``): an empty query is an event."""
         ncols = self.ncols
         out: list[Event] = []
         append = out.append
@@ -120,11 +130,7 @@ class TsvCodec(Codec):
                 except BadRecord as exc:
                     bad.append((i, exc.reason))
                 continue
-            query = fields[qi]
-            if not query or query.isspace():
-                bad.append((i, "empty_query"))
-                continue
-            append(Event(fields[ui], query, fields[ti], fields[ri], fields[li], fields, line, self, eol))
+            append(Event(fields[ui], fields[qi], fields[ti], fields[ri], fields[li], fields, line, self, eol))
         return out
 
     def encode(self, event: Event) -> str:
@@ -230,8 +236,6 @@ class JsonlCodec(Codec):
         query = values.get("query")
         if not isinstance(query, str):
             raise BadRecord("missing_query" if query is None else "query_not_string")
-        if not query.strip():
-            raise BadRecord("empty_query")
         if values.get("user") is None:
             raise BadRecord("missing_user")
         get = values.get

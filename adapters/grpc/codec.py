@@ -8,7 +8,8 @@ object) become fresh messages: roles as strings, the record's other fields in
 ``attributes`` (the other codec's ``fields``).
 
 Empty ``time``/``rank``/``url`` strings decode to ``None`` (absent), as proto3
-strings cannot tell empty from unset.
+strings cannot tell empty from unset. An empty ``query`` decodes to ``""``: a valid
+event (a passthrough chain returns the very same message).
 """
 
 from __future__ import annotations
@@ -81,22 +82,14 @@ class ProtoCodec(Codec):
         return self.decode_batch((message,))[0]
 
     def decode_many(self, records: Sequence[Any], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
-        """Events for QueryEvent messages, a fresh list; an empty query is bad (``empty_query``)."""
+        """Events for QueryEvent messages, a fresh list, one per message.
+
+        An empty query (``""`` or only spaces) is a valid event, as in every codec: whether it is
+        kept is a filter's decision. A parsed message has no other way to be bad here, so ``bad``
+        is never appended to (callers that dead-letter what it reports find it empty).
+        """
         events: list[Event] = list(self.decode_batch(records))
-        for ev in events:  # the common case, no empty query: the list as it is
-            q = ev.query
-            if not q or q.isspace():
-                break
-        else:
-            return events
-        out: list[Event] = []
-        for i, ev in enumerate(events):
-            q = ev.query
-            if not q or q.isspace():
-                bad.append((i, "empty_query"))
-            else:
-                out.append(ev)
-        return out
+        return events
 
     def encode(self, event: Event) -> QueryEvent:
         """The event as a QueryEvent: its own message when it came from one, else a fresh one.

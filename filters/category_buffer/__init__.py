@@ -56,6 +56,16 @@ What this implementation does differently, and why:
   suppressed and counted). The number of users does not matter.
 * **Events without a category** go to their own ``unknown`` bucket (or are
   dropped and counted with ``unknown: drop``, as the paper discarded them).
+* **Empty queries** (``""`` or only spaces, e.g. emptied by ``hipaa_scrub``
+  with ``emptied: keep``) never pass through as they came: ``classify`` gives
+  them no category, so they are held in the ``unknown`` bucket and re-paired
+  like any uncategorised query (their text is the same, so a user known to
+  have sent an empty query is never given one), or dropped with
+  ``unknown: drop``. A released one carries no content, but it still says that
+  the drawn user searched at the release time and carries its query-side
+  fields (rank, clicked URL): a chain that wants none of that drops them
+  before this filter (``hipaa_scrub`` ``emptied: drop``, as
+  ``config/k-anonymity.yaml`` does).
 
 The released event is the query's own event (its record, so output keeps the
 input schema and all query-side fields) with the user-side roles and fields of

@@ -10,6 +10,26 @@ text. Policies per type: remove (default), replace (``[PHONE]``),
 generalize (ZIP -> 3 digits or 000, date -> year, age -> 90+, city -> state,
 URL -> host), keep. The event gets ``scrub_counts`` (per-type counts, never
 values). Scrubbing is idempotent.
+
+**Emptied queries.** A query made only of identifiers is scrubbed to nothing
+(``555-123-4567``, ``john smith``). ``emptied`` decides what becomes of an event
+whose query is empty (nothing but spaces) after this filter, whether scrubbing
+emptied it or it arrived empty (an empty query is a valid record: no codec
+dead-letters it):
+
+* ``keep`` (default): the event goes on with its empty query; the log keeps its
+  size and every record, and no later filter or consumer may assume a query has
+  a word (``classify`` gives it no category).
+* ``drop``: the event is dropped. An empty query carries no content, but its
+  user, time and query-side fields (rank, clicked URL) still do: released, it
+  still tells who searched when.
+* ``token``: the query becomes ``emptied_token`` (``[REMOVED]``), for consumers
+  that cannot take an empty query field; the token is stable under scrubbing.
+
+Counts: ``emptied_query`` (queries scrubbing emptied), ``empty_query`` (queries
+that arrived empty), and by outcome ``dropped_emptied_query`` /
+``replaced_emptied_query`` (either kind). ``querylog scrub`` is line for line and
+ignores ``emptied``.
 """
 
 from __future__ import annotations
@@ -36,8 +56,10 @@ class HipaaScrubFilter(Filter[HipaaScrubConfig]):
         scrub = self.scrubber.scrub
         fields = self.config.fields
         counts = self.counts
+        emptied = self.config.emptied
         out: list[Event] = []
         for ev in batch:
+            arrived_empty = _empty(ev.query)
             found: dict[str, int] = {}
             for role in fields:
                 value = getattr(ev, role)
@@ -53,11 +75,21 @@ class HipaaScrubFilter(Filter[HipaaScrubConfig]):
                 ev.annotate("scrub_counts", found)
                 for kind, n in found.items():
                     counts[f"found_{kind}"] += n
-            if self.config.drop_emptied and isinstance(ev.query, str) and not ev.query.strip():
-                counts["dropped_emptied"] += 1
-                continue
+            if arrived_empty or _empty(ev.query):
+                counts["empty_query" if arrived_empty else "emptied_query"] += 1
+                if emptied == "drop":
+                    counts["dropped_emptied_query"] += 1
+                    continue
+                if emptied == "token":
+                    ev.query = self.config.emptied_token
+                    counts["replaced_emptied_query"] += 1
             out.append(ev)
         return out
+
+
+def _empty(query: object) -> bool:
+    """True for a query with no content: None, or a string of nothing but spaces."""
+    return query is None or (isinstance(query, str) and not query.strip())
 
 
 __all__ = ["NAME", "HipaaScrubConfig", "HipaaScrubFilter", "Scrubber"]

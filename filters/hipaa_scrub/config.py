@@ -40,9 +40,20 @@ class HipaaScrubConfig(FilterConfig):
     )
     name_cue_threshold: float = option(0.5, "Same, when the query has a person cue (obituary, funeral, mr...).")
     allow_names: tuple[str, ...] = option((), "Extra `first last` phrases never treated as names (brands).")
-    drop_emptied: bool = option(False, "Drop an event whose scrubbed query became empty (counted).")
+    emptied: Literal["keep", "drop", "token"] = option(
+        "keep",
+        "An event whose query is empty after scrubbing (the scrubber removed it all, or it came empty): "
+        "keep it with its empty query (the log keeps its size), drop it (counted as dropped_emptied_query), "
+        "or replace the query by `emptied_token`.",
+    )
+    emptied_token: str = option(
+        "[REMOVED]", "The query written for an emptied one with `emptied: token` (not empty, no tab or line break)."
+    )
 
     def __post_init__(self) -> None:
+        token = self.emptied_token
+        if not token.strip() or any(c in token for c in "\t\r\n"):
+            raise ConfigValueError("emptied_token", "must hold a visible character and no tab or line break")
         for f in self.fields:
             if f not in ROLES:
                 raise ConfigValueError("fields", f"unknown role {f!r}", ROLES)

@@ -7,6 +7,10 @@ paper 001 §3.3.1 ("Arts: 40%, Health: 10%, ..."). Placed after
 checks (same counts per category before and after anonymisation) then holds per
 user once that user's held events are counted too, and is tested.
 
+The profile reads the ``category`` annotation only, never the query text. An
+event with an empty query (``classify`` gives it no category) counts under
+``unknown`` like any uncategorised event, or is skipped with ``unknown: skip``.
+
 State lives in the SQLite store (one row per user and category, upserted once
 per batch), so memory does not grow with the number of users; paper 001's
 profiler reached 3,745 events/s on MongoDB, this one aggregates each batch in a

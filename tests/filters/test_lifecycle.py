@@ -63,6 +63,30 @@ def test_lifecycle_build_process_flush_close_logs_no_values(
     assert find_leaks([counts, stats], needles) == [], "counts and stats hold no values"
 
 
+@pytest.mark.parametrize("entry", ENTRIES, ids=[next(iter(e)) for e in ENTRIES])
+def test_every_filter_copes_with_empty_queries(entry: dict, tmp_path: Path, hmac_key: str) -> None:
+    """An empty or blank query is a valid event (issue 11, defect 13): every registered filter, with its default
+    options, takes batches in which most queries are empty or blank without failing, and invents no query for
+    one: every query that comes out went in (the others are held or dropped)."""
+    ((name, options),) = entry.items()
+    cls = plugins(FILTERS)[name]
+    texts = ["", "  ", "weather", "\u3000", "cheap flights", " "]
+    lines = [f"{100 + i % 7}\t{texts[i % len(texts)]}\t2006-03-01 00:00:{i:02d}\t\t" for i in range(60)]
+    events = decode_tsv("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n" + "\n".join(lines))
+    state = StateStore(tmp_path / "state")
+    f = build_filter(cls, options, tmp_path, state)
+    out: list[Event] = []
+    for i in range(0, len(events), 20):
+        out += f.process(events[i : i + 20])
+    out += f.flush(False)
+    held = f.held()
+    f.close()
+    state.close()
+    assert len(out) + held <= len(events)
+    assert {e.query for e in out} <= set(texts)
+    assert all(isinstance(v, int) for v in f.counts.values())
+
+
 def test_built_in_filters_are_registered_and_default_buildable() -> None:
     """The three built-ins are registered through the entry-point group and enter the lifecycle test."""
     names = [next(iter(e)) for e in ENTRIES]

@@ -34,11 +34,12 @@ from helpers import (
 from adapters.file.replay import replay
 from sidecar.config import load_config
 
-BAD_REASONS = {"wrong_column_count", "invalid_utf8", "empty_query", "oversized_record"}
+BAD_REASONS = {"wrong_column_count", "invalid_utf8", "oversized_record"}
 
 
 def _bad_input(log: GeneratedLog, dest: Path) -> bytes:
-    """The generated log with bad records (each quoting planted values) spliced in after line 50."""
+    """The generated log with bad records (each quoting planted values) spliced in after line 50, and a
+    record with a blank query (valid: it runs through every filter, which must not log its values)."""
     planted = log.stats.planted_values
     lines = log.text.encode("utf-8").split(b"\n")
     uid = lines[1].split(b"\t")[0]
@@ -46,7 +47,7 @@ def _bad_input(log: GeneratedLog, dest: Path) -> bytes:
     bad = [
         uid + b"\t" + p0 + b"\t2006-03-01 10:00:00",  # wrong column count
         uid + b"\t" + p1 + b" \xff\xfe\t2006-03-01 10:00:00\t\t",  # invalid UTF-8
-        uid + b"\t \t2006-03-01 10:00:00\t1\thttp://www." + p0.replace(b" ", b"") + b".com",  # empty query
+        uid + b"\t \t2006-03-01 10:00:00\t1\thttp://www." + p0.replace(b" ", b"") + b".com",  # blank query: valid
         uid + b"\t" + p1 + b" " + b"x" * 3000 + b"\t2006-03-01 10:00:00\t\t",  # oversized (limit 1024)
     ]
     data = b"\n".join(lines[:50] + bad + lines[50:])
@@ -86,7 +87,7 @@ def test_in_process_replay_logs_no_values(
     caplog.set_level(logging.DEBUG)
     with structlog.testing.capture_logs() as events:
         summary = replay(cfg, str(src), str(tmp_path / "out.tsv"), seed=1)
-    assert summary.records_in == generated_log.stats.lines + len(BAD_REASONS)
+    assert summary.records_in == generated_log.stats.lines + len(BAD_REASONS) + 1  # + the blank-query record
     assert summary.dead_lettered == len(BAD_REASONS)
     assert events, "the replay logs something"
     needles = leak_needles(generated_log.text, generated_log.stats.planted_values)

@@ -17,7 +17,7 @@ from sidecar.api import BuildContext
 from sidecar.codecs import SchemaConfig, TsvCodec
 from sidecar.state import StateStore
 from sidecar.tools.audit import deanon, report, utility
-from sidecar.tools.audit.logs import Record, read_log
+from sidecar.tools.audit.logs import Record, empty_queries, read_log
 from sidecar.tools.audit.matcher import match
 
 HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
@@ -254,11 +254,48 @@ class TestEndToEnd:
 
 
 def test_read_log_counts_bad_lines(tmp_path: Path) -> None:
-    """read_log keeps a well-formed record and counts a line without tabs and a line with a blank query as bad (2)."""
+    """read_log keeps well-formed records, a blank and an empty query included (records, issue 11 defect 12), and
+    counts only the line without tabs as undecodable (1)."""
     p = tmp_path / "l.tsv"
-    p.write_text(HEADER + "\n1\tq\tt\t\t\nbroken line\n2\t \tt\t\t\n")
+    p.write_text(HEADER + "\n1\tq\tt\t\t\nbroken line\n2\t \tt\t\t\n3\t\tt\t\t\n")
     records, bad = read_log(str(p))
-    assert [(r.user, r.query) for r in records] == [("1", "q")] and bad == 2
+    assert [(r.user, r.query) for r in records] == [("1", "q"), ("2", " "), ("3", "")] and bad == 1
+    assert empty_queries(records) == 2
+
+
+@pytest.mark.parametrize("suffix", [".tsv", ".jsonl"])
+def test_audit_counts_empty_queries_apart_from_undecodable_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """A protected log with queries scrubbed to nothing: the audit reads those records (they count as records and
+    are audited), reports them as empty_queries (original / protected) next to undecodable_lines, in --json, in
+    the text summary and in the HTML facts."""
+    from sidecar.cli import main
+
+    src, dst = tmp_path / f"orig{suffix}", tmp_path / f"prot{suffix}"
+    rows = [("1", "health clinic"), ("2", "john smith"), ("3", "sports news"), ("4", "555-123-4567")]
+    prot = [("1", "health clinic"), ("2", ""), ("3", "sports news"), ("4", "  ")]
+    if suffix == ".tsv":
+        src.write_text(HEADER + "\n" + "".join(f"{u}\t{q}\tt\t\t\n" for u, q in rows) + "not a record\n")
+        dst.write_text(HEADER + "\n" + "".join(f"{u}\t{q}\tt\t\t\n" for u, q in prot))
+    else:
+        src.write_text("".join(json.dumps({"AnonID": u, "Query": q}) + "\n" for u, q in rows) + "[1]\n")
+        dst.write_text("".join(json.dumps({"AnonID": u, "Query": q}) + "\n" for u, q in prot))
+    r = report.run_audit(str(src), str(dst), categorise=categorise, k=2)
+    assert (r["records_original"], r["records_protected"]) == (4, 4)
+    assert r["empty_queries"] == {"original": 0, "protected": 2}
+    assert r["undecodable_lines"] == {"original": 1, "protected": 0}
+    assert r["category_counts"]["protected"]["unknown"] == 2  # an empty query has no category
+    monkeypatch.setattr(report, "classifier_categorise", lambda: categorise)
+    page = tmp_path / "r.html"
+    args = ["audit", "--original", str(src), "--protected", str(dst), "--k", "2"]
+    res = CliRunner().invoke(main, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["empty_queries"] == {"original": 0, "protected": 2}
+    res = CliRunner().invoke(main, [*args, "--html", str(page)])
+    assert res.exit_code == 0, res.output
+    assert "empty queries: 0 / 2; undecodable lines left out: 1 / 0" in res.output
+    assert "Of which with an empty query (original / protected)</th><td>0 / 2" in page.read_text()
 
 
 def test_read_log_rest_is_every_field_but_the_user(tmp_path: Path) -> None:

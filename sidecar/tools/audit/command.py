@@ -85,7 +85,12 @@ def audit_cmd(
         click.echo(json.dumps(json_view(result), indent=2, sort_keys=True))
         return
     best = result["best_deanonymizer"]
-    click.echo(f"records: original {result['records_original']:,}, protected {result['records_protected']:,}")
+    empty, bad = result["empty_queries"], result["undecodable_lines"]
+    click.echo(
+        f"records: original {result['records_original']:,}, protected {result['records_protected']:,} "
+        f"(empty queries: {empty['original']:,} / {empty['protected']:,}; "
+        f"undecodable lines left out: {bad['original']:,} / {bad['protected']:,})"
+    )
     click.echo(
         f"matching (user, query) records: {result['matching_records']:,} "
         f"({100 * result['matching_share']:.3f}%); identical records: {result['matching_full_records']:,}"

@@ -1,4 +1,9 @@
-"""Reading a log for the audit: (user, query, time, record line[, instance key]) per decodable record."""
+"""Reading a log for the audit: (user, query, time, record line[, instance key]) per decodable record.
+
+A record with an empty query (``""`` or only spaces: a query scrubbed to nothing and kept) is a
+record like any other, read and audited (it has no category); :func:`empty_queries` counts them.
+Only a line the codec cannot decode (wrong column count, not JSON...) is undecodable.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +29,8 @@ class Record:
 def read_log(
     path: str, schema: SchemaConfig | None = None, instance_field: str | None = None
 ) -> tuple[list[Record], int]:
-    """All decodable records of a TSV/JSONL log (.gz ok) and the number of undecodable lines.
+    """All decodable records of a TSV/JSONL log (.gz ok), empty queries included, and the number of
+    undecodable lines.
 
     ``instance_field``: a field identifying each query event (a role's field or
     any other); its value becomes ``Record.instance`` (None where it is absent).
@@ -50,6 +56,11 @@ def read_log(
             Record(str(ev.user), str(ev.query), "" if ev.time is None else str(ev.time), line, instance, _rest(ev))
         )
     return records, bad
+
+
+def empty_queries(records: list[Record]) -> int:
+    """How many records have an empty query (nothing but spaces)."""
+    return sum(1 for r in records if not r.query.strip())
 
 
 def _rest(ev: Event) -> str:

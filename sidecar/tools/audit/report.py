@@ -12,7 +12,7 @@ from typing import Any
 
 from sidecar.codecs import SchemaConfig
 from sidecar.tools.audit import deanon, matcher, utility
-from sidecar.tools.audit.logs import Record, read_log
+from sidecar.tools.audit.logs import Record, empty_queries, read_log
 
 Categorise = Callable[[list[str]], list[str | None]]
 UNKNOWN = "unknown"
@@ -38,6 +38,11 @@ def classifier_categorise(kb_path: Path | None = None) -> Categorise:
 
 
 def categories_of(records: list[Record], categorise: Categorise, cache: dict[str, str]) -> list[str]:
+    """The category of each record's query; an empty query (nothing but spaces) is ``unknown`` without asking
+    ``categorise``, which may assume a query has a word."""
+    for r in records:
+        if r.query not in cache and not r.query.strip():
+            cache[r.query] = UNKNOWN
     todo = sorted({r.query for r in records if r.query not in cache})
     for i in range(0, len(todo), 5000):
         chunk = todo[i : i + 5000]
@@ -76,6 +81,7 @@ def run_audit(
         "records_original": len(original),
         "records_protected": len(protected),
         "undecodable_lines": {"original": bad_o, "protected": bad_p},
+        "empty_queries": {"original": empty_queries(original), "protected": empty_queries(protected)},
         "classified_share": sum(c != UNKNOWN for c in cat_o) / len(cat_o) if cat_o else 0.0,
         "attacker": {"k": k, "delta": delta, "knowledge_base": "same as the sidecar (paper 001 worst case)"},
     }
@@ -277,6 +283,14 @@ def render_html(result: dict[str, Any]) -> str:
     )
     facts = [
         ("Records (original / protected)", f"{result['records_original']:,} / {result['records_protected']:,}"),
+        (
+            "Of which with an empty query (original / protected)",
+            f"{result['empty_queries']['original']:,} / {result['empty_queries']['protected']:,}",
+        ),
+        (
+            "Undecodable lines, left out (original / protected)",
+            f"{result['undecodable_lines']['original']:,} / {result['undecodable_lines']['protected']:,}",
+        ),
         (
             "Protected records re-creating an original (user, query)",
             f"{result['matching_records']:,} ({100 * result['matching_share']:.3f}%)",

@@ -152,14 +152,15 @@ GOOD = [b"1\tgood one\t2006-03-01 00:00:00\t\t\n", b"2\tgood two\t2006-03-01 00:
 def test_tsv_bad_records_are_counted_and_dead_lettered(
     tmp_path: Path, write_config: Callable[..., Path], debug_structlog: None
 ) -> None:
-    """Wrong column count, invalid UTF-8, empty query, oversized record: each counted by reason, written to the
-    dead-letter file (0600) with its line number, logged once per reason without the record; good lines pass."""
+    """Wrong column count, invalid UTF-8, oversized record: each counted by reason, written to the dead-letter
+    file (0600) with its line number, logged once per reason without the record; good lines pass, and so does
+    a line whose query is blank (a valid record: issue 11, defect 13)."""
     lines = [
         HEADER,
         GOOD[0],
         b"3\tthree columns only\t2006-03-01 00:00:00\n",  # line 3
         b"4\tbad \xff utf8\t2006-03-01 00:00:00\t\t\n",  # line 4
-        b"5\t   \t2006-03-01 00:00:00\t\t\n",  # line 5
+        b"5\t   \t2006-03-01 00:00:00\t\t\n",  # line 5: a blank query is a record
         b"6\t" + b"x" * 300 + b"\t2006-03-01 00:00:00\t\t\n",  # line 6, over limits.max_record_bytes=128
         b"7\ttoo\tmany\tcolumns\there\tnow\n",  # line 7
         GOOD[1],
@@ -169,13 +170,12 @@ def test_tsv_bad_records_are_counted_and_dead_lettered(
     out = tmp_path / "out.tsv"
     with structlog.testing.capture_logs() as logs:
         summary = replay(load_config(_cfg(write_config, "limits: {max_record_bytes: 128}\n")), str(src), str(out))
-    assert out.read_bytes() == HEADER + GOOD[0] + GOOD[1]
-    assert (summary.records_in, summary.events_in, summary.events_out, summary.dead_lettered) == (7, 2, 2, 5)
+    assert out.read_bytes() == HEADER + GOOD[0] + lines[4] + GOOD[1]
+    assert (summary.records_in, summary.events_in, summary.events_out, summary.dead_lettered) == (7, 3, 3, 4)
     dead = sorted(_dead(tmp_path), key=lambda d: d["line"])  # type: ignore[arg-type, return-value]  # dead-letter rows are JSON objects
     assert [(d["reason"], d["line"]) for d in dead] == [
         ("wrong_column_count", 3),
         ("invalid_utf8", 4),
-        ("empty_query", 5),
         ("oversized_record", 6),
         ("wrong_column_count", 7),
     ]
@@ -183,7 +183,6 @@ def test_tsv_bad_records_are_counted_and_dead_lettered(
     assert "record_b64" in dead[1]
     logged = [e for e in logs if e["event"] == "record_dead_lettered"]
     assert sorted(e["reason"] for e in logged) == [
-        "empty_query",
         "invalid_utf8",
         "oversized_record",
         "wrong_column_count",
@@ -192,7 +191,6 @@ def test_tsv_bad_records_are_counted_and_dead_lettered(
     assert summ == {
         "event": "dead_letters_summarized",
         "log_level": "info",
-        "count_empty_query": 1,
         "count_invalid_utf8": 1,
         "count_oversized_record": 1,
         "count_wrong_column_count": 2,
@@ -213,7 +211,8 @@ def test_oversized_record_across_read_chunks(tmp_path: Path, write_config: Calla
 
 
 def test_jsonl_bad_records(tmp_path: Path, write_config: Callable[..., Path]) -> None:
-    """JSON lines: not an object, invalid JSON, empty/missing/non-string query, missing user; each counted."""
+    """JSON lines: not an object, invalid JSON, missing/non-string query, missing user; each counted. A blank
+    query is a valid record and passes (issue 11, defect 13)."""
     good = b'{"AnonID": 1, "Query": "ok", "x": [1]}\n'
     src = tmp_path / "in.jsonl"
     src.write_bytes(
@@ -229,17 +228,16 @@ def test_jsonl_bad_records(tmp_path: Path, write_config: Callable[..., Path]) ->
     )
     out = tmp_path / "out.jsonl"
     summary = replay(load_config(_cfg(write_config)), str(src), str(out))
-    assert out.read_bytes() == good + good
+    assert out.read_bytes() == good + b'{"AnonID": 1, "Query": "  "}\n' + good
     assert [d["reason"] for d in _dead(tmp_path)] == [
         "json_not_object",
         "json_not_object",
         "invalid_json",
-        "empty_query",
         "missing_query",
         "query_not_string",
         "missing_user",
     ]
-    assert summary.dead_lettered == 7 and summary.events_out == 2
+    assert summary.dead_lettered == 6 and summary.events_out == 3
 
 
 def test_dead_letter_file_null_counts_only(tmp_path: Path, write_config: Callable[..., Path]) -> None:

@@ -12,7 +12,8 @@ from adapters.grpc.codec import EventBatch, ProtoCodec, QueryEvent
 from sidecar.codecs import JsonlCodec, SchemaConfig, TsvCodec
 
 text = st.text(max_size=30)
-nonempty = st.text(min_size=1, max_size=30).filter(lambda s: not s.isspace())
+#: queries, empty and blank ones drawn often: a valid event (issue 11, defect 13)
+query = st.one_of(st.just(""), st.text(" ", min_size=1, max_size=3), text)
 tsv_field = st.text(alphabet=st.characters(blacklist_characters="\t\n\r", blacklist_categories=("Cs",)), max_size=20)
 ROLES = ("user", "query", "time", "rank", "url")
 
@@ -22,14 +23,16 @@ def _message(draw_roles: tuple[str, str, str, str, str], attrs: dict[str, str], 
     return QueryEvent(user=u, query=q, time=t, rank=r, url=lk, attributes=attrs, seq=seq)
 
 
-@given(st.tuples(text, nonempty, text, text, text), st.dictionaries(text, text, max_size=3), st.integers(0, 2**64 - 1))
+@given(st.tuples(text, query, text, text, text), st.dictionaries(text, text, max_size=3), st.integers(0, 2**64 - 1))
 def test_unchanged_event_reuses_its_message(roles, attrs, seq) -> None:  # type: ignore[no-untyped-def]  # hypothesis supplies the arguments
     """Encoding an untouched decoded QueryEvent returns the very message it came from, and the batch serializes to
-    the same bytes; empty optional roles decode as None."""
+    the same bytes; empty optional roles decode as None; an empty or blank query is an event like any other."""
     batch = EventBatch(events=[_message(roles, attrs, seq)])
     before = batch.SerializeToString()
     codec = ProtoCodec()
-    (ev,) = codec.decode_batch(batch.events)
+    bad: list[tuple[int, str]] = []
+    (ev,) = codec.decode_many(batch.events, "\n", bad)
+    assert bad == []
     assert ev.query == roles[1] and ev.user == roles[0]
     assert ev.time == (roles[2] or None)  # empty optional roles are absent
     out = codec.encode(ev)
@@ -38,7 +41,7 @@ def test_unchanged_event_reuses_its_message(roles, attrs, seq) -> None:  # type:
 
 
 @given(
-    st.tuples(text, nonempty, text, text, text),
+    st.tuples(text, query, text, text, text),
     st.dictionaries(text, text, max_size=3),
     st.dictionaries(st.sampled_from(ROLES), st.one_of(st.none(), text, st.integers())),
 )
@@ -59,13 +62,14 @@ def test_changed_roles_are_written_back(roles, attrs, changes) -> None:  # type:
 
 @given(
     st.lists(
-        st.tuples(tsv_field, tsv_field.filter(lambda s: s.strip()), tsv_field, tsv_field, tsv_field),
+        st.tuples(tsv_field, tsv_field, tsv_field, tsv_field, tsv_field),
         min_size=1,
         max_size=20,
     )
 )
 def test_tsv_records_round_trip_through_messages(rows) -> None:  # type: ignore[no-untyped-def]  # hypothesis supplies the arguments
-    """Client -> QueryEvents -> server decode/encode (unchanged) -> client writes the same lines."""
+    """Client -> QueryEvents -> server decode/encode (unchanged) -> client writes the same lines, empty queries
+    included."""
     tsv = TsvCodec(SchemaConfig())
     lines = ["\t".join(r) for r in rows]
     events = tsv.decode_many(lines, "\n", [])
@@ -87,7 +91,7 @@ json_value = st.one_of(st.none(), st.integers(-(10**6), 10**6), st.text(max_size
 @given(
     st.lists(
         st.fixed_dictionaries(
-            {"AnonID": st.one_of(st.integers(0, 10**9), st.text(min_size=1, max_size=8)), "Query": nonempty},
+            {"AnonID": st.one_of(st.integers(0, 10**9), st.text(min_size=1, max_size=8)), "Query": query},
             optional={"QueryTime": json_value, "ItemRank": json_value, "ClickURL": json_value, "other": json_value},
         ),
         min_size=1,

@@ -54,8 +54,8 @@ class KvCodec(Codec):
             except BadRecord as exc:
                 bad.append((i, exc.reason))
                 continue
-            if not record.get("query", "").strip():
-                bad.append((i, "empty_query"))
+            if "query" not in record:  # no query at all; an empty one (``query=``) is a valid event
+                bad.append((i, "missing_query"))
                 continue
             values = [record.get(role) for role in ROLES]
             out.append(Event(*values, record=record, raw=line, codec=self, eol=eol))

@@ -240,6 +240,30 @@ class TestRolesTimeUnknown:
         assert g.process([ev("a", "xq", None), ev("b", "yq", None)]) == []
         assert g.held() == 0 and g.counts["dropped_unknown"] == 2
 
+    def test_empty_queries_are_held_in_unknown_and_never_pass_through(self, tmp_path: Path) -> None:
+        """Empty and blank queries (no category) are held in the `unknown` bucket and released re-paired like any
+        uncategorised query, never with their sender, and never given to a user who sent an empty query too (same
+        text); they survive a restart; with unknown: drop they are dropped and counted."""
+        path = tmp_path / "b"
+        f = make(path, k=3)
+        # the rank travels with the query: it tells which event a released query is
+        events = [Event(f"u{i}", q, "t", str(i), "") for i, q in enumerate(["", "  ", "", "zq", "", " "])]
+        out = f.process(events)
+        assert out and f.held() + len(out) == 6
+        assert set(f.stats()["held_per_category"]) <= {"unknown"}
+        empty_senders = {e.user for e in events if not e.query.strip()}
+        sender = {e.rank: e.user for e in events}
+        for o in out:
+            assert o.user != sender[o.rank]
+            if not o.query.strip():
+                assert o.user not in empty_senders, "a user who sent an empty query is not given one"
+        held = f.held()
+        f.ctx.state.close()  # type: ignore[union-attr]  # make() gives a StateStore
+        assert make(path, k=3).held() == held  # restored from the state store
+        g = make(tmp_path / "d", k=2, unknown="drop")
+        assert g.process([ev("a", "", None), ev("b", "  ", None)]) == []
+        assert g.counts["dropped_unknown"] == 2
+
     def test_user_fields_travel_with_the_user_in_json(self, tmp_path: Path) -> None:
         """A JSON `ip` key configured as a user field stays with its user; url stays with its query."""
         codec = JsonlCodec(SchemaConfig(roles=_roles()))

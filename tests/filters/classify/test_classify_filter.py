@@ -49,6 +49,26 @@ def test_unknown_drop(tmp_path: Path) -> None:
     assert f.counts["dropped_unclassified"] == 3
 
 
+def test_empty_query_is_never_looked_up_and_follows_unknown(tmp_path: Path) -> None:
+    """An empty or blank query (a valid event: issue 11, defect 13) gets no category without a classifier look-up,
+    is counted as empty_query and unclassified, and stays in the stream with unknown: annotate, unchanged."""
+    f = _filter(tmp_path)
+    assert f.classifier is not None
+    looked_up: list[str] = []
+    classify = f.classifier.classify
+
+    def spy(q: str) -> object:
+        looked_up.append(q)
+        return classify(q)
+
+    f.classifier.classify = spy  # type: ignore[method-assign, assignment]  # a spy around the real method
+    out = f.process(_events("", "   ", "\u3000", "flu symptoms"))
+    assert [e.query for e in out] == ["", "   ", "\u3000", "flu symptoms"]
+    assert [e.meta["category"] for e in out[:3]] == [None, None, None]
+    assert looked_up == ["flu symptoms"]
+    assert f.counts == {"empty_query": 3, "unclassified": 3, "classified": 1}
+
+
 def test_unknown_dead_letter(tmp_path: Path) -> None:
     """unknown: dead_letter removes an unclassifiable query from the output and writes one dead-letter line with
     reason unclassified."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -235,12 +236,42 @@ class TestFilter:
         assert out[1].meta == {}
         assert f.counts["found_name"] == 1 and f.counts["changed_query"] == 1
 
-    def test_drop_emptied(self) -> None:
-        """drop_emptied: true drops an event whose query was only an identifier (counted dropped_emptied) and keeps
-        another event with its scrubbed query."""
-        f = HipaaScrubFilter(HipaaScrubConfig(drop_emptied=True), BuildContext(config_dir=Path(".")))
-        out = f.process([Event("u", "555-123-4567"), Event("u", "pizza 07060")])
-        assert [e.query for e in out] == ["pizza"] and f.counts["dropped_emptied"] == 1
+    @pytest.mark.parametrize(
+        ("emptied", "queries", "outcome"),
+        [
+            ("keep", ["", "pizza", "", "   "], {}),
+            ("drop", ["pizza"], {"dropped_emptied_query": 3}),
+            ("token", ["[REMOVED]", "pizza", "[REMOVED]", "[REMOVED]"], {"replaced_emptied_query": 3}),
+        ],
+    )
+    def test_emptied_policies(self, emptied: str, queries: list[str], outcome: dict[str, int]) -> None:
+        """emptied decides what a query empty after scrubbing becomes (issue 11, defect 12): keep releases the
+        event with its empty query, drop drops it (dropped_emptied_query), token writes [REMOVED]. It applies
+        alike to a query the scrubber emptied (counted emptied_query) and to one that arrived empty or blank
+        (counted empty_query); a query that keeps a word is only scrubbed."""
+        f = HipaaScrubFilter(HipaaScrubConfig(emptied=emptied), BuildContext(config_dir=Path(".")))  # type: ignore[arg-type]
+        batch = [Event("u1", "555-123-4567"), Event("u2", "pizza 07060"), Event("u3", ""), Event("u4", "   ")]
+        out = f.process(batch)
+        assert [e.query for e in out] == queries
+        assert f.counts["emptied_query"] == 1 and f.counts["empty_query"] == 2
+        others = {"dropped_emptied_query", "replaced_emptied_query"}
+        assert {k: f.counts[k] for k in others if f.counts[k]} == outcome
+        if emptied == "keep":  # an event that came empty and stays empty is the same, untouched event
+            assert out[2] is batch[2] and out[3].query is batch[3].query
+        if emptied == "token":  # scrubbing is still idempotent: the token survives a second pass
+            again = HipaaScrubFilter(HipaaScrubConfig(emptied="token"), BuildContext(config_dir=Path(".")))
+            assert [e.query for e in again.process(out)] == queries
+
+    def test_emptied_token_is_configurable_and_checked(self, tmp_path: Path) -> None:
+        """emptied_token is the text written with emptied: token; an invisible one, or one that would break a
+        TSV record (tab, line break), is a config error naming the key."""
+        f = HipaaScrubFilter(
+            HipaaScrubConfig(emptied="token", emptied_token="(scrubbed)"), BuildContext(config_dir=Path("."))
+        )
+        assert [e.query for e in f.process([Event("u", "jane@aol.com")])] == ["(scrubbed)"]
+        for bad in ("  ", "a\tb", "x\n"):
+            with pytest.raises(ConfigError, match="emptied_token"):
+                TestConfig().load(tmp_path, f"      emptied: token\n      emptied_token: {json.dumps(bad)}\n")
 
     def test_no_value_in_logs(self, tmp_path: Path) -> None:
         """Building, running and closing the chain logs no query text."""

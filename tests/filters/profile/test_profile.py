@@ -42,6 +42,17 @@ def test_counts_and_get_profile(tmp_path: Path) -> None:
     assert p.stats() == {"profiles": 2}
 
 
+def test_empty_query_counts_under_unknown(tmp_path: Path) -> None:
+    """An event with an empty query has no category: it counts under `unknown` (or is skipped with unknown: skip);
+    the profile never reads the query text."""
+    p = ProfileFilter(ProfileConfig(), ctx(tmp_path / "a"))
+    p.process([ev("a", "", None), ev("a", "   ", None), ev("a", "x", "Arts")])
+    assert p.get_profile("a") == {"unknown": 2, "Arts": 1}
+    q = ProfileFilter(ProfileConfig(unknown="skip"), ctx(tmp_path / "b"))
+    q.process([ev("a", "", None)])
+    assert q.get_profile("a") is None and q.counts["skipped_unknown"] == 1
+
+
 def test_skip_unknown_and_level(tmp_path: Path) -> None:
     """level: 2 counts the two-level category path (Arts/Sub); unknown: skip leaves uncategorised events out of the
     profile and counts them as skipped_unknown."""

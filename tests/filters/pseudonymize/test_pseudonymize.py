@@ -25,6 +25,24 @@ def test_pseudonym_is_keyed_hmac_sha256(tmp_path: Path, hmac_key: str) -> None:
     assert f.counts["pseudonymized"] == 3
 
 
+@pytest.mark.parametrize("role", ["user", "query"])
+def test_an_empty_value_stays_empty(tmp_path: Path, hmac_key: str, role: str) -> None:
+    """An empty or blank value (an empty query with role: query, a blank user id) is left as it is and counted
+    empty_kept: a pseudonym would make a missing value look like a real one shared by every record without it."""
+    f = build_filter(PseudonymizeFilter, {"key_env": hmac_key, "role": role}, tmp_path)
+    batch = [make_event(**{role: v}) for v in ("", "  ", "x")]
+    batch.append(make_event())
+    setattr(batch[-1], role, None)
+    out = f.process(batch)
+    assert [getattr(e, role) for e in out] == [
+        "",
+        "  ",
+        hmac.new(TEST_KEY.encode(), b"x", "sha256").hexdigest()[:16],
+        None,
+    ]
+    assert f.counts == {"pseudonymized": 1, "empty_kept": 3}
+
+
 def test_pseudonym_depends_on_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another key gives other pseudonyms (a list of candidate ids cannot be matched without the key)."""
     monkeypatch.setenv("K1", "first-key-0123456789")

@@ -37,6 +37,12 @@ class PipelineCollector(Collector):
         for reason, n in sorted(s["dead_letters"].items()):
             dead.add_metric([reason], n)
         yield dead
+        refused = CounterMetricFamily(
+            "querylog_rpcs_refused", "RPCs refused before reaching the chain, by reason.", labels=["reason"]
+        )
+        for reason, n in sorted(s.get("rpcs_refused", {}).items()):
+            refused.add_metric([reason], n)
+        yield refused
         f_in = CounterMetricFamily("querylog_filter_events_in", "Events into a filter.", labels=["filter"])
         f_out = CounterMetricFamily("querylog_filter_events_out", "Events out of a filter.", labels=["filter"])
         f_held = GaugeMetricFamily("querylog_filter_held", "Events held by a filter.", labels=["filter"])

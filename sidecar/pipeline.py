@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import random
 import sqlite3
 import tempfile
@@ -52,7 +53,9 @@ _TEXT_FORMATS: dict[str, Literal["tsv", "jsonl"]] = {"tsv": "tsv", "jsonl": "jso
 
 
 def codec_lookup(schema: SchemaConfig) -> Callable[[str], Codec | None]:
-    """Codecs by format name: the configured text codecs, else those registered under ``querylog.codecs``."""
+    """Codecs by format name: the configured text codecs, else those registered under ``querylog.codecs``
+    (built with the configured schema when their constructor takes a ``schema`` argument, as the forward
+    codec's does: its roles are record keys)."""
     made: dict[str, Codec | None] = {}
 
     def lookup(fmt: str) -> Codec | None:
@@ -62,7 +65,12 @@ def codec_lookup(schema: SchemaConfig) -> Callable[[str], Codec | None]:
                 made[fmt] = codec_for(dataclasses.replace(schema, format=text_format), None)
             else:
                 cls = plugins(CODECS).get(fmt)
-                made[fmt] = cls() if cls is not None else None
+                if cls is None:
+                    made[fmt] = None
+                elif "schema" in inspect.signature(cls).parameters:
+                    made[fmt] = cls(schema=schema)
+                else:
+                    made[fmt] = cls()
         return made[fmt]
 
     return lookup
@@ -123,6 +131,10 @@ class Pipeline:
     @property
     def dead_letters(self) -> DeadLetters:
         return self.dead
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
 
     @property
     def filters(self) -> list[Filter[Any]]:

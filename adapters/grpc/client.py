@@ -1,5 +1,7 @@
 """Client helpers for the sidecar's gRPC service: a channel, readiness, batches by ``seq``, ``Stats``, ``GetProfile``.
 
+A channel can use TLS, a client certificate (mutual TLS) and a bearer token (see :func:`channel`).
+
 Streaming a file through ``Filter`` is ``querylog send`` (:mod:`sidecar.tools.send`).
 """
 
@@ -11,6 +13,7 @@ from typing import Any
 
 import grpc
 
+from adapters.grpc.auth import BearerToken
 from adapters.grpc.codec import EventBatch, ProtoCodec
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import ProfileRequest, ProfileResponse, StatsRequest, StatsResponse
 from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
@@ -21,16 +24,40 @@ def _text(value: Any) -> str:
     return "" if value is None else value if type(value) is str else str(value)
 
 
-def channel(address: str, tls_ca: str | None = None, max_message_bytes: int = 64 * 1024 * 1024) -> grpc.Channel:
-    """A channel to the sidecar; TLS when a CA certificate file is given."""
+def channel(
+    address: str,
+    tls_ca: str | None = None,
+    max_message_bytes: int = 64 * 1024 * 1024,
+    *,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    token: str | None = None,
+) -> grpc.Channel:
+    """A channel to the sidecar.
+
+    TLS when a CA certificate file is given (``tls_ca``; without it but with a client certificate, the
+    system's roots); ``tls_cert`` and ``tls_key`` (both or neither) are the client certificate for mutual
+    TLS; ``token`` is sent as ``authorization: Bearer <token>`` on every call.
+    """
+    if (tls_cert is None) != (tls_key is None):
+        raise ValueError("a client certificate needs both tls_cert and tls_key")
     options = [
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
     ]
-    if tls_ca:
-        creds = grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes())
-        return grpc.secure_channel(address, creds, options=options)
-    return grpc.insecure_channel(address, options=options)
+    chan: grpc.Channel
+    if tls_ca or tls_cert:
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=Path(tls_ca).read_bytes() if tls_ca else None,
+            private_key=Path(tls_key).read_bytes() if tls_key else None,
+            certificate_chain=Path(tls_cert).read_bytes() if tls_cert else None,
+        )
+        chan = grpc.secure_channel(address, creds, options=options)
+    else:
+        chan = grpc.insecure_channel(address, options=options)
+    if token is not None:
+        chan = grpc.intercept_channel(chan, BearerToken(token))
+    return chan
 
 
 def wait_serving(chan: grpc.Channel, timeout: float) -> bool:

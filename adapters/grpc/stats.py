@@ -20,6 +20,7 @@ def stats_message(s: dict[str, Any]) -> StatsResponse:
         events_dead_lettered=s["events_dead_lettered"],
         dead_letters=s["dead_letters"],
         uptime_seconds=float(s.get("uptime_seconds", 0.0)),
+        rpcs_refused={str(k): int(v) for k, v in s.get("rpcs_refused", {}).items()},
     )
     for f in s["filters"]:
         fs = resp.filters.add(

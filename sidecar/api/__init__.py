@@ -24,12 +24,21 @@ is *not* a role must say so, or the change is lost:
 * a filter that edits ``event.record`` itself calls ``event.mark_changed()``:
   ``raw`` is dropped and the encoder writes the record afresh.
 
+**An empty query is a valid event.** A codec decodes a record whose query is
+``""`` (or only spaces) into an event with that query, and dead-letters a record
+only when its framing or shape is wrong (a missing query field is; an empty one is
+not), so a passthrough chain reproduces it. Every filter copes with an empty query
+and documents what it does with one (keeps it, drops it by rule, replaces it);
+a filter must not assume a query has a first word.
+
 **Filters** (:class:`Filter`) work on batches: ``process(list[Event]) ->
 list[Event]``, ``flush(final)``, ``close()``. Returning fewer events drops them
 (count why in ``self.counts``); a buffering filter sets ``BUFFERING``, holds
 events and reports ``held()``; a filter that keeps anything between batches (in
 memory or in the state store) sets ``STATEFUL``; one that can learn from a first
-pass over an archive sets ``PRESCAN`` and implements ``prescan``. A filter is
+pass over an archive sets ``PRESCAN`` and implements ``prescan``; one that replaces a
+role's values by keyed pseudonyms says which in ``pseudonymized_roles()``; one that keeps
+per-user profiles implements :class:`ProfileSource` (``get_profile``). A filter is
 generic in its frozen config dataclass: ``class MyFilter(Filter[MyConfig])`` and
 ``self.config`` is a ``MyConfig``.
 
@@ -62,9 +71,12 @@ both.
 
 **Threading.** The runtime runs one batch at a time through the chain (it holds
 the chain's lock), so a filter's ``process``/``flush``/``prescan`` are never
-called concurrently; a filter needs no lock of its own. Sources may call
-``runtime.receive`` from any number of threads. Sinks are called under the same
-lock as the chain. ``close`` is called once, after the last batch.
+called concurrently; a filter needs no lock of its own. Several sources may drive
+one runtime from any number of threads: every ``Runtime`` method takes the
+runtime's re-entrant ``lock``, and a ``transaction()`` block holds it throughout,
+so a source's process-deliver-flush is one step with respect to the others (an
+event loop tries the lock with ``acquire(blocking=False)`` rather than wait on
+it). Sinks are called under the same lock as the chain. ``close`` is called once, after the last batch.
 
 **State store.** ``BuildContext.state`` is one SQLite database (WAL) shared by
 every component. Own your tables: create and migrate them with
@@ -81,7 +93,7 @@ Randomness that protects privacy comes from ``BuildContext.rng`` (a CSPRNG unles
 a test or benchmark gave a seed).
 """
 
-from sidecar.api.components import Filter, Receipt, RecordBatch, Runtime, Sink, Source
+from sidecar.api.components import Filter, ProfileSource, Receipt, RecordBatch, Runtime, Sink, Source
 from sidecar.api.config import (
     AOL_COLUMNS,
     ConfigValueError,
@@ -114,6 +126,7 @@ __all__ = [
     "FieldError",
     "Filter",
     "FilterConfig",
+    "ProfileSource",
     "Receipt",
     "RecordBatch",
     "RolesConfig",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from sidecar.api.config import FilterConfig, SinkConfig, SourceConfig
 from sidecar.api.context import BuildContext, DeadLetterSink
@@ -58,8 +59,25 @@ class Filter(Generic[C]):
         """Extra state for Stats (e.g. per-category k); counts only, never values."""
         return {}
 
+    def pseudonymized_roles(self) -> frozenset[str]:
+        """The roles whose every value this filter replaces by a keyed pseudonym (one value, one pseudonym).
+
+        A source asks this to know what later filters see: the gRPC ``GetProfile`` serves a profile filter
+        only when ``user`` is among the roles of a filter before it. Default: none.
+        """
+        return frozenset()
+
     def close(self) -> None:
         """Release resources. Held state stays in the state store."""
+
+
+@runtime_checkable
+class ProfileSource(Protocol):
+    """A filter that keeps per-user profiles and can answer for one user (the gRPC ``GetProfile``)."""
+
+    def get_profile(self, user: str) -> Mapping[str, int] | None:
+        """The user's counts by category, as the filter keys users (None: no such user)."""
+        ...
 
 
 # ---- sinks ------------------------------------------------------------------------------------
@@ -137,6 +155,13 @@ class Runtime(Protocol):
     @property
     def sinks(self) -> Sequence[Sink[Any]]:
         """The configured sinks (read only)."""
+        ...
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The runtime's re-entrant lock: every method below takes it, and ``transaction()`` holds it for its
+        whole block. A source may hold it across several calls, or try it (``acquire(blocking=False)``) so
+        an event loop never waits behind another source's batch."""
         ...
 
     def receive(self, batch: RecordBatch) -> Receipt:

@@ -9,6 +9,7 @@ SOURCES = "querylog.sources"
 SINKS = "querylog.sinks"
 """Sink classes."""
 CODECS = "querylog.codecs"
-"""Codec classes of record formats that are not configured text (e.g. ``proto``), by ``Codec.format``."""
+"""Codec classes of record formats that are not configured text (e.g. ``proto``, ``forward``), by ``Codec.format``;
+built with no argument, or with ``schema=`` (the configured :class:`SchemaConfig`) when the constructor takes it."""
 COMMANDS = "querylog.commands"
 """click commands (or groups) added to the ``querylog`` command line."""

@@ -8,6 +8,8 @@ byte-identical file. Events the sidecar drops or holds do not come back.
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 import threading
 import time
@@ -58,8 +60,11 @@ def send_file(
     batch_size: int = 1000,
     max_record_bytes: int = 65536,
     dead: DeadLetters | None = None,
+    timeout: float | None = None,
 ) -> SendSummary:
-    """Stream ``input_path`` through ``Filter`` and write what comes back to ``output_path``."""
+    """Stream ``input_path`` through ``Filter`` and write what comes back to ``output_path``.
+
+    ``timeout`` bounds the whole RPC (a deadline: DEADLINE_EXCEEDED when the stream has not ended by then)."""
     started = time.perf_counter()
     schema = schema or SchemaConfig()
     dead = dead or DeadLetters(None)
@@ -95,7 +100,7 @@ def send_file(
 
     stub = QueryLogFilterStub(chan)
     try:
-        for response in stub.Filter(requests()):
+        for response in stub.Filter(requests(), timeout=timeout):
             with lock:
                 out = reassembler.take(response)
             summary.received += len(out)
@@ -108,6 +113,29 @@ def send_file(
     return summary
 
 
+def _token(token_file: str | None, token_env: str | None) -> str | None:
+    """The bearer token from --token-file or --token-env (never echoed); None when neither is given."""
+    if token_file and token_env:
+        click.echo("send: give --token-file or --token-env, not both", err=True)
+        sys.exit(EXIT_USAGE)
+    if token_env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token_env):  # perhaps the token itself: never echo it
+            click.echo("send: --token-env must name an environment variable (the value is not shown)", err=True)
+            sys.exit(EXIT_USAGE)
+        value = os.environ.get(token_env, "").strip()
+        if not value:
+            click.echo(f"send: environment variable {token_env} is not set or empty", err=True)
+            sys.exit(EXIT_USAGE)
+        return value
+    if token_file:
+        value = Path(token_file).read_text(encoding="ascii", errors="replace").strip()
+        if not value:
+            click.echo(f"send: token file {token_file} is empty", err=True)
+            sys.exit(EXIT_USAGE)
+        return value
+    return None
+
+
 @click.command("send")
 @click.option("--address", "-a", required=True, metavar="HOST:PORT", help="Sidecar address.")
 @click.option(
@@ -117,6 +145,20 @@ def send_file(
     "--tls-ca", default=None, type=click.Path(dir_okay=False, exists=True), help="CA certificate (PEM): use TLS."
 )
 @click.option(
+    "--tls-cert",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help="Client certificate (PEM) for mutual TLS; with --tls-key.",
+)
+@click.option("--tls-key", default=None, type=click.Path(dir_okay=False, exists=True), help="Client private key (PEM).")
+@click.option(
+    "--token-file",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help="File holding the bearer token the sidecar asks for (server.auth_token_*).",
+)
+@click.option("--token-env", default=None, metavar="VAR", help="Environment variable holding the bearer token.")
+@click.option(
     "--config",
     "-c",
     "config_file",
@@ -125,12 +167,21 @@ def send_file(
     help="Take the record schema and limits from this config (default: AOL TSV).",
 )
 @click.option("--output", "-o", required=True, help="Where the returned events go (input's schema; .gz compresses).")
-@click.option("--timeout", default=None, type=float, help="Give up after this many seconds.")
+@click.option(
+    "--timeout",
+    default=None,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Give up after this many seconds: a deadline for connecting and the whole stream together.",
+)
 @click.argument("input_path", metavar="INPUT")
 def send_cmd(
     address: str,
     batch_size: int,
     tls_ca: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    token_file: str | None,
+    token_env: str | None,
     config_file: str | None,
     output: str,
     timeout: float | None,
@@ -149,17 +200,26 @@ def send_cmd(
     if input_path != "-" and not Path(input_path).is_file():
         click.echo(f"{input_path}: no such file", err=True)
         sys.exit(EXIT_USAGE)
+    if (tls_cert is None) != (tls_key is None):
+        click.echo("send: --tls-cert and --tls-key go together", err=True)
+        sys.exit(EXIT_USAGE)
+    token = _token(token_file, token_env)
     tune_gc()
-    chan = channel(address, tls_ca)
+    chan = channel(address, tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
-        if timeout is not None:
+        if deadline is not None:
             grpc.channel_ready_future(chan).result(timeout=timeout)
-        summary = send_file(chan, input_path, output, schema, batch_size, limit)
+        left = None if deadline is None else max(0.001, deadline - time.monotonic())
+        summary = send_file(chan, input_path, output, schema, batch_size, limit, timeout=left)
     except grpc.FutureTimeoutError:
         click.echo(f"send: no connection to {address} within {timeout} s", err=True)
         sys.exit(1)
     except grpc.RpcError as exc:
-        click.echo(f"send: {exc.code().name}: {exc.details()}", err=True)
+        if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            click.echo(f"send: the stream did not finish within --timeout {timeout} s", err=True)
+        else:
+            click.echo(f"send: {exc.code().name}: {exc.details()}", err=True)
         sys.exit(1)
     except ConfigError as exc:
         fail_config(exc)

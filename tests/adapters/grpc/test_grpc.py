@@ -111,7 +111,8 @@ def test_filter_applies_the_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_bad_input_is_dead_lettered_and_the_stream_goes_on(tmp_path: Path) -> None:
-    """Garbage bytes, an empty query and an oversized event are counted; good events still come back."""
+    """Garbage bytes and an oversized event are counted; good events still come back, and so do a blank and an
+    empty query (valid events: issue 11, defect 13)."""
     config = write_config(tmp_path, "limits: {max_record_bytes: 1024}\nfilters: []\n")
     good = EventBatch(batch_id="ok")
     good.events.add(user="1", query="weather", seq=1)
@@ -130,19 +131,21 @@ def test_bad_input_is_dead_lettered_and_the_stream_goes_on(tmp_path: Path) -> No
         responses = list(raw(iter(requests)))
         stats = get_stats(sc.chan)
         dead_file = sc.pipeline.config.dead_letter_path
-    assert [[m.seq for m in r.events] for r in responses] == [[], [1], [4]]
-    assert dict(stats.dead_letters) == {"invalid_message": 1, "empty_query": 2, "oversized_record": 1}
-    assert stats.events_dead_lettered == 4
-    assert stats.events_in == 2
+    assert [[m.seq for m in r.events] for r in responses] == [[], [1], [2, 4, 5]]
+    assert [m.query for m in responses[2].events] == ["   ", "maps", ""]
+    assert dict(stats.dead_letters) == {"invalid_message": 1, "oversized_record": 1}
+    assert stats.events_dead_lettered == 2
+    assert stats.events_in == 4
     assert dead_file is not None
     reasons = [json.loads(line)["reason"] for line in dead_file.read_text().splitlines()]
-    assert sorted(reasons) == ["empty_query", "empty_query", "invalid_message", "oversized_record"]
+    assert sorted(reasons) == ["invalid_message", "oversized_record"]
 
 
 def test_ingest_acknowledges_after_delivery(tmp_path: Path) -> None:
     """Ingest answers only once the file sink holds every event (flushed), with the counts."""
     config = write_config(
         tmp_path,
+        "limits: {max_record_bytes: 1024}\n"
         "filters:\n  - drop: {rules: [{role: query, equals: ['-']}]}\nsinks:\n  - file: {path: delivered.tsv}\n",
     )
     batches = []
@@ -157,17 +160,19 @@ def test_ingest_acknowledges_after_delivery(tmp_path: Path) -> None:
                 attributes={"Extra": "kept"} if i == 1 else {},
             )
         batches.append(batch)
-    bad = EventBatch()
-    bad.events.add(user="1", query="")
-    batches.append(bad)
+    last = EventBatch()
+    last.events.add(user="1", query="")  # an empty query: valid, delivered
+    last.events.add(user="1", query="x" * 5000)  # over max_record_bytes: dead-lettered
+    batches.append(last)
     with sidecar(config) as sc:
         resp: IngestResponse = QueryLogFilterStub(sc.chan).Ingest(iter(batches))
         # Acknowledged means delivered: the file is complete now, before the server stops.
         lines = (tmp_path / "delivered.tsv").read_text(encoding="utf-8").splitlines()
-    assert (resp.accepted, resp.delivered, resp.dropped, resp.held, resp.dead_lettered) == (300, 297, 3, 0, 1)
+    assert (resp.accepted, resp.delivered, resp.dropped, resp.held, resp.dead_lettered) == (301, 298, 3, 0, 1)
     assert lines[0] == "AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
-    assert len(lines) == 1 + 297
+    assert len(lines) == 1 + 298
     assert lines[1] == "1\tquery 0 1\t\t1\t"
+    assert lines[-1] == "1\t\t\t\t"
 
 
 def test_ingest_without_sinks_is_refused(tmp_path: Path) -> None:
@@ -198,8 +203,10 @@ def test_get_profile_without_profile_filter(tmp_path: Path) -> None:
 
 
 def test_get_profile_from_a_filter_with_get_profile(tmp_path: Path) -> None:
-    """Any filter with get_profile serves it; an unknown user is NOT_FOUND (without the id in the message)."""
-    with sidecar(write_config(tmp_path), extra_filters=(Profiles(),)) as sc:
+    """Any filter with get_profile serves it (here with `profile_lookup: raw`); an unknown user is NOT_FOUND (without
+    the id in the message)."""
+    config = write_config(tmp_path, "server: {profile_lookup: raw}\nfilters: []\n")
+    with sidecar(config, extra_filters=(Profiles(),)) as sc:
         resp = get_profile(sc.chan, "42")
         with pytest.raises(grpc.RpcError) as err:
             get_profile(sc.chan, "unknown-user-77")
@@ -210,8 +217,9 @@ def test_get_profile_from_a_filter_with_get_profile(tmp_path: Path) -> None:
 
 
 def test_timer_released_events_come_back_on_the_next_filter_response(tmp_path: Path) -> None:
-    """Events a buffering filter releases on the timer are queued for Filter streams, not lost."""
-    config = write_config(tmp_path, "server: {flush_interval_seconds: 0.05}\nfilters: []\n")
+    """With `filter_release: any_stream` (single-tenant), events a buffering filter releases on the timer are queued
+    for Filter streams, not lost."""
+    config = write_config(tmp_path, "server: {flush_interval_seconds: 0.05, filter_release: any_stream}\nfilters: []\n")
     hold = HoldAll()
     first = EventBatch(batch_id="1")
     first.events.add(user="1", query="weather", seq=1)
@@ -259,8 +267,9 @@ def test_timer_released_events_go_to_sinks_when_configured(tmp_path: Path) -> No
 
 
 def test_held_events_are_flushed_at_stop_and_not_lost(tmp_path: Path) -> None:
-    """Without sinks, events still held at stop are released (final flush) into the dead-letter file."""
-    config = write_config(tmp_path, "server: {flush_interval_seconds: 3600}\nfilters: []\n")
+    """With `filter_release: any_stream` and no sinks, events still held at stop are released (final flush) into the
+    dead-letter file."""
+    config = write_config(tmp_path, "server: {flush_interval_seconds: 3600, filter_release: any_stream}\nfilters: []\n")
     batch = EventBatch()
     batch.events.add(user="5", query="weather", seq=1)
     with sidecar(config, extra_filters=(HoldAll(),), stop=False) as sc:
@@ -330,30 +339,36 @@ def test_cancelled_stream_leaves_the_server_serving(tmp_path: Path) -> None:
         assert get_stats(sc.chan).events_in == 2
 
 
-def test_get_profile_served_by_the_profile_filter(tmp_path: Path) -> None:
-    """The registered `profile` filter answers GetProfile over gRPC; Stats carries its extras."""
-    config = write_config(tmp_path, "filters:\n  - profile: {}\n")
+def test_get_profile_served_by_the_profile_filter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registered `profile` filter after `pseudonymize` answers GetProfile over gRPC for the pseudonym the
+    sidecar emitted; Stats carries its extras."""
+    monkeypatch.setenv("TEST_HMAC_KEY", "k" * 32)
+    config = write_config(tmp_path, "filters:\n  - pseudonymize: {key_env: TEST_HMAC_KEY}\n  - profile: {}\n")
     batch = EventBatch()
     for i in range(3):
         batch.events.add(user="u1", query=f"weather {i}", seq=i + 1)
     batch.events.add(user="u2", query="maps", seq=9)
     with sidecar(config) as sc:
-        list(QueryLogFilterStub(sc.chan).Filter(iter([batch])))
-        resp = get_profile(sc.chan, "u1")
+        (out,) = list(QueryLogFilterStub(sc.chan).Filter(iter([batch])))
+        resp = get_profile(sc.chan, out.events[0].user)
         stats = get_stats(sc.chan)
         with pytest.raises(grpc.RpcError) as err:
             get_profile(sc.chan, "nobody")
     assert resp.total == 3 and sum(resp.counts.values()) == 3
     assert sum(resp.weights.values()) == pytest.approx(1.0)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
-    (f,) = stats.filters
-    assert f.name == "profile" and f.extra["profiles"] == 2
+    assert [f.name for f in stats.filters] == ["pseudonymize", "profile"]
+    assert stats.filters[1].extra["profiles"] == 2
 
 
 def test_category_buffer_over_grpc_holds_repairs_and_releases(tmp_path: Path) -> None:
-    """The real buffering filter: events come back re-paired (new Event objects sharing messages),
-    held ones later; every query comes back once, never with its original user."""
-    config = write_config(tmp_path, "filters:\n  - category_buffer: {k: 2, unknown: bucket, avoid_repeat_pairs: 0}\n")
+    """The real buffering filter with `filter_release: any_stream`: events come back re-paired (new Event objects
+    sharing messages), held ones later; every query comes back once, never with its original user."""
+    config = write_config(
+        tmp_path,
+        "server: {filter_release: any_stream}\n"
+        "filters:\n  - category_buffer: {k: 2, unknown: bucket, avoid_repeat_pairs: 0}\n",
+    )
     batches = []
     for b in range(4):
         batch = EventBatch(batch_id=str(b))
@@ -419,7 +434,8 @@ def test_a_failing_filter_is_internal_without_values(tmp_path: Path) -> None:
 
     batch = EventBatch()
     batch.events.add(user="secret-user", query="secret query text", seq=1)
-    with sidecar(write_config(tmp_path), extra_filters=(Boom(),)) as sc, capture_logs() as logs:
+    config = write_config(tmp_path, "server: {profile_lookup: raw}\nfilters: []\n")
+    with sidecar(config, extra_filters=(Boom(),)) as sc, capture_logs() as logs:
         with pytest.raises(grpc.RpcError) as err:
             list(QueryLogFilterStub(sc.chan).Filter(iter([batch])))
         with pytest.raises(grpc.RpcError) as err2:

@@ -114,8 +114,15 @@ class FilterStats(_message.Message):
     def __init__(self, name: _Optional[str] = ..., events_in: _Optional[int] = ..., events_out: _Optional[int] = ..., held: _Optional[int] = ..., counts: _Optional[_Mapping[str, int]] = ..., extra: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("events_in", "events_out", "events_held", "events_dropped", "events_dead_lettered", "dead_letters", "filters", "uptime_seconds")
+    __slots__ = ("events_in", "events_out", "events_held", "events_dropped", "events_dead_lettered", "dead_letters", "filters", "uptime_seconds", "rpcs_refused")
     class DeadLettersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class RpcsRefusedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +137,7 @@ class StatsResponse(_message.Message):
     DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RPCS_REFUSED_FIELD_NUMBER: _ClassVar[int]
     events_in: int
     events_out: int
     events_held: int
@@ -138,4 +146,5 @@ class StatsResponse(_message.Message):
     dead_letters: _containers.ScalarMap[str, int]
     filters: _containers.RepeatedCompositeFieldContainer[FilterStats]
     uptime_seconds: float
-    def __init__(self, events_in: _Optional[int] = ..., events_out: _Optional[int] = ..., events_held: _Optional[int] = ..., events_dropped: _Optional[int] = ..., events_dead_lettered: _Optional[int] = ..., dead_letters: _Optional[_Mapping[str, int]] = ..., filters: _Optional[_Iterable[_Union[FilterStats, _Mapping]]] = ..., uptime_seconds: _Optional[float] = ...) -> None: ...
+    rpcs_refused: _containers.ScalarMap[str, int]
+    def __init__(self, events_in: _Optional[int] = ..., events_out: _Optional[int] = ..., events_held: _Optional[int] = ..., events_dropped: _Optional[int] = ..., events_dead_lettered: _Optional[int] = ..., dead_letters: _Optional[_Mapping[str, int]] = ..., filters: _Optional[_Iterable[_Union[FilterStats, _Mapping]]] = ..., uptime_seconds: _Optional[float] = ..., rpcs_refused: _Optional[_Mapping[str, int]] = ...) -> None: ...

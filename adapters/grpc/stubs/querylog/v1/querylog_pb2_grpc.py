@@ -60,7 +60,8 @@ class QueryLogFilterServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Filter(self, request_iterator, context):
-        """Protected events come back on the stream, possibly later and in other batches.
+        """Protected events come back on the stream. With a buffering chain a response carries only events of its
+        own request that passed straight through; released events go to the sinks (server.filter_release).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -74,7 +75,8 @@ class QueryLogFilterServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetProfile(self, request, context):
-        """A user's category profile (needs a filter with get_profile in the chain).
+        """A user's category profile (needs a profile filter in the chain, after a pseudonymize filter of the user role
+        unless server.profile_lookup is raw).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -14,31 +14,13 @@ event (a passthrough chain returns the very same message).
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import EventBatch, QueryEvent
 from sidecar.api import NO_META, ROLES, Codec, Event, FieldError
 
-__all__ = ["EventBatch", "ProtoCodec", "ProtoEvent", "QueryEvent", "tune_gc"]
-
-GC_GEN0_THRESHOLD = 20_000
-
-
-def tune_gc() -> None:
-    """Fit the cyclic GC to batch traffic (call once per process, after start-up).
-
-    Batches allocate thousands of short-lived, acyclic objects (events, role
-    tuples): with the default thresholds the collector runs several times per
-    batch and keeps re-scanning the long-lived heap. Freezing the start-up heap
-    and collecting the youngest generation less often halves the CPU per event.
-    """
-    gc.collect()
-    gc.freeze()
-    gen0, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(max(gen0, GC_GEN0_THRESHOLD), gen1, gen2)
-
+__all__ = ["EventBatch", "ProtoCodec", "ProtoEvent", "QueryEvent"]
 
 class ProtoEvent(Event):
     """An event decoded from a QueryEvent; ``orig`` holds the role values as decoded."""

@@ -189,7 +189,7 @@ def send_cmd(
 ) -> None:
     """Stream a log file (TSV/JSONL, .gz; `-` = stdin) through the sidecar's Filter and write what comes back."""
     from adapters.grpc.client import channel
-    from adapters.grpc.codec import tune_gc
+    from sidecar.gctune import tune_gc
 
     check_address(address, "--address")
     schema, limit = SchemaConfig(), 65536

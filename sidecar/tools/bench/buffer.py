@@ -61,7 +61,7 @@ def run_filter(
     state = StateStore(state_dir)
     ctx = BuildContext(config_dir=state_dir, state=state, rng=random.SystemRandom())
     f = cls(cls.Config(**options), ctx)
-    from adapters.grpc.codec import tune_gc
+    from sidecar.gctune import tune_gc
 
     out = 0
     threshold = gc.get_threshold()

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import click
 
-from adapters.grpc.codec import EventBatch, tune_gc
+from adapters.grpc.codec import EventBatch
 from sidecar.api import Event
+from sidecar.gctune import tune_gc
 from sidecar.tools.bench.common import peak_rss_mib
 
 

@@ -133,10 +133,11 @@ class FileSink(Sink[FileSinkConfig]):
 
     def start(self, header: str | None, codec: Codec | None) -> None:
         fmt: str = self.config.format
-        if fmt == "auto":
-            fmt = (codec.format if codec is not None else None) or format_from_path(self.path) or "tsv"
-        if codec is not None and codec.format == fmt:
-            self.codec = codec
+        text_codec = codec if codec is not None and codec.format in ("tsv", "jsonl") else None
+        if fmt == "auto":  # the input's text format; from a binary source (gRPC, forward, Vector): the path's
+            fmt = (text_codec.format if text_codec is not None else None) or format_from_path(self.path) or "tsv"
+        if text_codec is not None and text_codec.format == fmt:
+            self.codec = text_codec
         else:
             self.codec = TsvCodec(self.schema) if fmt == "tsv" else JsonlCodec(self.schema)
             h = self.codec.header_for_output()

@@ -110,3 +110,20 @@ def test_lines_delivered_before_a_kill_survive_the_next_run(tmp_path: Path) -> N
     _run(path, 100, 1)
     lines = path.read_text().splitlines()
     assert lines[0] == HEADER and len(lines) == 1 + 101
+
+
+@pytest.mark.parametrize(("name", "first"), [("out.jsonl", '{"AnonID":"7","Query":"bus times"}'), ("out.tsv", HEADER)])
+def test_events_from_a_binary_source_are_written_in_the_paths_text_format(
+    tmp_path: Path, name: str, first: str
+) -> None:
+    """A source whose codec is not text (gRPC, forward, Vector) hands its codec to the sinks: `format: auto` then
+    writes the path's text format from the schema, never the source's binary encoding."""
+    from adapters.grpc.codec import ProtoCodec, QueryEvent
+
+    proto = ProtoCodec()
+    events = proto.decode_many([QueryEvent(user="7", query="bus times")], "\n", [])
+    sink = FileSink(FileSinkConfig(path=str(tmp_path / name)), BuildContext(config_dir=tmp_path))
+    sink.start(proto.header_for_output(), proto)
+    sink.write(events)
+    sink.close()
+    assert (tmp_path / name).read_text(encoding="utf-8").startswith(first)

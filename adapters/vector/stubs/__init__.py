@@ -1,0 +1,1 @@
+"""Generated gRPC/protobuf stubs (proto/generate.py); do not edit."""

@@ -1,0 +1,375 @@
+"""A durable, bounded outbox for network sinks, in the state database.
+
+A network sink cannot make its peer durable inside the runtime's transaction, but it can
+make the *hand-over* durable: its ``flush`` puts the encoded batch into an outbox table of
+the state database, in the same transaction as the filters' state changes, and a sender
+thread delivers the rows later. So "releasing from a buffer and handing to the outbox
+commit together", a restart (even ``kill -9``) finds every undelivered batch in the table,
+and a source may acknowledge as soon as ``receive`` returned.
+
+The API (the forward sink uses it; the Vector, HTTP and ClickHouse sinks are meant to)::
+
+    outbox = Outbox(ctx.state, "forward_10_0_0_5_24224", max_bytes=256 << 20, max_batches=10_000)
+    outbox.put(payload, events)    # in Sink.flush, on the runtime's state connection (a SAVEPOINT)
+    outbox.start(send)             # send(payload) -> None delivers one batch, raises on failure
+    outbox.pending()               # Pending(batches, events, bytes) not yet delivered
+    outbox.full()                  # the bound is reached: put() refuses
+    outbox.drain(timeout)          # wait until nothing is pending (tests, a graceful close)
+    outbox.stop(timeout)           # stop the sender (undelivered rows stay for the next start)
+    outbox.close()                 # stop, and close the sender's connection (and an owned store)
+    outbox.stats()                 # counters (no values): pending_*, sent_*, retries, failures, refused_full
+    backpressure(runtime.sinks)    # a source asks this before it reads on: the name of a full outbox, or None
+
+* **Storage.** One table per outbox, ``outbox_<name>`` (``name``: letters, digits, ``_``), rows
+  ``(id, created, events, bytes, payload)`` in insertion order (``AUTOINCREMENT``: ids never come back).
+  ``state`` is the runtime's state store (``BuildContext.state``); a folder instead opens a store of
+  the outbox's own there (tools and tests).
+* **put** runs on the store's connection under ``state.lock`` inside ``SAVEPOINT`` … ``RELEASE`` (never
+  ``BEGIN``): inside the runtime's transaction it commits with the delivery the runtime commits; outside
+  one it commits on its own. It raises :class:`OutboxFull` when the outbox is already at (or over) one of
+  its bounds; a batch that starts below the bounds is taken whole, so the outbox holds at most
+  ``max_bytes`` plus one batch and a batch larger than ``max_bytes`` can still go through an empty
+  outbox. (Refusing a batch that does not fit into the remaining room would make a sink refuse events a
+  buffering filter already released in the same transaction; a full outbox is caught *before* the
+  chain runs by sources that call :func:`backpressure`.)
+* **The sender** is one daemon thread with its own SQLite connection to the same file (WAL,
+  ``busy_timeout``), so reading and sending never hold the runtime's lock. It takes the oldest row,
+  calls ``send(payload)``, and deletes the row when ``send`` returned (under ``state.lock`` for that one
+  statement, so it never races the runtime's write transaction). When ``send`` raises, the same row is
+  retried after an exponential backoff with jitter (``retry_initial_seconds`` doubling up to
+  ``retry_max_seconds``, each wait drawn from [d/2, d]), so batches go out in order, at least once.
+* **Privacy.** Logs and counters carry counts, the outbox name and exception type names only; a
+  payload or an exception message never reaches them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import sqlite3
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from sidecar.api import StateStoreLike
+from sidecar.state import StateStore
+
+__all__ = ["Outbox", "OutboxFull", "Pending", "backpressure"]
+
+log = structlog.get_logger("querylog.outbox")
+
+_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
+_FIRST_POLL = 0.002  # seconds: the sender's first look after a put() or a delivery
+
+
+class OutboxFull(Exception):
+    """The outbox is at its bound: the batch was not taken (the caller must not acknowledge it).
+
+    ``reason`` is ``max_bytes`` or ``max_batches``; ``name`` is the outbox's name.
+    """
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"outbox {name} is full ({reason}): the downstream is not taking batches fast enough")
+        self.name = name
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What an outbox holds that is not delivered yet."""
+
+    batches: int
+    events: int
+    bytes: int
+
+
+def safe_name(text: str) -> str:
+    """``text`` as an outbox name: runs of other characters become ``_`` (``10.0.0.5:24224`` -> ``10_0_0_5_24224``)."""
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_")[:64]
+    return name or "outbox"
+
+
+class Outbox:
+    """A bounded table of batches to deliver and the thread that delivers them (see the module docstring)."""
+
+    def __init__(
+        self,
+        state: StateStoreLike | str | os.PathLike[str],
+        name: str,
+        *,
+        max_bytes: int | None = 256 * 1024 * 1024,
+        max_batches: int | None = 10_000,
+        retry_initial_seconds: float = 0.5,
+        retry_max_seconds: float = 30.0,
+        poll_seconds: float = 0.5,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not _NAME.fullmatch(name):
+            raise ValueError("an outbox name is 1-64 letters, digits or _")
+        if (max_bytes is not None and max_bytes < 1) or (max_batches is not None and max_batches < 1):
+            raise ValueError("outbox bounds must be >= 1 (or None: unbounded)")
+        self.name = name
+        self.table = f"outbox_{name}"
+        self.max_bytes = max_bytes
+        self.max_batches = max_batches
+        self.retry_initial = retry_initial_seconds
+        self.retry_max = max(retry_max_seconds, retry_initial_seconds)
+        self.poll_seconds = poll_seconds
+        self._rng = rng or random.Random()  # jitter only: no CSPRNG needed
+        self._own_store: StateStore | None = None
+        if isinstance(state, str | os.PathLike):
+            self._own_store = StateStore(os.fspath(state))
+            self.state: StateStoreLike = self._own_store
+        else:
+            self.state = state
+        self.path = _database_file(self.state.conn)
+        table = self.table
+
+        def create(db: Any) -> None:
+            db.execute(
+                f"CREATE TABLE IF NOT EXISTS {table} ("
+                " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " created REAL NOT NULL,"
+                " events INTEGER NOT NULL,"
+                " bytes INTEGER NOT NULL,"
+                " payload BLOB NOT NULL)"
+            )
+
+        self.state.migrate(table, [create])
+        self._lock = threading.Lock()  # the counters
+        self._changed = threading.Condition(self._lock)
+        self._batches = self._events = self._bytes = 0
+        with self.state.lock:
+            self._recount(self.state.conn)
+        #: Counters (no values): batches/events delivered, retries, failed sends by exception type, refused puts.
+        self.sent_batches = 0
+        self.sent_events = 0
+        self.retries = 0
+        self.failures: Counter[str] = Counter()
+        self.refused_full = 0
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._conn: sqlite3.Connection | None = None
+
+    # ---- the writer side (the runtime's connection) ---------------------------------------------
+    def put(self, payload: bytes, events: int) -> int:
+        """Add a batch (``events``: how many events it carries); returns its row id. :class:`OutboxFull` when full.
+
+        Call it from a sink's ``flush``: it nests in the runtime's transaction (a SAVEPOINT under
+        ``state.lock``), so the batch becomes durable exactly when the runtime commits.
+        """
+        conn = self.state.conn
+        with self.state.lock:
+            reason = self._over()
+            if reason is not None:
+                self._recount(conn)  # the counters may be stale (a rolled-back transaction): look again
+                reason = self._over()
+                if reason is not None:
+                    with self._lock:
+                        self.refused_full += 1
+                    raise OutboxFull(self.name, reason)
+            conn.execute(f"SAVEPOINT {self.table}")
+            try:
+                cur = conn.execute(
+                    f"INSERT INTO {self.table}(created, events, bytes, payload) VALUES (?, ?, ?, ?)",
+                    (time.time(), events, len(payload), payload),
+                )
+            except BaseException:
+                conn.execute(f"ROLLBACK TO {self.table}")
+                conn.execute(f"RELEASE {self.table}")
+                raise
+            conn.execute(f"RELEASE {self.table}")
+            row_id = cur.lastrowid
+        with self._lock:
+            self._batches += 1
+            self._events += events
+            self._bytes += len(payload)
+        self._wake.set()
+        assert row_id is not None
+        return row_id
+
+    def _over(self) -> str | None:
+        with self._lock:
+            if self.max_batches is not None and self._batches >= self.max_batches:
+                return "max_batches"
+            if self.max_bytes is not None and self._bytes >= self.max_bytes:
+                return "max_bytes"
+        return None
+
+    def _recount(self, conn: sqlite3.Connection) -> None:
+        n, events, size = conn.execute(
+            f"SELECT COUNT(*), COALESCE(SUM(events), 0), COALESCE(SUM(bytes), 0) FROM {self.table}"
+        ).fetchone()
+        with self._changed:
+            self._batches, self._events, self._bytes = int(n), int(events), int(size)
+            self._changed.notify_all()
+
+    def full(self) -> bool:
+        """True when :meth:`put` would refuse a batch now (a source stops reading: backpressure)."""
+        return self._over() is not None
+
+    def pending(self) -> Pending:
+        """Batches, events and bytes not delivered yet."""
+        with self._lock:
+            return Pending(self._batches, self._events, self._bytes)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for metrics: counts only."""
+        with self._lock:
+            return {
+                "pending_batches": self._batches,
+                "pending_events": self._events,
+                "pending_bytes": self._bytes,
+                "sent_batches": self.sent_batches,
+                "sent_events": self.sent_events,
+                "retries": self.retries,
+                "failures": sum(self.failures.values()),
+                "failures_by_error": dict(self.failures),
+                "refused_full": self.refused_full,
+            }
+
+    # ---- the sender ----------------------------------------------------------------------------
+    def start(self, send: Callable[[bytes], None]) -> None:
+        """Start the sender thread: it delivers the oldest batch with ``send`` until :meth:`stop`."""
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError(f"outbox {self.name}: the sender is already running")
+        if self._conn is None:
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=self._run, args=(send, self._conn), name=f"querylog-outbox-{self.name}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, send: Callable[[bytes], None], conn: sqlite3.Connection) -> None:
+        attempt = 0
+        idle_wait = _FIRST_POLL
+        while not self._stopping.is_set():
+            try:
+                row = conn.execute(
+                    f"SELECT id, events, bytes, payload FROM {self.table} ORDER BY id LIMIT 1"
+                ).fetchone()
+            except sqlite3.Error as exc:
+                log.error("outbox_read_failed", outbox=self.name, error=type(exc).__name__)
+                self._stopping.wait(self.retry_max)
+                continue
+            if row is None:
+                if self.pending().batches:  # counted a put whose transaction rolled back: count again, exactly
+                    with self.state.lock:  # no runtime transaction is open while this lock is held
+                        self._recount(conn)
+                # a put() wakes the sender at once, but its transaction may not have committed yet: look again
+                # soon, then less and less often
+                if self._wake.wait(idle_wait):
+                    self._wake.clear()
+                    idle_wait = _FIRST_POLL
+                else:
+                    idle_wait = min(idle_wait * 2, self.poll_seconds)
+                continue
+            idle_wait = _FIRST_POLL
+            row_id, events, size, payload = row
+            try:
+                send(bytes(payload))
+            except Exception as exc:  # any failure: the batch stays and is sent again
+                attempt += 1
+                delay = self.backoff(attempt)
+                with self._lock:
+                    self.failures[type(exc).__name__] += 1
+                    self.retries += 1
+                log.warning(
+                    "outbox_send_failed",
+                    outbox=self.name,
+                    error=type(exc).__name__,
+                    attempt=attempt,
+                    retry_in_seconds=round(delay, 3),
+                    events=events,
+                )
+                self._stopping.wait(delay)
+                continue
+            if attempt:
+                log.info("outbox_send_recovered", outbox=self.name, attempts=attempt + 1)
+            attempt = 0
+            try:
+                with self.state.lock:  # the runtime writes under this lock: never wait on its transaction
+                    conn.execute(f"DELETE FROM {self.table} WHERE id = ?", (row_id,))
+            except sqlite3.Error as exc:  # delivered but still in the table: it will be sent again
+                log.error("outbox_delete_failed", outbox=self.name, error=type(exc).__name__)
+                self._stopping.wait(self.retry_initial)
+                continue
+            with self._changed:
+                self._batches = max(0, self._batches - 1)
+                self._events = max(0, self._events - events)
+                self._bytes = max(0, self._bytes - size)
+                self.sent_batches += 1
+                self.sent_events += events
+                self._changed.notify_all()
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait before retry ``attempt`` (1, 2, ...): from [d/2, d], d doubling up to the maximum."""
+        d = min(self.retry_max, self.retry_initial * 2 ** min(attempt - 1, 60))
+        return self._rng.uniform(d / 2, d)
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until nothing is pending (or ``timeout`` seconds passed); True when drained."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._batches:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 0.1))
+        return True
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop the sender after the send in progress (undelivered batches stay); True when it ended in time."""
+        self._stopping.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        if thread.is_alive():
+            log.warning("outbox_sender_still_running", outbox=self.name)
+            return False
+        self._thread = None
+        return True
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Stop the sender and close its connection (and the store the outbox opened itself)."""
+        stopped = self.stop(timeout)
+        if self._conn is not None and stopped:
+            self._conn.close()
+            self._conn = None
+        if self._own_store is not None:
+            self._own_store.close()
+            self._own_store = None
+
+
+def _database_file(conn: sqlite3.Connection) -> str:
+    """The file of the connection's main database (the sender opens its own connection to it)."""
+    for _, name, file in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main" and file:
+            return str(Path(file))
+    raise ValueError("the outbox needs a state database in a file")
+
+
+def backpressure(sinks: Iterable[object]) -> str | None:
+    """The name of the first full outbox among ``sinks`` (those with an ``outbox`` attribute), else None.
+
+    A source calls this before it hands a batch to the runtime: while it returns a name, the source stops
+    reading (and acknowledging) instead of running the chain into a sink that would refuse the result.
+    """
+    for sink in sinks:
+        outbox = getattr(sink, "outbox", None)
+        if isinstance(outbox, Outbox) and outbox.full():
+            return outbox.name
+    return None

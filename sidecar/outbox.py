@@ -38,6 +38,9 @@ The API (the forward sink uses it; the Vector, HTTP and ClickHouse sinks are mea
   statement, so it never races the runtime's write transaction). When ``send`` raises, the same row is
   retried after an exponential backoff with jitter (``retry_initial_seconds`` doubling up to
   ``retry_max_seconds``, each wait drawn from [d/2, d]), so batches go out in order, at least once.
+* **Counters.** ``pending()`` is kept in memory (exact at start from the table); a put whose transaction
+  the runtime rolled back is corrected by an exact count, made under ``state.lock`` (no transaction
+  open), when the sender finds the table empty or a put finds the bound reached.
 * **Privacy.** Logs and counters carry counts, the outbox name and exception type names only; a
   payload or an exception message never reaches them.
 """

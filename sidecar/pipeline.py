@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import random
@@ -33,6 +34,7 @@ from sidecar.chain import Chain
 from sidecar.codecs import SchemaConfig, codec_for
 from sidecar.config import ComponentSpec, ConfigError, ErrorCollector, LoadedConfig
 from sidecar.deadletter import DeadLetters
+from sidecar.outbox import OutboxFull, backpressure
 from sidecar.registry import plugins
 from sidecar.state import StateStore
 
@@ -178,20 +180,30 @@ class Pipeline:
         """Commit the filters' state-store writes of the block at once, when it ends (see ``Runtime``); the
         block holds the runtime's lock, so no other source's batch runs in between.
 
-        On an exception the block's writes still commit (the filters' memory already has them and nothing
-        was acknowledged, so the worst outcome is a duplicate), unless the commit itself fails.
+        A sink whose outbox is full refuses the block before it starts (:class:`~sidecar.outbox.OutboxFull`:
+        nothing ran, nothing is to be acknowledged). On an exception inside the block its writes are rolled
+        back: events a filter released stay durably held (a sink may already have some of them, so after a
+        restart they can be delivered twice: at-least-once), never lost; until a restart the filters' memory
+        may be ahead of their durable state, which only ever means more duplicates, never a loss.
         """
         conn = self.state.conn
         with self._lock, self.state.lock:
+            full = backpressure(self.sinks)
+            if full is not None:
+                raise OutboxFull(full, "full")
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield
-            finally:
-                try:
-                    conn.execute("COMMIT")
-                except sqlite3.Error:
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already (disk full...)
                     conn.execute("ROLLBACK")
-                    raise
+                log.warning("batch_rolled_back", error=type(exc).__name__)
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error:
+                conn.execute("ROLLBACK")
+                raise
 
     def start_sinks(self, header: str | None, codec: Codec | None) -> None:
         """Start the sinks once, with the first input's header and codec."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from sidecar.api import SinkError
 from sidecar.commandkit import EXIT_USAGE, fail_config, fail_state, load, setup_logs
 from sidecar.config import ConfigError
 from sidecar.state import StateError, remove_state_database
@@ -145,6 +146,9 @@ def _run_replay(
         fail_state(exc)
     except sqlite3.Error as exc:  # e.g. disk full on the state folder
         fail_state(StateError(cfg.state_dir / "querylog.db", f"cannot be written ({exc})"))
+    except SinkError as exc:  # a sink an operator must fix (a table that does not match): one line, no values
+        click.echo(f"replay: {exc}", err=True)
+        sys.exit(1)
     except (ResumeError, PrescanError) as exc:
         click.echo(str(exc), err=True)
         sys.exit(EXIT_USAGE)

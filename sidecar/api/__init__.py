@@ -93,7 +93,7 @@ Randomness that protects privacy comes from ``BuildContext.rng`` (a CSPRNG unles
 a test or benchmark gave a seed).
 """
 
-from sidecar.api.components import Filter, ProfileSource, Receipt, RecordBatch, Runtime, Sink, Source
+from sidecar.api.components import Filter, ProfileSource, Receipt, RecordBatch, Runtime, Sink, SinkError, Source
 from sidecar.api.config import (
     AOL_COLUMNS,
     ConfigValueError,
@@ -134,6 +134,7 @@ __all__ = [
     "SchemaConfig",
     "Sink",
     "SinkConfig",
+    "SinkError",
     "Source",
     "SourceConfig",
     "StateStoreLike",

@@ -83,6 +83,13 @@ class ProfileSource(Protocol):
 # ---- sinks ------------------------------------------------------------------------------------
 
 
+class SinkError(Exception):
+    """A sink cannot take events for a reason an operator must fix (a table whose columns do not match, say).
+
+    The message names the sink, options and columns, never a value. ``replay`` stops with it (one line, exit
+    1); a source answers its client with an error instead of an acknowledgement."""
+
+
 class Sink(Generic[C]):
     """Where protected events go. ``write`` may buffer; ``flush`` is the delivery point:
     when it returns, everything written so far is delivered (acknowledgements wait for it).

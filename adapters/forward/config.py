@@ -1,0 +1,190 @@
+"""Options of the ``forward`` source and sink (what Fluentd / Fluent Bit operators expect to set).
+
+Secrets (the shared key, user passwords) come from an environment variable or a file only:
+the YAML names the variable or the file, never the secret.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from dataclasses import dataclass
+from typing import Literal
+
+from sidecar.api import BuildContext, ConfigValueError, SinkConfig, SourceConfig, option
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _host_port(key: str, value: str) -> None:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigValueError(key, f"must be host:port, got {value!r}")
+
+
+def _secret_names(env_key: str, env: str | None, file_key: str, file: str | None) -> None:
+    if env is not None and file is not None:
+        raise ConfigValueError(file_key, f"Set {env_key} or {file_key}, not both")
+    if env is not None and not _ENV_NAME.fullmatch(env):  # perhaps the secret itself was pasted here: never echo it
+        raise ConfigValueError(
+            env_key, "must name an environment variable (letters, digits, _); the value is not shown"
+        )
+
+
+def read_secret(ctx: BuildContext, env_key: str, env: str | None, file_key: str, file: str | None, what: str) -> bytes:
+    """The secret named by ``env`` or ``file``; a missing one is a ConfigValueError on the right key."""
+    try:
+        return ctx.secret(env, file, what)
+    except ConfigValueError as exc:
+        raise ConfigValueError(env_key if env else file_key, exc.problem) from None
+
+
+def default_hostname(role: str) -> str:
+    """``<host>-querylog-<role>``: distinct from a Fluentd on the same host (which uses the bare host name)."""
+    return f"{socket.gethostname()}-querylog-{role}"
+
+
+@dataclass(frozen=True)
+class ForwardUser:
+    """A user of the handshake's user authentication (Fluentd `<user>`)."""
+
+    username: str = option(doc="User name the client sends in its PING.")
+    password_env: str | None = option(None, "Environment variable holding the user's password.", secret_ref=True)
+    password_file: str | None = option(
+        None, "File holding the user's password (relative to the config file).", secret_ref=True
+    )
+
+    def __post_init__(self) -> None:
+        if not self.username:
+            raise ConfigValueError("username", "must not be empty")
+        if self.password_env is None and self.password_file is None:
+            raise ConfigValueError("password_env", "Set password_env or password_file")
+        _secret_names("password_env", self.password_env, "password_file", self.password_file)
+
+
+@dataclass(frozen=True)
+class ForwardSourceConfig(SourceConfig):
+    """Fluentd forward protocol v1 server (Fluentd `in_forward`): TCP (+TLS) with the UDP heartbeat on the same port."""
+
+    listen: str = option("127.0.0.1:24224", "host:port to listen on (TCP, and UDP for the heartbeat).")
+    shared_key_env: str | None = option(
+        None,
+        "Environment variable holding the shared key: when a shared key is set, every connection must pass the "
+        "HELO/PING/PONG handshake before it may send events.",
+        secret_ref=True,
+    )
+    shared_key_file: str | None = option(
+        None, "File holding the shared key (instead of shared_key_env; relative to the config file).", secret_ref=True
+    )
+    users: tuple[ForwardUser, ...] = option(
+        (), "Users of the handshake's user authentication (needs a shared key): the client must send one of them."
+    )
+    self_hostname: str | None = option(
+        None, "Host name sent in HELO/PONG; must differ from the clients' own (default: `<host>-querylog-in`)."
+    )
+    tls_cert_file: str | None = option(None, "PEM certificate file; with tls_key_file the server speaks TLS only.")
+    tls_key_file: str | None = option(None, "PEM private key file for TLS.")
+    max_frame_bytes: int = option(
+        16 * 1024 * 1024,
+        "Largest msgpack frame (one forward message) accepted; a larger one closes the connection "
+        "(counted as oversized_frame). A compressed message may expand to 16 times this.",
+        min=1024,
+    )
+    keepalive: bool = option(
+        True, "Announce keepalive in HELO and turn on TCP keepalive probes (dead peers are noticed and closed)."
+    )
+    idle_timeout_seconds: float = option(
+        3600.0, "Close a connection that sent nothing for this long (0: never). Idle connections cost no thread.", min=0
+    )
+    handshake_timeout_seconds: float = option(
+        10.0, "Time a client has for the TLS and PING handshakes before it is closed.", gt=0
+    )
+    heartbeat: bool = option(True, "Answer UDP heartbeats (a 0x00 byte) on the listen port.")
+    max_connections: int = option(
+        10000, "Open connections at most; more are closed at once (counted as too_many_connections).", min=1
+    )
+    max_batch_events: int = option(
+        20000,
+        "Events of several connections handed to the chain in one batch at most (one transaction; acks wait for it).",
+        min=1,
+    )
+
+    def __post_init__(self) -> None:
+        _host_port("listen", self.listen)
+        _secret_names("shared_key_env", self.shared_key_env, "shared_key_file", self.shared_key_file)
+        if self.users and self.shared_key_env is None and self.shared_key_file is None:
+            raise ConfigValueError("users", "user authentication is part of the handshake: set a shared key as well")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ConfigValueError("tls_cert_file", "Set both tls_cert_file and tls_key_file, or neither")
+        names = [u.username for u in self.users]
+        if len(set(names)) != len(names):
+            raise ConfigValueError("users", "each username once")
+
+
+@dataclass(frozen=True)
+class ForwardSinkConfig(SinkConfig):
+    """Fluentd forward protocol v1 client (Fluentd `out_forward`): PackedForward batches through a durable outbox."""
+
+    address: str = option("127.0.0.1:24224", "host:port of the Fluentd / Fluent Bit / sidecar forward input.")
+    require_ack: bool = option(
+        True,
+        "Send a chunk id with every message and wait for the server's ack before the batch leaves the outbox "
+        "(at-least-once). false: a batch counts as delivered once written to the socket.",
+    )
+    ack_timeout_seconds: float = option(60.0, "How long to wait for an ack before the batch is sent again.", gt=0)
+    connect_timeout_seconds: float = option(10.0, "TCP (and TLS, handshake) connect timeout.", gt=0)
+    compress: Literal["text", "gzip"] = option("text", "text: PackedForward; gzip: CompressedPackedForward.")
+    max_message_bytes: int = option(
+        4 * 1024 * 1024,
+        "A batch is sent as messages of at most about this many bytes of packed entries (one message per tag "
+        "and size step); keep it below the server's limit (Fluentd: chunk_size_limit).",
+        min=1024,
+    )
+    tag: str = option("querylog", "Tag of events that did not come in over forward (a file, gRPC).")
+    shared_key_env: str | None = option(
+        None, "Environment variable holding the shared key for the server's handshake.", secret_ref=True
+    )
+    shared_key_file: str | None = option(
+        None, "File holding the shared key (instead of shared_key_env).", secret_ref=True
+    )
+    username: str | None = option(None, "User name for the server's user authentication (with a password).")
+    password_env: str | None = option(None, "Environment variable holding the user's password.", secret_ref=True)
+    password_file: str | None = option(None, "File holding the user's password.", secret_ref=True)
+    self_hostname: str | None = option(
+        None, "Host name sent in PING; must differ from the server's (default: `<host>-querylog-out`)."
+    )
+    tls: bool = option(False, "Connect with TLS.")
+    tls_ca_file: str | None = option(None, "PEM CA certificate(s) to verify the server with (default: the system's).")
+    tls_verify: bool = option(True, "Verify the server's certificate and host name (false only for tests).")
+    tls_server_name: str | None = option(None, "Host name to verify the certificate against (default: the address's).")
+    keepalive: bool = option(True, "Keep the connection open between batches (false: one connection per batch).")
+    outbox_name: str | None = option(
+        None, "Name of the outbox table in the state database (default: from the address); unique per sink."
+    )
+    outbox_max_bytes: int = option(
+        256 * 1024 * 1024,
+        "Bound of the outbox: when it holds this many bytes, sources stop acknowledging (backpressure).",
+        min=1024,
+    )
+    outbox_max_batches: int = option(100000, "Bound of the outbox in batches.", min=1)
+    retry_initial_seconds: float = option(0.5, "First wait before a failed batch is sent again (doubles).", gt=0)
+    retry_max_seconds: float = option(30.0, "Longest wait between two attempts (jittered).", gt=0)
+    close_timeout_seconds: float = option(
+        5.0, "On close, how long the sender may go on delivering what the outbox holds (the rest stays durable).", min=0
+    )
+
+    def __post_init__(self) -> None:
+        _host_port("address", self.address)
+        _secret_names("shared_key_env", self.shared_key_env, "shared_key_file", self.shared_key_file)
+        _secret_names("password_env", self.password_env, "password_file", self.password_file)
+        has_password = self.password_env is not None or self.password_file is not None
+        if has_password != (self.username is not None):
+            raise ConfigValueError("username", "Set username with password_env or password_file, or none of them")
+        if self.username is not None and self.shared_key_env is None and self.shared_key_file is None:
+            raise ConfigValueError("username", "user authentication is part of the handshake: set a shared key as well")
+        if self.outbox_name is not None and not re.fullmatch(r"[A-Za-z0-9_]{1,50}", self.outbox_name):
+            raise ConfigValueError("outbox_name", "1-50 letters, digits or _")
+        if self.retry_max_seconds < self.retry_initial_seconds:
+            raise ConfigValueError("retry_max_seconds", "must be >= retry_initial_seconds")
+        if self.tls_ca_file is not None and not self.tls:
+            raise ConfigValueError("tls_ca_file", "set tls: true as well")

@@ -51,10 +51,10 @@ from sidecar.state import StateError, remove_state_database
 )
 @click.option(
     "--flush-interval",
-    default=1.0,
-    show_default=True,
+    default=None,
     type=click.FloatRange(min=0.01),
-    help="From stdin: seconds between asks to buffering filters to release (written out at once).",
+    help="From stdin: seconds between asks to buffering filters to release (written out at once); "
+    "default: the config's flush_interval_seconds.",
 )
 def replay_cmd(
     config_file: str,
@@ -66,7 +66,7 @@ def replay_cmd(
     prescan: bool | None,
     state_dir: str | None,
     fresh_state: bool,
-    flush_interval: float,
+    flush_interval: float | None,
 ) -> None:
     """Replay a log file (TSV or JSON lines, .gz; `-` = stdin) through the chain."""
     _run_replay(
@@ -78,10 +78,10 @@ def replay_cmd(
 @click.option("--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False), help="Config file.")
 @click.option(
     "--flush-interval",
-    default=1.0,
-    show_default=True,
+    default=None,
     type=click.FloatRange(min=0.01),
-    help="Seconds between asks to buffering filters to release (written out at once, also while stdin is idle).",
+    help="Seconds between asks to buffering filters to release (written out at once, also while stdin is idle); "
+    "default: the config's flush_interval_seconds.",
 )
 @click.option(
     "--state-dir",
@@ -89,7 +89,7 @@ def replay_cmd(
     type=click.Path(file_okay=False),
     help="State folder (default: the config's state_dir).",
 )
-def filter_cmd(config_file: str, flush_interval: float, state_dir: str | None) -> None:
+def filter_cmd(config_file: str, flush_interval: float | None, state_dir: str | None) -> None:
     """Records on stdin, protected records on stdout, as they come: an exec/pipe stage for Fluent Bit,
     Vector or a shell pipe (`replay - -o -` with a timed release). Ends at EOF or SIGTERM, after a final flush."""
     _run_replay(config_file, "-", "-", None, False, False, False, state_dir, False, flush_interval)
@@ -105,7 +105,7 @@ def _run_replay(
     prescan: bool | None,
     state_dir: str | None,
     fresh_state: bool,
-    flush_interval: float,
+    flush_interval: float | None,
 ) -> None:
     from adapters.file.prescan import PrescanError
     from adapters.file.replay import ResumeError, replay
@@ -138,7 +138,7 @@ def _run_replay(
             stop=stop,
             resume=resume,
             prescan=prescan,
-            flush_interval=flush_interval,
+            flush_interval=flush_interval if flush_interval is not None else cfg.sidecar.flush_interval_seconds,
         )
     except ConfigError as exc:
         fail_config(exc)

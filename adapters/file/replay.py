@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from adapters.file.sink import FileSink, FileSinkConfig
 from sidecar.api import ConfigValueError, Sink
 from sidecar.config import ConfigError, LoadedConfig
 from sidecar.pipeline import Pipeline
+from sidecar.release import TimedRelease
 from sidecar.signals import StopFlag
 
 log = structlog.get_logger("querylog.replay")
@@ -102,34 +102,6 @@ class Checkpoint:
         self.conn.execute("COMMIT")
 
 
-class _TimedRelease:
-    """Every ``interval`` seconds, buffering filters release and what they let go is written out (a pipe)."""
-
-    def __init__(self, pipeline: Pipeline, sinks: Sequence[Sink[Any]], interval: float) -> None:
-        self.pipeline, self.sinks, self.interval = pipeline, sinks, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="querylog-release", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                with self.pipeline.transaction():  # the release commits only with its delivery
-                    out = self.pipeline.flush(final=False)
-                    if out:
-                        for sink in self.sinks:
-                            sink.write(out)
-                            sink.flush()
-            except Exception as exc:  # the main loop meets the same fault and reports it
-                log.error("timed_release_failed", error=type(exc).__name__)
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-
 def _prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str, required: bool) -> None:
     try:
         run_prescan(config, pipeline, input_path)
@@ -191,7 +163,7 @@ def replay(
         ]
         sinks = own_sinks
     bar: ReplayProgress | None = None
-    timer: _TimedRelease | None = None
+    timer: TimedRelease | None = None
     try:
         try:
             log_in = open_log(
@@ -220,7 +192,7 @@ def replay(
         if progress:
             bar = ReplayProgress(input_path, header is not None)
         if streaming and flush_interval is not None:
-            timer = _TimedRelease(pipeline, sinks, flush_interval)
+            timer = TimedRelease(pipeline, flush_interval, sinks)
         for batch in batches:
             if bar is not None:
                 bar.update(reader.lines_seen, pipeline.stats)

@@ -32,6 +32,7 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
     taking input and lets its in-flight batches finish; then buffers flush, sinks close, exit 0."""
     from sidecar.gctune import tune_gc
     from sidecar.pipeline import Pipeline, build_component
+    from sidecar.release import TimedRelease
     from sidecar.signals import StopFlag
 
     check_address(listen, "--listen")
@@ -69,10 +70,15 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
         _stop(started, pipeline)
         click.echo(f"serve: {exc}", err=True)
         sys.exit(1)
+    timer = None
+    if pipeline.sinks and any(f.BUFFERING for f in pipeline.filters):
+        timer = TimedRelease(pipeline, cfg.sidecar.flush_interval_seconds)
     tune_gc()
     log.info("serving", sources=[spec.path for spec in cfg.sources])
     while not stop.event.wait(0.5):
         pass
+    if timer is not None:
+        timer.stop()
     _stop(started, pipeline)
 
 

@@ -45,6 +45,12 @@ class SidecarConfig:
         "the two files together never hold much more than twice this.",
         min=4096,
     )
+    flush_interval_seconds: float = option(
+        1.0,
+        "How often buffering filters are asked to release what their policy lets go (max_hold) into the sinks: "
+        "by `serve`, and by `replay`/`filter` reading a pipe (their --flush-interval overrides it).",
+        gt=0,
+    )
     schema: SchemaConfig = option(SchemaConfig(), "Record schema of the input (and so of the output).")
     limits: LimitsConfig = option(LimitsConfig(), "Input bounds and batching.")
     sources: tuple[Any, ...] = option(

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
+import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from helpers import QUERYLOG
+from helpers.kb import kb_file
 
 from adapters.grpc.client import channel, wait_serving
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import EventBatch
@@ -55,3 +59,40 @@ def test_serve_refuses_a_source_that_reads_to_its_end(tmp_path: Path, write_conf
     run = subprocess.run([QUERYLOG, "serve", "-c", str(config)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert "sources[0].file reads to its end: use `querylog replay`" in run.stderr
+
+
+def test_serve_releases_buffered_events_on_its_timer(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    """A source without a timer of its own (HTTP): serve's timed release lets max_hold merge two lone categories
+    and delivers the release to the sink while no request comes in (flush_interval_seconds)."""
+    port = free_port()
+    config = write_config(
+        f"flush_interval_seconds: 0.2\nsources:\n  - http: {{listen: 127.0.0.1:{port}}}\n"
+        f"filters:\n  - classify: {{kb_path: {kb_file()}}}\n"
+        "  - category_buffer: {k: 2, max_hold: merge, max_hold_seconds: 0.3, time: query}\n"
+        "sinks:\n  - file: {path: out.jsonl}\n"
+    )
+    proc = subprocess.Popen([QUERYLOG, "serve", "-c", str(config)], stderr=subprocess.PIPE, text=True)
+    out = tmp_path / "out.jsonl"
+    try:
+        body = b'{"AnonID": "1", "Query": "weather forecast"}\n{"AnonID": "2", "Query": "football scores"}\n'
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                request = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/", data=body, headers={"Content-Type": "application/x-ndjson"}
+                )
+                with urllib.request.urlopen(request, timeout=10) as answer:
+                    assert answer.status == 200
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the http source did not come up"
+                time.sleep(0.2)
+        while not (out.exists() and out.read_text(encoding="utf-8").strip()):
+            assert time.monotonic() < deadline, "nothing released while the sidecar was idle"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    first = json.loads(out.read_text(encoding="utf-8").splitlines()[0])
+    assert (first["AnonID"], first["Query"]) in {("2", "weather forecast"), ("1", "football scores")}

@@ -18,7 +18,7 @@ from helpers import TEST_KEY, TEST_KEY_ENV
 from helpers.configs import report_invalid_lines
 from helpers.kb import kb_file
 
-from sidecar.api import FILTERS, SINKS
+from sidecar.api import FILTERS, SINKS, SOURCES
 from sidecar.config import LoadedConfig, load_config
 from sidecar.pipeline import Pipeline
 from sidecar.registry import plugin_origin, plugins
@@ -34,9 +34,10 @@ def folder(path: Path) -> str:
 
 
 def configured(cfg: LoadedConfig) -> dict[str, list[dict[str, Any]]]:
-    """The options written in the file for each configured component, by name (``grpc``: the server section)."""
+    """The options written in the file for each configured component, by name (``grpc``: also the deprecated
+    server section)."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for key in ("filters", "sinks"):
+    for key in ("sources", "filters", "sinks"):
         for item in cfg.doc.data.get(key) or ():
             ((name, options),) = item.items()
             out.setdefault(name, []).append(options or {})
@@ -60,9 +61,9 @@ def built_in(group: str) -> dict[str, Any]:
     }
 
 
-def test_every_filter_and_sink_with_options_has_config_files() -> None:
-    """Each built-in filter with options has tests/filters/<name>/testdata/, and each built-in sink with options is
-    used in some testdata/config.yaml."""
+def test_every_component_with_options_has_config_files() -> None:
+    """Each built-in filter with options has tests/filters/<name>/testdata/, and each built-in source and sink with
+    options is used in some testdata/config.yaml."""
     filters = built_in(FILTERS)
     assert {"drop", "hipaa_scrub", "classify"} <= set(filters)
     for name, cls in filters.items():
@@ -71,7 +72,9 @@ def test_every_filter_and_sink_with_options_has_config_files() -> None:
     used = {name for path in VALID for name in configured(load_config(path))}
     sinks = built_in(SINKS)
     assert {"file", "stdout"} <= set(sinks)
-    for name, cls in sinks.items():
+    sources = built_in(SOURCES)
+    assert {"grpc", "forward", "vector", "http"} <= set(sources)
+    for name, cls in (*sinks.items(), *sources.items()):
         if dataclasses.fields(cls.Config):
             assert name in used, name
 
@@ -104,4 +107,4 @@ def test_invalid_config_reports_each_value_at_its_line(path: Path) -> None:
     at that line naming a key of a component written there (each reported line is blanked until the file loads)."""
     reported = report_invalid_lines(path, lambda p, text: load_config(p, text=text))
     for err in reported.values():
-        assert err.key.startswith(("filters[", "sinks[", "server.")), str(err)
+        assert err.key.startswith(("sources[", "filters[", "sinks[", "server.")), str(err)

@@ -22,6 +22,7 @@ from sidecar.api import NO_META, ROLES, Codec, Event, FieldError
 
 __all__ = ["EventBatch", "ProtoCodec", "ProtoEvent", "QueryEvent"]
 
+
 class ProtoEvent(Event):
     """An event decoded from a QueryEvent; ``orig`` holds the role values as decoded."""
 

@@ -54,6 +54,16 @@ class PipelineCollector(Collector):
             for name, n in sorted(f["counts"].items()):
                 f_counts.add_metric([f["name"], str(name)], n)
         yield from (f_in, f_out, f_held, f_counts)
+        sink_stat = GaugeMetricFamily(
+            "querylog_sink_stat",
+            "A sink's own counters: an outbox's pending_events/pending_batches/pending_bytes, sent_events, retries...",
+            labels=["sink", "index", "name"],
+        )
+        for i, sink in enumerate(s.get("sinks", ())):
+            sink_stat.add_metric([sink["name"], str(i), "written"], sink["written"])
+            for name, n in sorted(sink["counts"].items()):
+                sink_stat.add_metric([sink["name"], str(i), name], n)
+        yield sink_stat
         yield GaugeMetricFamily(
             "querylog_uptime_seconds", "Seconds since the pipeline was built.", value=s.get("uptime_seconds", 0.0)
         )

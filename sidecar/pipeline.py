@@ -78,6 +78,14 @@ def codec_lookup(schema: SchemaConfig) -> Callable[[str], Codec | None]:
     return lookup
 
 
+def _sink_stats(sink: Sink[Any]) -> dict[str, Any]:
+    """A sink's name and its numeric counters (an outbox's pending and sent counts...), for metrics."""
+    stats = getattr(sink, "stats", None)
+    raw: Any = stats() if callable(stats) else {}
+    counts = {str(k): v for k, v in raw.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    return {"name": sink.NAME, "written": sink.written, "counts": counts}
+
+
 class Pipeline:
     """A built chain with its state store, dead letters and sinks; shared by replay and serve."""
 
@@ -230,6 +238,7 @@ class Pipeline:
     def stats(self) -> dict[str, Any]:
         with self._lock:
             s = self.chain.stats()
+            s["sinks"] = [_sink_stats(sink) for sink in self.sinks]
         s["dead_letters"] = dict(self.dead.counts)
         s["events_dead_lettered"] = self.dead.total
         s["uptime_seconds"] = round(time.monotonic() - self.started, 3)

@@ -9,6 +9,7 @@ inspection; hot paths use plain ``executemany`` on :attr:`StateStore.conn`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import threading
@@ -21,15 +22,64 @@ DB_NAME = "querylog.db"
 Migration = Callable[[sqlite_utils.Database], None]
 
 
+#: How SQLite and the OS word a full file system (SQLITE_FULL, ENOSPC, EDQUOT).
+_DISK_FULL = ("database or disk is full", "no space left on device", "disk quota exceeded")
+
+
+def is_disk_full(problem: str | BaseException) -> bool:
+    """True when an error (or its text) says the file system is full: a state that is intact but cannot grow."""
+    if isinstance(problem, sqlite3.Error) and getattr(problem, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        return True
+    if isinstance(problem, OSError) and problem.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(problem).lower()
+    return any(words in text for words in _DISK_FULL)
+
+
+#: How SQLite words a damaged database file (SQLITE_CORRUPT; a file that is no database at all is SQLITE_NOTADB).
+_DAMAGED = ("disk image is malformed", "database corruption")
+
+
+def is_damaged(problem: str | BaseException) -> bool:
+    """True when an SQLite error (or its text) says the database file itself is damaged."""
+    if isinstance(problem, sqlite3.Error) and getattr(problem, "sqlite_errorcode", None) == sqlite3.SQLITE_CORRUPT:
+        return True
+    text = str(problem).lower()
+    return any(words in text for words in _DAMAGED)
+
+
 class StateError(Exception):
-    """The state database cannot be used as it is; the message names the file and what to do (no values)."""
+    """The state database cannot be used as it is; the message names the file and what to do (no values).
+
+    A full file system is not damage: its advice is to free space and run again (the database is intact),
+    never to reset the state, which would throw held events and profiles away.
+    """
 
     def __init__(self, path: Path, problem: str) -> None:
-        super().__init__(
-            f"state database {path} {problem}. Restore it from a backup, or start from empty state with "
-            "--reset-state (held events and profiles are then gone)."
-        )
+        if problem.startswith("cannot be written (") and is_damaged(problem):
+            problem = "is damaged" + problem.removeprefix("cannot be written")  # not a write problem: the file
+        if is_disk_full(problem):
+            advice = (
+                f"Free space on the file system of {path.parent} (or move state_dir to a bigger one) and run the "
+                "same command again: the database is intact and keeps its held events and profiles."
+            )
+        else:
+            advice = (
+                "Restore it from a backup, or start from empty state with --reset-state (held events and "
+                "profiles are then gone)."
+            )
+        super().__init__(f"state database {path} {problem}. {advice}")
         self.path = path
+        self.disk_full = is_disk_full(problem)
+
+    @classmethod
+    def from_sqlite(cls, path: Path, exc: sqlite3.Error) -> StateError:
+        """The error for an SQLite failure on ``path``: a full disk, or a database that is not usable."""
+        if is_disk_full(exc):
+            return cls(path, f"cannot be written ({exc})")
+        if is_damaged(exc):
+            return cls(path, f"is damaged ({exc})")
+        return cls(path, f"is not a usable state database ({exc})")
 
 
 class StateStore:
@@ -39,7 +89,8 @@ class StateStore:
         self.dir = Path(state_dir)
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path = self.dir / DB_NAME
-        if not self.path.exists():
+        created = not self.path.exists()
+        if created:
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
         elif self.path.stat().st_size == 0 and not Path(str(self.path) + "-wal").exists():
             # sqlite would take an empty file for a new database: held events and profiles would be gone
@@ -60,27 +111,46 @@ class StateStore:
                 {"component": str, "version": int}, pk="component", if_not_exists=True
             )
             self.conn.execute("SELECT COUNT(*) FROM schema_versions").fetchone()
+            if not created:
+                self._check()
         except sqlite3.DatabaseError as exc:
             self.conn.close()
-            raise StateError(self.path, f"is not a usable state database ({exc})") from None
+            if created:  # a database this call could not set up (a full disk) must not look truncated later
+                for suffix in ("", "-wal", "-shm"):
+                    Path(str(self.path) + suffix).unlink(missing_ok=True)
+            raise StateError.from_sqlite(self.path, exc) from None
+
+    def _check(self) -> None:
+        """Refuse a damaged database before any of it is used: ``PRAGMA quick_check`` reads every page once
+        (about a second per few hundred MB), so damage in a page read only later (held events, an index)
+        is a clear error at the start, not a failure in the middle of a run after events were acknowledged."""
+        rows = self.conn.execute("PRAGMA quick_check(1)").fetchall()
+        if rows != [("ok",)]:
+            raise sqlite3.DatabaseError("database disk image is malformed")
 
     def version(self, component: str) -> int:
         row = self.conn.execute("SELECT version FROM schema_versions WHERE component = ?", (component,)).fetchone()
         return int(row[0]) if row else 0
 
     def migrate(self, component: str, migrations: Sequence[Migration]) -> int:
-        """Apply the migrations ``component`` has not had yet, each in a transaction."""
+        """Apply the migrations ``component`` has not had yet, each in a transaction.
+
+        A database that cannot take them (a full disk, damage found on the way) raises :class:`StateError`.
+        """
         with self.lock:
-            current = self.version(component)
-            for number, step in enumerate(migrations[current:], start=current + 1):
-                with self.conn:
-                    self.conn.execute("BEGIN")
-                    step(self.db)
-                    self.conn.execute(
-                        "INSERT INTO schema_versions(component, version) VALUES (?, ?) "
-                        "ON CONFLICT(component) DO UPDATE SET version = excluded.version",
-                        (component, number),
-                    )
+            try:
+                current = self.version(component)
+                for number, step in enumerate(migrations[current:], start=current + 1):
+                    with self.conn:
+                        self.conn.execute("BEGIN")
+                        step(self.db)
+                        self.conn.execute(
+                            "INSERT INTO schema_versions(component, version) VALUES (?, ?) "
+                            "ON CONFLICT(component) DO UPDATE SET version = excluded.version",
+                            (component, number),
+                        )
+            except sqlite3.DatabaseError as exc:
+                raise StateError.from_sqlite(self.path, exc) from None
             return len(migrations)
 
     def close(self) -> None:

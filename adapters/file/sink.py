@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import io
 import json
@@ -18,7 +19,17 @@ from sidecar.codecs import JsonlCodec, SchemaConfig, TsvCodec, format_from_path
 
 
 class TextWriter:
-    """Writes encoded lines, keeping the input's final-newline state."""
+    """Writes encoded lines, keeping the input's final-newline state.
+
+    A plain file is written by this class itself, without Python's buffered layers, so that a write that
+    fails (a full disk) is undone: the file is cut back to where the last complete write ended and what
+    could not be written stays pending, written in full by the next :meth:`flush`. A failure never leaves
+    a torn line for later lines to glue onto, and nothing handed to the writer is dropped while it lives.
+    stdout and ``.gz`` files go through an ``io`` text stream.
+    """
+
+    #: pending bytes of a plain file are handed to the OS once they reach this size (and at every flush)
+    BUFFER_BYTES = 1 << 16
 
     def __init__(self, path: str, resume_at: int | None = None, *, append: bool = False) -> None:
         """``resume_at``: keep the first ``resume_at`` bytes of an existing plain file and append after them.
@@ -26,43 +37,82 @@ class TextWriter:
         Otherwise the file starts empty. :attr:`existing` is the size kept (0 for a new or emptied file)."""
         self.path = path
         self._gzip: tuple[gzip.GzipFile, IO[bytes]] | None = None  # a .gz output: the compressor, the file under it
+        self._fd: int | None = None  # a plain file, written directly
+        self._pending = bytearray()  # encoded text of a plain file not handed to the OS yet
+        self._size = 0  # bytes of a plain file written completely (where a failed write is cut back to)
         self.existing = 0
         self._open_line = False  # last write ended without a newline
         if path == "-":
-            self.stream: TextIO = sys.stdout
+            self.stream: TextIO | None = sys.stdout
+            return
+        if resume_at is not None:
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+            os.ftruncate(fd, resume_at)
+            os.lseek(fd, resume_at, os.SEEK_SET)
+            self.existing = resume_at
+        elif append:
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+            self.existing = os.fstat(fd).st_size
+            if self.existing and not path.endswith(".gz"):
+                with open(path, "rb") as tail:  # an earlier run that ended mid-line: start on a new line
+                    tail.seek(self.existing - 1)
+                    self._open_line = tail.read(1) != b"\n"
         else:
-            if resume_at is not None:
-                fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
-                os.ftruncate(fd, resume_at)
-                os.lseek(fd, resume_at, os.SEEK_SET)
-                self.existing = resume_at
-            elif append:
-                fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
-                self.existing = os.fstat(fd).st_size
-                if self.existing and not path.endswith(".gz"):
-                    with open(path, "rb") as tail:  # an earlier run that ended mid-line: start on a new line
-                        tail.seek(self.existing - 1)
-                        self._open_line = tail.read(1) != b"\n"
-            else:
-                fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        if path.endswith(".gz"):
             binary: IO[bytes] = os.fdopen(fd, "wb")
-            if path.endswith(".gz"):
-                gz = gzip.GzipFile(fileobj=binary, mode="wb", compresslevel=6)
-                self._gzip = (gz, binary)
-                self.stream = io.TextIOWrapper(gz, encoding="utf-8", newline="", write_through=False)
-            else:
-                self.stream = io.TextIOWrapper(binary, encoding="utf-8", newline="", write_through=False)
+            gz = gzip.GzipFile(fileobj=binary, mode="wb", compresslevel=6)
+            self._gzip = (gz, binary)
+            self.stream = io.TextIOWrapper(gz, encoding="utf-8", newline="", write_through=False)
+        else:
+            self._fd = fd
+            self._size = self.existing
+            self.stream = None
 
     def write_text(self, text: str, ends_line: bool) -> None:
         if not text:
             return
         if self._open_line:
             text = "\n" + text
+        if self._fd is not None:
+            self._pending += text.encode("utf-8")
+            self._open_line = not ends_line
+            if len(self._pending) >= self.BUFFER_BYTES:
+                self._drain()
+            return
+        assert self.stream is not None
         with self._named():
             self.stream.write(text)
         self._open_line = not ends_line
 
+    def _drain(self) -> None:
+        """Hand the pending bytes to the OS, all or nothing: on failure the file is cut back and they stay."""
+        fd = self._fd
+        if fd is None or not self._pending:
+            return
+        size = len(self._pending)
+        done = 0
+        with memoryview(self._pending) as data:
+            try:
+                while done < size:
+                    n = os.write(fd, data[done:])
+                    if n <= 0:
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    done += n
+            except OSError as exc:
+                if done:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, self._size)  # no torn line: the next flush writes all of it again
+                        os.lseek(fd, self._size, os.SEEK_SET)
+                raise OSError(exc.errno, exc.strerror, self.path) from exc
+        self._size += size
+        self._pending.clear()
+
     def flush(self) -> None:
+        if self._fd is not None:
+            self._drain()
+            return
+        assert self.stream is not None
         with self._named():
             self.stream.flush()
             if self._gzip is not None:
@@ -70,7 +120,22 @@ class TextWriter:
                 gz.flush(zlib.Z_SYNC_FLUSH)
                 binary.flush()
 
+    def fileno(self) -> int:
+        """The file descriptor of the output (after :meth:`flush`, everything written is in it)."""
+        if self._fd is not None:
+            return self._fd
+        assert self.stream is not None
+        return self.stream.buffer.fileno()
+
     def close(self) -> None:
+        if self._fd is not None:
+            try:
+                self._drain()
+            finally:  # what a full disk kept pending is lost only now, with an error naming the file
+                os.close(self._fd)
+                self._fd = None
+            return
+        assert self.stream is not None
         with self._named():
             if self.stream is sys.stdout:
                 self.stream.flush()
@@ -185,9 +250,8 @@ class FileSink(Sink[FileSinkConfig]):
         if self.writer is not None:
             self.writer.flush()
             if self.config.fsync and self.path != "-":
-                self.writer.stream.flush()
                 with contextlib.suppress(OSError, io.UnsupportedOperation):
-                    os.fsync(self.writer.stream.buffer.fileno())
+                    os.fsync(self.writer.fileno())
 
     def durable_size(self) -> int:
         """Flush and fsync a plain output file; its size in bytes (the resume point)."""
@@ -195,7 +259,7 @@ class FileSink(Sink[FileSinkConfig]):
             self.start(None, None)
         assert self.writer is not None
         self.writer.flush()
-        fd = self.writer.stream.buffer.fileno()
+        fd = self.writer.fileno()
         os.fsync(fd)
         return os.fstat(fd).st_size
 

@@ -73,12 +73,26 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
     timer = None
     if pipeline.sinks and any(f.BUFFERING for f in pipeline.filters):
         timer = TimedRelease(pipeline, cfg.sidecar.flush_interval_seconds)
+    metrics_port = None
+    if cfg.sidecar.metrics_listen is not None:
+        from sidecar.metrics import serve_metrics
+
+        try:
+            metrics, _, metrics_port = serve_metrics(cfg.sidecar.metrics_listen, pipeline.stats)
+        except OSError as exc:
+            if timer is not None:
+                timer.stop()
+            _stop(started, pipeline)
+            click.echo(f"serve: metrics_listen {cfg.sidecar.metrics_listen}: {exc.strerror or exc}", err=True)
+            sys.exit(1)
     tune_gc()
-    log.info("serving", sources=[spec.path for spec in cfg.sources])
+    log.info("serving", sources=[spec.path for spec in cfg.sources], metrics_port=metrics_port)
     while not stop.event.wait(0.5):
         pass
     if timer is not None:
         timer.stop()
+    if metrics_port is not None:
+        metrics.shutdown()
     _stop(started, pipeline)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sidecar.api import FILTERS, SINKS, SOURCES, option
+from sidecar.api import FILTERS, SINKS, SOURCES, ConfigValueError, option
 from sidecar.codecs import SchemaConfig
 from sidecar.config.loader import ConfigError, ErrorCollector, Located, build_config, did_you_mean, load_yaml
 from sidecar.registry import PluginError, plugins
@@ -51,6 +51,11 @@ class SidecarConfig:
         "by `serve`, and by `replay`/`filter` reading a pipe (their --flush-interval overrides it).",
         gt=0,
     )
+    metrics_listen: str | None = option(
+        None,
+        "host:port of a Prometheus /metrics endpoint while `serve` runs (counts and reasons only: events, dead "
+        "letters, filters, sinks and their outboxes); null: off.",
+    )
     schema: SchemaConfig = option(SchemaConfig(), "Record schema of the input (and so of the output).")
     limits: LimitsConfig = option(LimitsConfig(), "Input bounds and batching.")
     sources: tuple[Any, ...] = option(
@@ -63,6 +68,12 @@ class SidecarConfig:
     logging: LoggingConfig = option(LoggingConfig(), "Own logs.")
     filters: tuple[Any, ...] = option((), "The chain: a list of one-key mappings `filter_name: {options}`.")
     sinks: tuple[Any, ...] = option((), "Where `serve` Ingest and `replay` without -o deliver: `sink_name: {options}`.")
+
+    def __post_init__(self) -> None:
+        if self.metrics_listen is not None:
+            host, _, port = self.metrics_listen.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigValueError("metrics_listen", f"must be host:port, got {self.metrics_listen!r}")
 
 
 @dataclass(frozen=True)

@@ -96,3 +96,29 @@ def test_serve_releases_buffered_events_on_its_timer(tmp_path: Path, write_confi
     assert proc.returncode == 0, err
     first = json.loads(out.read_text(encoding="utf-8").splitlines()[0])
     assert (first["AnonID"], first["Query"]) in {("2", "weather forecast"), ("1", "football scores")}
+
+
+def test_serve_exports_metrics_with_sink_counters(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    """The top-level metrics_listen: /metrics while serve runs, with each sink's counters (written, an outbox's
+    pending counts), names and counts only."""
+    grpc_port, metrics_port = free_port(), free_port()
+    config = write_config(
+        f"metrics_listen: 127.0.0.1:{metrics_port}\nsources:\n  - grpc: {{listen: 127.0.0.1:{grpc_port}}}\n"
+        "sinks:\n  - file: {path: out.tsv}\n"
+    )
+    proc = subprocess.Popen([QUERYLOG, "serve", "-c", str(config)], stderr=subprocess.PIPE, text=True)
+    try:
+        chan = channel(f"127.0.0.1:{grpc_port}")
+        assert wait_serving(chan, 30)
+        batch = EventBatch()
+        batch.events.add(user="u-metrics-1", query="secret metrics query")
+        assert QueryLogFilterStub(chan).Ingest(iter([batch]), timeout=30).delivered == 1
+        chan.close()
+        body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "querylog_events_in_total 1.0" in body
+    assert 'querylog_sink_stat{index="0",name="written",sink="file"} 1.0' in body
+    assert "u-metrics-1" not in body and "secret metrics" not in body

@@ -17,7 +17,8 @@ its framing or shape is wrong: a TSV line whose column count is not the header's
 line that is not JSON (``invalid_json``) or not an object (``json_not_object``), has
 no query key or a null one (``missing_query``: there is no query at all, which is
 not the same as an empty one), a query that is not a string (``query_not_string``),
-no user (``missing_user``), or a lone UTF-16 surrogate (``lone_surrogate``).
+no user (``missing_user``), a lone UTF-16 surrogate (``lone_surrogate``), or nesting thousands deep
+(``json_too_deep``).
 """
 
 from __future__ import annotations
@@ -228,9 +229,15 @@ class JsonlCodec(Codec):
             record = json.loads(body)
         except ValueError:
             raise BadRecord("invalid_json") from None
+        except RecursionError:  # thousands of nested arrays or objects: no record is shaped like that
+            raise BadRecord("json_too_deep") from None
         if not isinstance(record, dict):
             raise BadRecord("json_not_object")
-        if ("\\ud" in body or "\\uD" in body) and _lone_surrogate(record):
+        try:
+            surrogate = ("\\ud" in body or "\\uD" in body) and _lone_surrogate(record)
+        except RecursionError:
+            raise BadRecord("json_too_deep") from None
+        if surrogate:
             raise BadRecord("lone_surrogate")  # valid JSON, but no UTF-8 output could carry it
         values = {role: record.get(key) for role, key in self.pairs}
         query = values.get("query")

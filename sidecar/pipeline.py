@@ -29,6 +29,7 @@ from sidecar.api import (
     Receipt,
     RecordBatch,
     Sink,
+    StateDamaged,
 )
 from sidecar.chain import Chain
 from sidecar.codecs import SchemaConfig, codec_for
@@ -36,7 +37,7 @@ from sidecar.config import ComponentSpec, ConfigError, ErrorCollector, LoadedCon
 from sidecar.deadletter import DeadLetters
 from sidecar.outbox import OutboxFull, backpressure
 from sidecar.registry import plugins
-from sidecar.state import StateStore
+from sidecar.state import StateError, StateStore
 
 log = structlog.get_logger("querylog.pipeline")
 
@@ -83,7 +84,7 @@ def _sink_stats(sink: Sink[Any]) -> dict[str, Any]:
     stats = getattr(sink, "stats", None)
     raw: Any = stats() if callable(stats) else {}
     counts = {str(k): v for k, v in raw.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    return {"name": sink.NAME, "written": sink.written, "counts": counts}
+    return {"name": sink.NAME, "written": getattr(sink, "written", 0), "counts": counts}
 
 
 class Pipeline:
@@ -118,7 +119,10 @@ class Pipeline:
         try:
             for spec in config.filters:
                 with errors.guard():
-                    filters.append(build_component(spec, self.ctx, config))
+                    try:
+                        filters.append(build_component(spec, self.ctx, config))
+                    except StateDamaged as exc:  # a filter's rows no longer decode: the database is damaged
+                        raise StateError(self.state.path, str(exc)) from None
             for spec in config.sinks if with_sinks else ():
                 with errors.guard():
                     self.sinks.append(build_component(spec, self.ctx, config))
@@ -165,11 +169,13 @@ class Pipeline:
             out = self.chain.process(events) if events else []
             held = self.chain.held() - before
             self.start_sinks(batch.codec.header_for_output(), batch.codec)
+            dead_before = self.dead.total
             self.deliver(out)
             self.flush_sinks()
+            refused = self.dead.total - dead_before  # a value a sink's format cannot frame: dead-lettered there
             self.dead.flush()
         n = len(events)
-        return Receipt(n, len(bad), out, held, max(0, n - len(out) - held))
+        return Receipt(n, len(bad) + refused, out, held, max(0, n - len(out) - held))
 
     def process(self, batch: list[Event]) -> list[Event]:
         with self._lock:
@@ -206,12 +212,15 @@ class Pipeline:
                 with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already (disk full...)
                     conn.execute("ROLLBACK")
                 log.warning("batch_rolled_back", error=type(exc).__name__)
+                if isinstance(exc, sqlite3.Error):  # the state database: name it and say what to do
+                    raise StateError.from_sqlite(self.state.path, exc) from exc
                 raise
             try:
                 conn.execute("COMMIT")
-            except sqlite3.Error:
-                conn.execute("ROLLBACK")
-                raise
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise StateError.from_sqlite(self.state.path, exc) from exc
 
     def start_sinks(self, header: str | None, codec: Codec | None) -> None:
         """Start the sinks once, with the first input's header and codec."""

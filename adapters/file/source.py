@@ -59,6 +59,7 @@ class FileSource(Source[FileSourceConfig]):
             self.records += len(batch.lines)
             if self._stopped:
                 break
+        runtime.dead_letters.flush()  # lines the reader dead-lettered after the last batch (a bad last line)
 
     def stop(self, grace: float | None = None) -> None:
         self._stopped = True

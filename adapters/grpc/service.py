@@ -57,6 +57,7 @@ from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
     StatsResponse,
 )
 from sidecar.api import Event, ProfileSource, Runtime
+from sidecar.failures import describe_failure
 
 log = structlog.get_logger("querylog.grpc")
 
@@ -149,7 +150,11 @@ def _salvage(data: bytes) -> tuple[EventBatch, list[bytes]] | None:
         while pos < len(data):
             key, pos = _varint(data, pos)
             number, wire = key >> 3, key & 7
-            if wire == 2:
+            if number == 0:  # no protobuf field has number 0: the message is garbage
+                return None
+            if wire == 3:  # an unknown group: skipped, as protobuf does
+                pos = _skip_group(data, pos, number)
+            elif wire == 2:
                 size, pos = _varint(data, pos)
                 if pos + size > len(data):
                     return None
@@ -171,6 +176,36 @@ def _salvage(data: bytes) -> tuple[EventBatch, list[bytes]] | None:
     except ValueError:
         return None
     return (batch, bad) if pos == len(data) else None
+
+
+def _skip_group(data: bytes, pos: int, number: int, depth: int = 0) -> int:
+    """The position after the end of the group ``number`` whose start tag ended at ``pos`` (nested groups
+    skipped too); ValueError when it never ends or is malformed."""
+    if depth > 64:
+        raise ValueError("groups nested too deep")
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        inner, wire = key >> 3, key & 7
+        if inner == 0:
+            raise ValueError("field number 0")
+        if wire == 4:
+            if inner != number:
+                raise ValueError("unmatched end group")
+            return pos
+        if wire == 3:
+            pos = _skip_group(data, pos, inner, depth + 1)
+        elif wire == 2:
+            size, pos = _varint(data, pos)
+            pos += size
+        elif wire == 0:
+            _, pos = _varint(data, pos)
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+        else:
+            raise ValueError("bad wire type")
+        if pos > len(data):
+            raise ValueError("truncated")
+    raise ValueError("group without end")
 
 
 class QueryLogService:
@@ -361,7 +396,9 @@ class QueryLogService:
         incoming = parse_batch(data)
         events, bad = self.accept(incoming, "Ingest")
         n = len(events)
+        dead = self.pipeline.dead_letters
         with self.lock:
+            before = dead.total
             if self.stateful:
                 # held rows change only together with the delivery of what left the chain
                 with self.pipeline.transaction():
@@ -371,11 +408,12 @@ class QueryLogService:
             else:
                 out, held = self._run(events)
                 self._deliver(out)
+            refused = dead.total - before  # what a sink refused (a value that would break its framing)
         resp.accepted += n
-        resp.delivered += len(out)
+        resp.delivered += max(0, len(out) - refused)
         resp.held += held
         resp.dropped += max(0, n - len(out) - held)
-        resp.dead_lettered += bad
+        resp.dead_lettered += bad + refused
         if bad:
             self.pipeline.dead_letters.flush()
 
@@ -468,12 +506,20 @@ class QueryLogService:
 
     @staticmethod
     async def _failed(method: str, exc: Exception, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        """A stream ended by an error: the client went away (cancelled), or a bug (INTERNAL, type only)."""
+        """A stream ended by an error: the client went away (cancelled); a full outbox (RESOURCE_EXHAUSTED); a
+        state database or output that cannot be written now (UNAVAILABLE, naming the file and what to do); or a
+        bug (INTERNAL, the exception's type only)."""
         if context.cancelled() or context.done():
             log.info("rpc_cancelled", method=method)
             return
-        log.error("rpc_failed", method=method, error=type(exc).__name__)
-        await context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__})")
+        failure = describe_failure(exc)  # names a file or an outbox and what to do, never a value
+        code = {
+            "busy": grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "unavailable": grpc.StatusCode.UNAVAILABLE,
+            "internal": grpc.StatusCode.INTERNAL,
+        }[failure.kind]
+        log.error("rpc_failed", method=method, error=type(exc).__name__, status=code.name, problem=failure.message)
+        await context.abort(code, failure.message)
 
     async def GetProfile(
         self, request: ProfileRequest | Unparseable, context: grpc.aio.ServicerContext[Any, ProfileResponse]

@@ -19,7 +19,7 @@ from filters.category_buffer.pairs import TRIES, PairMemory, draw, normalise_tex
 from filters.category_buffer.rand import RandomPool
 from filters.category_buffer.sides import Sides, read_field
 from filters.category_buffer.store import HeldStore, Journal, unpack_event
-from sidecar.api import BuildContext, Codec, ConfigValueError, Event, Filter
+from sidecar.api import BuildContext, Codec, ConfigValueError, Event, Filter, StateDamaged
 
 log = structlog.get_logger("querylog.category_buffer")
 
@@ -216,7 +216,12 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
         rows, ks = self.store.load()
         self._next_id = (rows[-1][0] + 1) if rows else 1
         for row_id, ubucket, qbucket, arrived, blob in rows:
-            ev, fmt = unpack_event(blob, self.ctx.codec_for)
+            try:
+                ev, fmt = unpack_event(blob, self.ctx.codec_for)
+            except Exception as exc:  # bytes changed under SQLite's own structure (msgpack, UTF-8, shape)
+                raise StateDamaged(
+                    f"has a damaged held event (category_buffer row {row_id}: {type(exc).__name__})"
+                ) from None
             sender = str(ev.user)
             text = normalise_text(ev.query)
             pair = pair_of(sender, text)

@@ -104,7 +104,7 @@ from sidecar.api.config import (
     SourceConfig,
     option,
 )
-from sidecar.api.context import BuildContext, DeadLetterSink, StateStoreLike
+from sidecar.api.context import BuildContext, DeadLetterSink, StateDamaged, StateStoreLike
 from sidecar.api.events import NO_META, ROLES, BadRecord, Codec, Event, FieldError
 from sidecar.api.groups import CODECS, COMMANDS, FILTERS, SINKS, SOURCES
 
@@ -137,6 +137,7 @@ __all__ = [
     "SinkError",
     "Source",
     "SourceConfig",
+    "StateDamaged",
     "StateStoreLike",
     "option",
 ]

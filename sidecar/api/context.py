@@ -35,10 +35,22 @@ class StateStoreLike(Protocol):
     def migrate(self, component: str, migrations: Sequence[Callable[[sqlite_utils.Database], None]]) -> int: ...
 
 
+class StateDamaged(Exception):
+    """A component found its rows in the state store damaged (a held record that no longer decodes). The
+    runtime reports it as a damaged state database: one line naming the file, exit 3, and ``--reset-state``
+    as the explicit way out. The message says what is damaged, never a value."""
+
+
 class DeadLetterSink(Protocol):
     """Where bad records go: counted by reason, the record kept (size-capped) in the dead-letter file."""
 
     def add(self, reason: str, source: str, line: int | None, record: bytes | str | None) -> None: ...
+
+    @property
+    def total(self) -> int:
+        """Records dead-lettered so far, all reasons (a source reads it before and after a batch to report
+        what a sink refused, e.g. a value that would break the output's framing)."""
+        ...
 
     def flush(self) -> None:
         """Hand what was added to the OS (the runtime calls it once per batch, before acknowledging)."""

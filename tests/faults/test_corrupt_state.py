@@ -130,13 +130,6 @@ def test_a_corrupt_state_database_is_refused_by_replay_and_serve_and_reset_state
         assert again.stop() == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known defect (filters/category_buffer/filter.py _load -> store.unpack_event): bytes damaged inside a "
-    "held event's blob (SQLite's structure intact, so quick_check passes) kill replay and serve with a "
-    "UnicodeDecodeError traceback (exit 1) instead of the one-line state error (exit 3)",
-)
 def test_a_damaged_held_event_is_refused_with_one_line(tmp_path: Path, healthy: tuple[bytes, bytes]) -> None:
     """A held event whose stored bytes no longer decode: the same clear refusal as any other damage."""
     cfg, db, _ = _setup(tmp_path, healthy, _held_event_bytes)

@@ -144,11 +144,8 @@ def test_serve_ingest_on_a_full_output_disk_acknowledges_only_what_is_written_an
     assert not lost, f"{len(lost)} acknowledged events are neither delivered nor held"
     named = [r for r in client.refused if str(out) in r.details]
     logged = [line for line in first_stderr.splitlines() if str(out) in line]
-    if not named or not logged:
-        pytest.xfail(
-            "known defect (adapters/grpc/service.py): a full output disk fails Ingest with 'internal error "
-            "(OSError)'; neither the status nor the log line names the output file"
-        )
+    assert named, "the refused RPC's status names the file"
+    assert logged, "the log line names the file"
 
 
 def test_kill9_while_the_output_disk_is_full_loses_no_acknowledged_event(

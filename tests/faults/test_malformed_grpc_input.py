@@ -387,12 +387,6 @@ def _ingest(running: Running) -> grpc.StreamUnaryMultiCallable:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known defect (adapters/grpc/service.py, ingest_batch): IngestResponse.delivered counts the chain's "
-    "output, so an event the TSV sink refuses (field_breaks_framing, dead-lettered) is reported as delivered",
-)
 def test_an_event_the_sink_refuses_is_not_reported_as_delivered(running: Running, tmp_path: Path) -> None:
     good = QueryEvent(user="1", query=f"{MARK} fine").SerializeToString()
     forged = QueryEvent(user="2", query=f"{MARK} x", rank="1\t2").SerializeToString()
@@ -403,23 +397,11 @@ def test_an_event_the_sink_refuses_is_not_reported_as_delivered(running: Running
     assert resp.delivered + resp.dead_lettered == 2 and resp.delivered == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known defect (adapters/grpc/service.py, _salvage): a message protobuf rejects outright (field number "
-    "0) is taken as an empty batch: OK, 0 accepted, 0 dead-lettered, nothing counted",
-)
 def test_a_message_with_field_number_0_is_a_counted_dead_letter(running: Running) -> None:
     resp = _ingest(running)(iter([b"\x00\x20"]), timeout=30)
     assert resp.dead_lettered == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known defect (adapters/grpc/service.py, _salvage): a batch with one event that is not UTF-8 and an "
-    "unknown group field (wire types 3/4, which protobuf skips) is dead-lettered whole: its good events go with it",
-)
 def test_a_group_field_does_not_make_one_bad_event_take_its_batch(running: Running) -> None:
     good = QueryEvent(user="1", query=f"{MARK} fine").SerializeToString()
     group = varint(9 << 3 | 3) + varint(9 << 3 | 4)

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import click
 
-from sidecar.tools.bench import anonymity, buffer, classify, default, passthrough, profile, scrub
+from sidecar.tools.bench import (
+    anonymity,
+    buffer,
+    classify,
+    default,
+    forward,
+    http_source,
+    passthrough,
+    profile,
+    scrub,
+    vector,
+)
 
 
 @click.group("bench")
@@ -12,5 +23,5 @@ def bench() -> None:
     """Benchmarks: print throughput and memory figures."""
 
 
-for _module in (passthrough, buffer, profile, classify, scrub, anonymity, default):
+for _module in (passthrough, buffer, profile, classify, scrub, anonymity, default, forward, vector, http_source):
     bench.add_command(_module.COMMAND)

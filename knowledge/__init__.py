@@ -5,6 +5,11 @@
 :func:`load_kb` reads it in well under a second; a missing, corrupt or stale
 file (built from another ``categories.yaml`` or builder version) is rebuilt when
 ``build_if_needed`` is true, otherwise :class:`KBUnavailable` says why.
+
+Besides the classifier's tables, the file holds the WordNet noun taxonomy as a tree
+(:mod:`knowledge.concepts`: one parent per synset, pre-order ids, lemma keys ->
+synsets), which ``dp_replace`` samples replacements from; ``concept_tree(kb)``
+unpacks it on first use.
 """
 
 from knowledge.loading import KBUnavailable, kb_status, load_kb

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from knowledge.categories import Taxonomy, load_taxonomy
+from knowledge.concepts import compile_concepts
 from knowledge.paths import BUILDER_VERSION
 from knowledge.store import FLAG_ADJ, FLAG_CURATED, FLAG_IDENT, FLAG_PLACE, PATH_SEP, encode, pack_table, write_atomic
 from knowledge.text import STOPWORDS, key_of
@@ -220,6 +221,12 @@ class _Compiler:
             adj_dist, modifiers = self._adjectives(wn, offsets, counts, resolver, noun_weight)
             noun_exc = self._exceptions(self.source.folder / "noun.exc")
             known = {w for name in offsets for w in key_of(name).split() if w.isalpha()}
+
+            def category_of(s: Any) -> int:
+                r = resolver.resolve(s)
+                return -1 if r is None else r[1]
+
+            concepts = compile_concepts(wn, category_of)
         lemmas: dict[str, list[int]] = {}
         for key in sorted(set(noun_dist) | set(adj_dist)):
             if key in noun_dist:
@@ -259,6 +266,9 @@ class _Compiler:
                 "modifiers": len(modifiers),
                 "known_words": len(known),
                 "foreign_words": len(foreign),
+                "concepts": len(concepts["names"].split("\n")),
+                "concept_keys": len(concepts["keys"].split("\n")),
+                "multi_parent_concepts": concepts["multi_parent"],
             },
         }
         codes = list(tax.foreign_languages)
@@ -277,6 +287,7 @@ class _Compiler:
             "foreign_codes": list(codes),
             "foreign_category": fcat,
             "max_ngram": MAX_NGRAM,
+            "concepts": concepts,
         }
 
     def _entry(self, senses: list[tuple[float, int, tuple[str, ...]]], total: float) -> list[int]:

@@ -45,12 +45,34 @@ def kb_status(path: Path, categories: Path = DEFAULT_CATEGORIES) -> tuple[Knowle
     return (None, f"stale: {reason}") if reason else (kb, None)
 
 
+#: KBs loaded by this process, by file identity: filters of one chain (``classify``, ``dp_replace``) share one copy.
+_LOADED: dict[tuple[str, int, int, int], KnowledgeBase] = {}
+
+
+def _identity(path: Path) -> tuple[str, int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def load_kb(path: Path | None = None, *, categories: Path | None = None, build_if_needed: bool = True) -> KnowledgeBase:
-    """Load the compiled KB; rebuild it when missing, corrupt or stale (if allowed)."""
+    """Load the compiled KB; rebuild it when missing, corrupt or stale (if allowed).
+
+    A file already loaded by this process (same path, inode, size and modification time: the builder replaces
+    the file by a rename, so a rebuilt KB is a new file) is not read again; its staleness is still checked.
+    """
     path = path or default_kb_path()
     cats = categories or DEFAULT_CATEGORIES
+    ident = _identity(path)
+    cached = _LOADED.get(ident) if ident is not None else None
+    if cached is not None and _stale_reason(cached, cats) is None:
+        return cached
     kb, reason = kb_status(path, cats)
     if kb is not None:
+        if ident is not None:
+            _LOADED[ident] = kb
         return kb
     if not build_if_needed:
         raise KBUnavailable(f"knowledge base {path} is {reason}; run `querylog kb build`")

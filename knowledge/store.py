@@ -56,6 +56,8 @@ class KnowledgeBase:
     foreign_category: int
     max_ngram: int
     sha256: str
+    #: The noun taxonomy, packed (see :mod:`knowledge.concepts`; unpacked by ``concept_tree(kb)`` on first use).
+    concepts: dict[str, Any]
 
     def path(self, index: int) -> tuple[str, ...]:
         return tuple(self.paths[index].split(PATH_SEP))
@@ -135,6 +137,7 @@ def decode(data: bytes) -> KnowledgeBase:
             foreign_category=int(p["foreign_category"]),
             max_ngram=int(p["max_ngram"]),
             sha256=digest.hex(),
+            concepts=dict(p["concepts"]),
         )
     except (ValueError, KeyError, TypeError, IndexError, msgpack.ExtraData, msgpack.UnpackException) as exc:
         raise KBCorrupt(f"KB payload cannot be decoded ({type(exc).__name__})") from None

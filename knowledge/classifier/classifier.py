@@ -103,6 +103,11 @@ class Classifier:
             return t.tokens, [self.zipf.get(w, 0) / 100.0 for w in t.tokens], [False] * len(t.tokens)
         return t.tokens, t.surface, t.changed
 
+    def analyse(self, query: str) -> tuple[list[str], list[Unit]]:
+        """The recommended tokens of ``query`` and its semantic units (right to left, with token positions)."""
+        tokens = self._speller.tokens(query)
+        return tokens.tokens, self._finder.units(tokens)
+
     def units(self, query: str, *, phrases_over_corrections: bool = True) -> list[Unit]:
         """Semantic units of ``query``, right to left (progressive left-trimming)."""
         return self._finder.units(self._speller.tokens(query), phrases_over_corrections)

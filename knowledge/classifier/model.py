@@ -71,6 +71,10 @@ class Unit:
     zipf: float  # of the unit as it stands (after spelling recommendation)
     surface_zipf: float  # of the words the user typed
     entry: Entry
+    #: Token positions (in the recommended tokens): modifiers ``[first, head)``, the lemma ``[head, end)``.
+    first: int = 0
+    head: int = 0
+    end: int = 0
 
     @property
     def ident(self) -> bool:

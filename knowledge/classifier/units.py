@@ -176,10 +176,11 @@ class UnitFinder:
                 m -= 1
             if end - m == 1:
                 z = zipf.get(last, 0) / 100.0
-                out.append(Unit(last, key, z, z if surf is None else surf[m], entry))
+                out.append(Unit(last, key, z, z if surf is None else surf[m], entry, m, start, end))
             else:
                 words = toks[m:end]
                 z = combined_zipf([zipf.get(t, 0) / 100.0 for t in words])
-                out.append(Unit(" ".join(words), key, z, z if surf is None else combined_zipf(surf[m:end]), entry))
+                surface = z if surf is None else combined_zipf(surf[m:end])
+                out.append(Unit(" ".join(words), key, z, surface, entry, m, start, end))
             end = m
         return out

@@ -12,7 +12,8 @@ batch whose framing holds, each event one by one (in, or dead-lettered when it d
 message whose framing is broken, one dead letter. For every RPC:
 
 * the server answers (no crash, no INTERNAL);
-* ``Ingest``: the response counts exactly the events that must go in, and in + dead-lettered = inputs;
+* ``Ingest``: the response counts exactly the events that must go in, and in + dead-lettered = inputs + the
+  events the TSV sink must refuse (a role value with a tab or a line break), which are not reported delivered;
 * ``Filter``: exactly the events that must go in come back, every good one once;
 
 and over the whole run the server's ``Stats`` moved by exactly the events in and the dead letters the
@@ -181,6 +182,13 @@ class Expected:
 
     inputs: int
     events_in: int
+    #: events that go in but that the TSV sink must refuse (a role value with a tab, LF or CR: see FRAMING)
+    refused: int = 0
+
+
+def breaks_tsv(event: QueryEvent) -> bool:
+    """True when a role value the AOL-columns TSV sink writes holds a tab, a line feed or a carriage return."""
+    return any(c in v for v in (event.user, event.query, event.time, event.rank, event.url) for c in "\t\n\r")
 
 
 def wire_chunks(data: bytes) -> list[bytes] | None:
@@ -201,11 +209,43 @@ def wire_chunks(data: bytes) -> list[bytes] | None:
             shift += 7
         raise ValueError
 
+    def skip_group(number: int, depth: int) -> None:
+        """Past the end tag of group ``number`` (protobuf skips unknown groups; nested ones too)."""
+        nonlocal pos
+        if depth > 64:
+            raise ValueError
+        while pos < len(data):
+            key = read_varint()
+            inner, wire = key >> 3, key & 7
+            if inner == 0:
+                raise ValueError
+            if wire == 4:
+                if inner != number:
+                    raise ValueError
+                return
+            if wire == 3:
+                skip_group(inner, depth + 1)
+            elif wire == 2:
+                pos += read_varint()
+            elif wire == 0:
+                read_varint()
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+            else:
+                raise ValueError
+            if pos > len(data):
+                raise ValueError
+        raise ValueError
+
     try:
         while pos < len(data):
             key = read_varint()
             wire = key & 7
-            if wire == 2:
+            if key >> 3 == 0:
+                return None  # no field has number 0: protobuf refuses the message
+            if wire == 3:
+                skip_group(key >> 3, 0)
+            elif wire == 2:
                 size = read_varint()
                 if pos + size > len(data):
                     return None
@@ -217,7 +257,7 @@ def wire_chunks(data: bytes) -> list[bytes] | None:
             elif wire in (1, 5):
                 pos += 8 if wire == 1 else 4
             else:
-                return None  # a group (deprecated) or no wire type at all
+                return None  # an end group without its start, or no wire type at all
     except ValueError:
         return None
     return chunks if pos == len(data) else None
@@ -231,16 +271,19 @@ def expect(req: Request) -> Expected:
     except Exception:
         whole = None
     if whole is not None:
-        n = len(whole.events)
-        return Expected(n, sum(1 for e in whole.events if e.ByteSize() <= LIMIT))
+        taken = [e for e in whole.events if e.ByteSize() <= LIMIT]
+        return Expected(len(whole.events), len(taken), sum(map(breaks_tsv, taken)))
     chunks = wire_chunks(req.data)
     if chunks is None:
         return Expected(1, 0)
-    good = 0
+    good = refused = 0
     for chunk in chunks:
         with contextlib.suppress(Exception):
-            good += QueryEvent.FromString(chunk).ByteSize() <= LIMIT
-    return Expected(len(chunks), good)
+            event = QueryEvent.FromString(chunk)
+            if event.ByteSize() <= LIMIT:
+                good += 1
+                refused += breaks_tsv(event)
+    return Expected(len(chunks), good, refused)
 
 
 # --- the run --------------------------------------------------------------------------------------
@@ -302,13 +345,18 @@ def test_malformed_grpc_requests_are_each_counted_and_never_take_good_events(
         expected = [expect(r) for r in reqs]
         inputs = sum(e.inputs for e in expected)
         known = sum(e.events_in for e in expected)
+        refused = sum(e.refused for e in expected)
         datas = [r.data for r in reqs]
         try:
             if method == "Ingest":
                 resp = ingest(iter(datas), timeout=30)
                 got_in, got_dead = resp.accepted, resp.dead_lettered
                 check(got_in == known, f"rpc {n} (Ingest): {got_in} events in, expected {known}")
-                check(got_in + got_dead == inputs, f"rpc {n} (Ingest): {got_in} in + {got_dead} dead, {inputs} inputs")
+                check(
+                    got_in + got_dead - refused == inputs,
+                    f"rpc {n} (Ingest): {got_in} in + {got_dead} dead ({refused} refused by the sink), {inputs} inputs",
+                )
+                check(resp.delivered == known - refused, f"rpc {n} (Ingest): {resp.delivered} delivered")
                 for r in reqs:
                     tally.good_sent.update(f"{MARK} good {s}" for s in r.good)
             else:

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("sidecar", "filters", "adapters", "knowledge")
-CONFIGS = ("default", "hipaa", "k-anonymity", "passthrough")
+CONFIGS = ("default", "dp", "hipaa", "k-anonymity", "passthrough")
 #: Data files the runtime reads through its packages (not through the repository).
 DATA_FILES = (
     "querylog_config/__init__.py",
@@ -213,7 +213,7 @@ print(json.dumps({
 
 
 def test_config_list_and_show(installed: Installed) -> None:
-    """`querylog config list` names the four shipped configs; `config show` prints each file as it is."""
+    """`querylog config list` names the five shipped configs; `config show` prints each file as it is."""
     run = installed.run("querylog", "config", "list")
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == sorted(CONFIGS)
@@ -223,7 +223,7 @@ def test_config_list_and_show(installed: Installed) -> None:
         assert show.stdout == (installed.source / "config" / f"{name}.yaml").read_text(encoding="utf-8")
     missing = installed.run("querylog", "config", "show", "nope")
     assert missing.returncode == 2
-    assert "have: default, hipaa, k-anonymity, passthrough" in missing.stderr
+    assert "have: default, dp, hipaa, k-anonymity, passthrough" in missing.stderr
 
 
 def test_kb_build_check_config_and_replay_outside_the_repo(installed: Installed) -> None:

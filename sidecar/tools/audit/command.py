@@ -44,6 +44,14 @@ import click
     help="A field naming each query event that travels with the query (a request id): the attacks are "
     "then also scored per record, a query put back with its own sender.",
 )
+@click.option(
+    "--dp-state",
+    "dp_state",
+    default=None,
+    type=click.Path(exists=True),
+    help="The state folder (or querylog.db) of a dp_replace run: adds epsilon spent per user and the shares of "
+    "queries replaced, suppressed and dropped, from its budget ledger.",
+)
 def audit_cmd(
     original: str,
     protected: str,
@@ -54,6 +62,7 @@ def audit_cmd(
     seed: int,
     config_file: str | None,
     instance_field: str | None,
+    dp_state: str | None,
 ) -> None:
     """Measure re-identification risk and utility of a protected log against its original."""
     from sidecar.commandkit import load
@@ -79,6 +88,14 @@ def audit_cmd(
     except AuditInputError as exc:
         click.echo(f"audit: {exc}", err=True)
         sys.exit(2)
+    if dp_state is not None:
+        from sidecar.tools.audit.dp import DpStateError, dp_summary
+
+        try:
+            result["dp"] = dp_summary(dp_state)
+        except DpStateError as exc:
+            click.echo(f"audit: {exc}", err=True)
+            sys.exit(2)
     if html_path:
         Path(html_path).write_text(render_html(result), encoding="utf-8")
     if as_json:
@@ -127,5 +144,10 @@ def audit_cmd(
         f"profile JSD (mean per user): {result['profile_jsd']:.4f}; "
         f"unchanged profiles: {100 * result['profile_unchanged_share']:.1f}%"
     )
+    if "dp" in result:
+        from sidecar.tools.audit.dp import text_lines
+
+        for line in text_lines(result["dp"]):
+            click.echo(line)
     if html_path:
         click.echo(f"report: {html_path}")

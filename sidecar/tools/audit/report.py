@@ -12,6 +12,7 @@ from typing import Any
 
 from sidecar.codecs import SchemaConfig
 from sidecar.tools.audit import deanon, matcher, utility
+from sidecar.tools.audit import dp as dp_audit
 from sidecar.tools.audit.logs import Record, empty_queries, read_log
 
 Categorise = Callable[[list[str]], list[str | None]]
@@ -226,7 +227,21 @@ def _plots(result: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def verdict(result: dict[str, Any], k: int) -> tuple[bool, str]:
-    """Pass/attention and one sentence: per record when the audit has an instance key, else per pair."""
+    """Pass/attention and one sentence: per record when the audit has an instance key, else per pair.
+
+    For a differentially private release (``dp`` in the result) the guarantee is the budget, not 1/k: the
+    verdict is whether every user stayed within epsilon (a replacement may equal the original query).
+    """
+    dp = result.get("dp")
+    if dp is not None:
+        over = dp["user_windows_over_budget"]
+        if over:
+            return False, f"Attention: {over:,} user budget(s) exceed epsilon = {dp['epsilon']} in the ledger."
+        return True, (
+            f"Every user stayed within epsilon = {dp['epsilon']} (largest spent: "
+            f"{dp['epsilon_spent_per_user_window']['max']:.4g}). Protected records that equal an original "
+            f"({result['matching_records']:,}) are allowed: the mechanism may return the input concept."
+        )
     best = result["best_deanonymizer"]
     rec = result.get("best_records_deanonymizer")
     if result["matching_records"]:
@@ -343,10 +358,15 @@ def render_html(result: dict[str, Any]) -> str:
         ("Users with no record in the protected log (all held)", f"{result['users_missing_in_protected']:,}"),
         ("Queries the classifier could categorise", f"{100 * result['classified_share']:.1f}%"),
     ]
+    if "dp" in result:
+        facts += dp_audit.html_facts(result["dp"])
     facts_html = "".join(f"<tr><th>{html.escape(a)}</th><td>{b}</td></tr>" for a, b in facts)
+    figures = _plots(result)
+    if "dp" in result:
+        figures += dp_audit.plot(result["dp"], _png)
     plots = "".join(
         f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{data}'>"
-        for title, data in _plots(result)
+        for title, data in figures
     )
     per_record_note = (
         " Per record, a guess counts only when it puts a query back with its own sender,"

@@ -9,6 +9,7 @@ from sidecar.tools.bench import (
     buffer,
     classify,
     default,
+    dp,
     forward,
     http_source,
     passthrough,
@@ -23,5 +24,5 @@ def bench() -> None:
     """Benchmarks: print throughput and memory figures."""
 
 
-for _module in (passthrough, buffer, profile, classify, scrub, anonymity, default, forward, vector, http_source):
+for _module in (passthrough, buffer, profile, classify, scrub, anonymity, default, dp, forward, vector, http_source):
     bench.add_command(_module.COMMAND)

@@ -1,0 +1,128 @@
+"""Surface reconstruction (paper 004 §3.4): a replaced query written so that it reads like a query.
+
+The mapping is undone in reverse, to the extent the ``surface`` option allows:
+
+* ``plain`` — the replacement concepts' names (:class:`Labeler`), in
+  the order of the input's concepts, nothing else. The output depends on the
+  input only through the number of its concepts.
+* ``shape`` (default) — the input's skeleton: each concept span (its modifiers
+  included) becomes the replacement label, in the plural when the input word was
+  plural; the input's **stop words** (the fixed list of :data:`knowledge.text.STOPWORDS`:
+  function words and web words such as ``www``, ``com``, ``free``) stay where they
+  were; every other word is left out (modifiers, words that map to no concept:
+  names, brands, typos). Released beyond the concepts: the positions of the
+  input's stop words and whether each concept was plural.
+* ``paper`` — paper 004 as published: the modifiers and the other words of the
+  input are re-added as typed (``new apple phones`` -> ``new apple tablets``).
+  Those words are released unprotected, outside the DP guarantee; use only when
+  they are known to be harmless.
+
+Text comes out case-folded and tokenised (the classifier's tokens: spelling
+recommendations applied, punctuation gone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from filters.dp_replace.mapping import Mapped
+from knowledge.concepts import ConceptTree
+from knowledge.store import KnowledgeBase
+from knowledge.text import STOPWORDS, key_of
+
+Surface = Literal["shape", "plain", "paper"]
+_VOWELS = frozenset("aeiou")
+
+
+class Inflector:
+    """Plural forms: WordNet's irregular plurals (``noun.exc`` reversed), else English spelling rules."""
+
+    def __init__(self, noun_exc: dict[str, str]) -> None:
+        self.irregular: dict[str, str] = {}
+        for plural, base in sorted(noun_exc.items()):
+            self.irregular.setdefault(base, plural)
+
+    def plural(self, label: str) -> str:
+        head, sep, last = label.rpartition(" ")
+        irregular = self.irregular.get(last)
+        if irregular is not None:
+            word = irregular
+        elif last.endswith(("s", "x", "z", "ch", "sh")):
+            word = last + "es"
+        elif last.endswith("y") and len(last) > 1 and last[-2] not in _VOWELS:
+            word = last[:-1] + "ies"
+        else:
+            word = last + "s"
+        return head + sep + word
+
+
+class Labeler:
+    """The words written for a replacement concept: post-processing of the drawn concept only.
+
+    Among the lemma keys naming the concept, the first (in WordNet's lemma order,
+    the label first) that names it as its most frequent sense and whose KB category
+    is the concept's own; else the first naming it first; else its label. So the
+    word reads as the concept that was drawn (``kite`` the bird or the toy) and
+    the classifier files it where the concept is. Proper nouns are never put in
+    the plural.
+    """
+
+    def __init__(self, tree: ConceptTree, kb: KnowledgeBase) -> None:
+        self.tree = tree
+        self.lemmas = kb.lemmas
+        self._cache: dict[int, tuple[str, bool]] = {}
+
+    def label(self, node: int) -> tuple[str, bool]:
+        """(the words, whether they may take a plural)."""
+        found = self._cache.get(node)
+        if found is not None:
+            return found
+        tree = self.tree
+        first = tree.labels[node]
+        proper = first[:1].isupper()
+        own = int(tree.category[node])
+        keys = tree.keys_of(node)
+        base = key_of(first)
+        ordered = [base, *(k for k in keys if k != base)] if base in keys else keys
+        best = None
+        fallback = None
+        for k in ordered:
+            senses = tree.senses(k)
+            if not senses or senses[0] != node:
+                continue
+            entry = self.lemmas.get(k)
+            if entry is not None and len(entry) > 1 and entry[1] == own:
+                best = k
+                break
+            if fallback is None:
+                fallback = k
+        word = best or fallback or (base or first.lower())
+        found = self._cache[node] = (word, not proper)
+        return found
+
+
+def render(mapped: Mapped, labels: Sequence[tuple[str, bool]], mode: Surface, inflector: Inflector) -> str:
+    """The output query for ``mapped`` whose i-th concept is replaced by ``labels[i]`` (words, may be plural)."""
+    parts = mapped.parts
+    if mode == "plain":
+        return " ".join(lab for lab, _ in labels)
+    words = [inflector.plural(lab) if p.plural and countable else lab for p, (lab, countable) in zip(parts, labels)]
+    tokens = mapped.tokens
+    out: list[str] = []
+    i = 0
+    k = 0
+    while i < len(tokens):
+        if k < len(parts) and i == parts[k].first:
+            p = parts[k]
+            if mode == "paper":
+                out.extend(tokens[p.first : p.head])
+            out.append(words[k])
+            i = p.end
+            k += 1
+            continue
+        tok = tokens[i]
+        if mode == "paper" or tok in STOPWORDS:
+            out.append(tok)
+        i += 1
+    return " ".join(out)

@@ -1,0 +1,106 @@
+"""``querylog eval``: offline utility evaluations (``eval dp``: paper 004 Figures 2-4)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.group("eval")
+def eval_group() -> None:
+    """Offline evaluations of the protection methods on a log (tables, plots, JSON)."""
+
+
+@eval_group.command("dp")
+@click.argument("log", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for dp-eval.json, dp-eval.md, dp-eval.html and one PNG per budget (default: print only).",
+)
+@click.option("--runs", default=3, show_default=True, type=click.IntRange(1), help="Runs averaged per figure.")
+@click.option("--seed", default=0, show_default=True, help="Seed of this measurement's draws.")
+@click.option(
+    "--budget",
+    type=click.Choice(["user", "query", "both"]),
+    default="both",
+    show_default=True,
+    help="user: eps per user, eps/m per concept (Proposition 3); query: eps per concept.",
+)
+@click.option(
+    "--settings", default="A,B,C", show_default=True, help="Paper 004 settings to run (each with its D(q)=P variant)."
+)
+@click.option("--epsilons", default="0.1,0.5,1,2,5,10", show_default=True, help="Comma-separated epsilon values.")
+@click.option(
+    "--other-bin",
+    is_flag=True,
+    help="Count protected concepts outside the profile topics in an extra `other` bin (default: left out).",
+)
+@click.option("--kb", "kb_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="KB file.")
+@click.option(
+    "--config",
+    "-c",
+    "config_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Read the log with this config's schema (default: AOL TSV / JSON lines by extension).",
+)
+def dp_cmd(
+    log: str,
+    out_dir: Path | None,
+    runs: int,
+    seed: int,
+    budget: str,
+    settings: str,
+    epsilons: str,
+    other_bin: bool,
+    kb_path: Path | None,
+    config_file: str | None,
+) -> None:
+    """Utility loss (mean per-user JSD of topic profiles) of SQC1, SQC2, NSQC and HBDP, paper 004 Figures 2-4."""
+    from knowledge import load_kb
+    from sidecar.commandkit import load
+    from sidecar.tools.audit.logs import read_log
+    from sidecar.tools.evaluate.dp import SETTINGS, html_report, markdown, plot_png, run_evaluation, to_json
+
+    try:
+        eps = [float(e) for e in epsilons.split(",") if e.strip()]
+    except ValueError:
+        click.echo("eval dp: --epsilons must be comma-separated numbers", err=True)
+        sys.exit(2)
+    chosen = [s.strip().upper() for s in settings.split(",") if s.strip()]
+    if not eps or any(e <= 0 for e in eps) or not chosen or any(s not in SETTINGS for s in chosen):
+        click.echo("eval dp: epsilons must be > 0 and settings among A, B, C", err=True)
+        sys.exit(2)
+    schema = load(config_file).sidecar.schema if config_file else None
+    records, _bad = read_log(log, schema)
+    kb = load_kb(kb_path)
+    budgets = ("user", "query") if budget == "both" else (budget,)
+    try:
+        result = run_evaluation(
+            kb,
+            [(r.user, r.query) for r in records],
+            epsilons=eps,
+            settings=chosen,
+            budgets=budgets,
+            runs=runs,
+            seed=seed,
+            other_bin=other_bin,
+        )
+    except ValueError as exc:
+        click.echo(f"eval dp: {exc}", err=True)
+        sys.exit(2)
+    text = markdown(result)
+    click.echo(text, nl=False)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "dp-eval.json").write_text(to_json(result), encoding="utf-8")
+        (out_dir / "dp-eval.md").write_text(text, encoding="utf-8")
+        (out_dir / "dp-eval.html").write_text(html_report(result), encoding="utf-8")
+        for b in budgets:
+            (out_dir / f"dp-eval-{b}.png").write_bytes(plot_png(result, b))
+        click.echo(f"written: {out_dir}/dp-eval.{{json,md,html}}, dp-eval-*.png")

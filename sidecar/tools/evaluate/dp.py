@@ -1,0 +1,377 @@
+"""``querylog eval dp``: paper 004's utility evaluation (Figures 2-4) with the shipped mechanism.
+
+The evaluation set (paper 004 §4): every query of the log is mapped to concepts
+exactly as ``dp_replace`` maps them (:mod:`filters.dp_replace.mapping`, sense
+choice restricted to the profile topics), and the concepts that fall under one
+of the 19 profile topics are kept: specialisations of the four domains
+*disease*, *scientific discipline* (``science.n.01``), *sport* and *social
+event* — the paper names some (respiratory and genetic diseases, natural and
+social science, contact and water sports, shows, competitions) and not all;
+the 19 used here are the largest child subtrees of each domain (:data:`TOPICS19`).
+
+Utility loss (eq. 9-11): the mean over users of the Jensen-Shannon divergence
+(base 2) between the user's topic profile from the original concepts and from
+the protected ones. A protected concept outside every profile topic cannot be
+categorised (rho maps into P) and is left out of the profile, as in the paper;
+a user left with an empty protected profile counts as JSD 1 (the maximum).
+``--other-bin`` counts such concepts in one extra ``other`` bin instead (a
+stricter reading: a replacement that leaves the topics is a loss). Settings
+(paper Figure 1):
+
+* **A** — D(q) = the input's domain among the four; profiles over the 19 topics;
+* **B** — D(q) = ``abstraction.n.06`` for all; profiles over the 19 topics;
+* **C** — D(q) = ``abstraction.n.06``; profiles over the four domains;
+* **D(q)=P** — the domains are the profile topics (19 for A/B, 4 for C).
+
+Methods: SQC1, SQC2 (rho = the profile topics), NSQC — each through the
+filter's own class sampler (:class:`filters.dp_replace.sampler.Sampler`) — and
+HBDP, the histogram baseline: per user, a histogram over every concept of the
+query domains (all of them at once), two-sided geometric (discrete Laplace)
+noise of scale Delta/eps on every bin with Delta = the largest number of
+queries of a user (as in the paper), negative counts clipped to 0, the profile
+summed from the noisy bins. The bins without a query are summed exactly without
+drawing each one: the number that come out positive is binomial, their sum a
+negative binomial.
+
+Budget (``--budget``): ``user`` (default, Proposition 3: eps/m per concept, m
+the user's concepts in the evaluation set) or ``query`` (eps per concept). HBDP
+spends eps per user either way. Randomness: a seeded generator (this is a
+measurement, not a release); each figure is the mean of ``--runs`` runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+EPSILONS: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0)
+DOMAINS4: tuple[str, ...] = ("disease.n.01", "science.n.01", "sport.n.01", "social_event.n.01")
+TOPICS19: tuple[str, ...] = (
+    # disease.n.01
+    "communicable_disease.n.01",
+    "skin_disease.n.01",
+    "genetic_disease.n.01",
+    "malignancy.n.01",
+    "inflammatory_disease.n.01",
+    "respiratory_disease.n.01",
+    # science.n.01 (scientific discipline)
+    "natural_science.n.01",
+    "mathematics.n.01",
+    "social_science.n.01",
+    "linguistics.n.01",
+    "psychology.n.01",
+    # sport.n.01
+    "athletic_game.n.01",
+    "water_sport.n.01",
+    "contact_sport.n.01",
+    "outdoor_sport.n.01",
+    "blood_sport.n.01",
+    # social_event.n.01
+    "contest.n.01",
+    "show.n.03",
+    "affair.n.03",
+)
+ABSTRACTION = "abstraction.n.06"
+METHODS: tuple[str, ...] = ("SQC1", "SQC2", "NSQC", "HBDP")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str  # "A", "B", "C"
+    domains: tuple[str, ...] | None  # None: the single domain ABSTRACTION
+    profile: tuple[str, ...]
+
+
+SETTINGS: dict[str, Setting] = {
+    "A": Setting("A", DOMAINS4, TOPICS19),
+    "B": Setting("B", None, TOPICS19),
+    "C": Setting("C", None, DOMAINS4),
+}
+#: The D(q)=P variant of each figure: the domains are the profile topics.
+EQUAL = {
+    "A": Setting("A=P", TOPICS19, TOPICS19),
+    "B": Setting("B=P", TOPICS19, TOPICS19),
+    "C": Setting("C=P", DOMAINS4, DOMAINS4),
+}
+
+
+def jsd(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> float:
+    """Jensen-Shannon divergence, base 2, of two count vectors (eq. 9-10); 1.0 when one is empty."""
+    sp, sq = p.sum(), q.sum()
+    if sp <= 0 or sq <= 0:
+        return 0.0 if sp == sq else 1.0
+    a, b = p / sp, q / sq
+    m = (a + b) / 2.0
+    out = 0.0
+    for x in (a, b):
+        nz = x > 0
+        out += 0.5 * float(np.sum(x[nz] * np.log2(x[nz] / m[nz])))
+    return max(0.0, min(1.0, out))
+
+
+@dataclass
+class EvalSet:
+    """Users' concepts (nodes) under the 19 topics, in log order."""
+
+    users: list[list[int]]
+    queries: int  # records read
+    mapped_queries: int  # records with at least one concept in the evaluation set
+    concepts: int
+
+
+def build_eval_set(records: Sequence[tuple[str, str]], kb: Any) -> EvalSet:
+    """Map (user, query) records to concepts under the 19 topics (sense choice restricted to them)."""
+    from filters.dp_replace.domains import Domains
+    from filters.dp_replace.mapping import Mapper
+    from knowledge.concepts import concept_tree
+
+    tree = concept_tree(kb)
+    mapper = Mapper(kb, tree, Domains(tree, "topics", topics=TOPICS19), 200_000, drop_single=False)
+    by_user: dict[str, list[int]] = {}
+    mapped = 0
+    for user, query in records:
+        parts = mapper.map(query).parts
+        if parts:
+            mapped += 1
+            by_user.setdefault(user, []).extend(p.node for p in parts)
+    users = [nodes for _, nodes in sorted(by_user.items())]
+    return EvalSet(users, len(records), mapped, sum(len(u) for u in users))
+
+
+class Evaluation:
+    """Runs the methods of paper 004 §4 on an evaluation set."""
+
+    def __init__(self, kb: Any, data: EvalSet, seed: int, other_bin: bool = False) -> None:
+        from filters.dp_replace.domains import Domains
+        from knowledge.concepts import concept_tree
+
+        self.tree = concept_tree(kb)
+        self.data = data
+        self.seed = seed
+        self.other_bin = other_bin
+        self._domains: dict[tuple[tuple[str, ...] | None, tuple[str, ...]], Domains] = {}
+        self._labels: dict[tuple[str, ...], npt.NDArray[np.int32]] = {}
+        self.Domains = Domains
+
+    def domains(self, setting: Setting) -> Any:
+        key = (setting.domains, setting.profile)
+        d = self._domains.get(key)
+        if d is None:
+            if setting.domains is None:
+                d = self.Domains(self.tree, "single", ABSTRACTION, sqc2_topics=setting.profile)
+            else:
+                d = self.Domains(self.tree, "topics", topics=setting.domains, sqc2_topics=setting.profile)
+            self._domains[key] = d
+        return d
+
+    def labels(self, profile: tuple[str, ...]) -> npt.NDArray[np.int32]:
+        """Profile topic of every node; ``len(profile)`` for none (the ``other`` bin)."""
+        lab = self._labels.get(profile)
+        if lab is None:
+            from filters.dp_replace.domains import resolve, topic_labels
+
+            lab = topic_labels(self.tree, resolve(self.tree, profile, "profile"))
+            lab = np.where(lab < 0, len(profile), lab).astype(np.int32)
+            self._labels[profile] = lab
+        return lab
+
+    def profile(self, nodes: Sequence[int], lab: npt.NDArray[np.int32], k: int) -> npt.NDArray[np.float64]:
+        counts = np.bincount(lab[np.asarray(nodes, dtype=np.int64)], minlength=k + 1).astype(np.float64)
+        return self.cut(counts, k)
+
+    def cut(self, counts: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.float64]:
+        """The profile over the ``k`` topics, plus the ``other`` bin when it counts."""
+        return counts if self.other_bin else counts[:k]
+
+    def em(self, setting: Setting, criterion: str, eps: float, budget: str, run: int) -> float:
+        """Mean JSD of one exponential-mechanism run."""
+        from filters.dp_replace.rand import RandomPool
+        from filters.dp_replace.sampler import Sampler
+
+        d = self.domains(setting)
+        rng = random.Random(f"{self.seed}/{setting.name}/{criterion}/{eps}/{budget}/{run}")
+        sampler = Sampler(d, criterion, RandomPool(rng.randbytes))  # type: ignore[arg-type]  # a criterion name
+        lab = self.labels(setting.profile)
+        k = len(setting.profile)
+        values = []
+        for nodes in self.data.users:
+            eps_q = eps / len(nodes) if budget == "user" else eps
+            out = [sampler.draw(x, eps_q).node for x in nodes]
+            values.append(jsd(self.profile(nodes, lab, k), self.profile(out, lab, k)))
+        return float(np.mean(values))
+
+    def hbdp(self, setting: Setting, eps: float, run: int) -> float:
+        """Mean JSD of one run of the histogram baseline (discrete Laplace on every bin)."""
+        d = self.domains(setting)
+        lab = self.labels(setting.profile)
+        k = len(setting.profile)
+        bins = np.flatnonzero(d.label >= 0)  # every concept of the query domains
+        per_topic = np.bincount(lab[bins], minlength=k + 1)
+        sensitivity = max(len(u) for u in self.data.users)
+        alpha = math.exp(-eps / sensitivity)
+        gen = np.random.default_rng(random.Random(f"{self.seed}/{setting.name}/HBDP/{eps}/{run}").getrandbits(64))
+        p_pos = alpha / (1.0 + alpha)
+        values = []
+        for nodes in self.data.users:
+            counts = Counter(nodes)
+            uniq = np.fromiter(counts, dtype=np.int64)
+            c = np.fromiter(counts.values(), dtype=np.int64)
+            # the user's own bins: max(0, c + Z), Z two-sided geometric
+            z = (gen.geometric(1.0 - alpha, len(c)) - 1) - (gen.geometric(1.0 - alpha, len(c)) - 1)
+            own = np.maximum(0, c + z).astype(np.float64)
+            mine = np.bincount(lab[uniq], weights=own, minlength=k + 1)
+            # the empty bins of each topic: K of them positive (binomial), their sum K + NegBin(K, 1 - alpha)
+            empty = per_topic - np.bincount(lab[uniq], minlength=k + 1)
+            positive = gen.binomial(empty, p_pos)
+            extra = positive + np.where(positive > 0, gen.negative_binomial(np.maximum(positive, 1), 1.0 - alpha), 0)
+            noisy: npt.NDArray[np.float64] = (mine + extra).astype(np.float64)
+            values.append(jsd(self.profile(nodes, lab, k), self.cut(noisy, k)))
+        return float(np.mean(values))
+
+
+def run_evaluation(
+    kb: Any,
+    records: Sequence[tuple[str, str]],
+    *,
+    epsilons: Sequence[float] = EPSILONS,
+    settings: Sequence[str] = ("A", "B", "C"),
+    budgets: Sequence[str] = ("user", "query"),
+    runs: int = 3,
+    seed: int = 0,
+    other_bin: bool = False,
+) -> dict[str, Any]:
+    """Every figure's table: ``{budget: {setting: {variant: {method: [mean JSD per eps]}}}}`` plus the data set."""
+    data = build_eval_set(records, kb)
+    if not data.users:
+        raise ValueError("no query of the log maps to a concept under the 19 profile topics")
+    ev = Evaluation(kb, data, seed, other_bin)
+    tables: dict[str, Any] = {}
+    for budget in budgets:
+        tables[budget] = {}
+        for name in settings:
+            fig: dict[str, dict[str, list[float]]] = {}
+            for variant, setting in (("D>P", SETTINGS[name]), ("D=P", EQUAL[name])):
+                rows: dict[str, list[float]] = {}
+                for method in METHODS:
+                    row = []
+                    for eps in epsilons:
+                        if method == "HBDP":
+                            vals = [ev.hbdp(setting, eps, r) for r in range(runs)]
+                        else:
+                            vals = [ev.em(setting, method.lower(), eps, budget, r) for r in range(runs)]
+                        row.append(float(np.mean(vals)))
+                    rows[method] = row
+                fig[variant] = rows
+            tables[budget][name] = fig
+    m = [len(u) for u in data.users]
+    return {
+        "epsilons": list(epsilons),
+        "runs": runs,
+        "other_bin": other_bin,
+        "data": {
+            "records": data.queries,
+            "records_with_an_evaluation_concept": data.mapped_queries,
+            "users": len(data.users),
+            "concepts": data.concepts,
+            "concepts_per_user": {"mean": float(np.mean(m)), "median": float(np.median(m)), "max": int(max(m))},
+        },
+        "topics19": list(TOPICS19),
+        "domains4": list(DOMAINS4),
+        "tables": tables,
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The tables as Markdown (one per budget and figure)."""
+    eps = result["epsilons"]
+    out = []
+    d = result["data"]
+    out.append(
+        f"{d['records']:,} records, {d['records_with_an_evaluation_concept']:,} with a concept under the 19 topics; "
+        f"{d['users']:,} users, {d['concepts']:,} concepts (per user: mean {d['concepts_per_user']['mean']:.1f}, "
+        f"median {d['concepts_per_user']['median']:.0f}, max {d['concepts_per_user']['max']}); "
+        f"mean of {result['runs']} runs; concepts outside the profile topics "
+        + ("count in an `other` bin." if result["other_bin"] else "are left out of the profile (paper 004's rho).")
+    )
+    figure = {"A": "Figure 2 (Setting A)", "B": "Figure 3 (Setting B)", "C": "Figure 4 (Setting C)"}
+    for budget, figs in result["tables"].items():
+        label = "eps per user (eps/m per concept)" if budget == "user" else "eps per concept"
+        for name, fig in figs.items():
+            out.append("")
+            out.append(f"**{figure[name]}, {label}** — mean JSD")
+            out.append("")
+            out.append("| method | D(q) | " + " | ".join(f"eps={e:g}" for e in eps) + " |")
+            out.append("|---|---|" + "---:|" * len(eps))
+            for variant, rows in fig.items():
+                for method, row in rows.items():
+                    out.append(f"| {method} | {variant} | " + " | ".join(f"{v:.4f}" for v in row) + " |")
+    return "\n".join(out) + "\n"
+
+
+def plot_png(result: dict[str, Any], budget: str) -> bytes:
+    """Figures 2-4 side by side for one budget (symlog y, so that the D(q)=P zeros show)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figs = result["tables"][budget]
+    eps = result["epsilons"]
+    fig, axes = plt.subplots(1, len(figs), figsize=(5 * len(figs), 4), squeeze=False)
+    colours = {"SQC1": "#4c72b0", "SQC2": "#55a868", "NSQC": "#dd8452", "HBDP": "#c44e52"}
+    for ax, (name, f) in zip(axes[0], figs.items()):
+        for variant, rows in f.items():
+            for method, row in rows.items():
+                ax.plot(
+                    eps,
+                    row,
+                    marker="o" if variant == "D>P" else "x",
+                    linestyle="-" if variant == "D>P" else ":",
+                    color=colours[method],
+                    label=f"{method} {variant}",
+                )
+        ax.set_xscale("log")
+        ax.set_yscale("symlog", linthresh=1e-3)
+        ax.set_ylim(0.0, 1.0)
+        ax.set_xlabel("epsilon" + (" per user" if budget == "user" else " per concept"))
+        ax.set_ylabel("utility loss (mean JSD, base 2)")
+        ax.set_title(f"Setting {name}")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def html_report(result: dict[str, Any]) -> str:
+    """A self-contained page: the tables and a plot per budget."""
+    import html
+
+    parts = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>DP utility evaluation</title>",
+        "<style>body{font-family:system-ui,sans-serif;max-width:70em;margin:2em auto}"
+        "pre{background:#f4f4f4;padding:1em;overflow:auto}img{max-width:100%}</style></head><body>",
+        "<h1>dp_replace: utility loss (paper 004, Figures 2-4)</h1>",
+        f"<pre>{html.escape(markdown(result))}</pre>",
+    ]
+    for budget in result["tables"]:
+        data = base64.b64encode(plot_png(result, budget)).decode("ascii")
+        parts.append(f"<h2>budget: {html.escape(budget)}</h2><img alt='plot' src='data:image/png;base64,{data}'>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def to_json(result: dict[str, Any]) -> str:
+    return json.dumps(result, indent=2, sort_keys=True)

@@ -36,7 +36,14 @@ def _scrub_config(config_file: str | None) -> Any:
     help="Config file whose hipaa_scrub filter gives the policies (default: built-in policies).",
 )
 @click.option("--stats/--no-stats", default=False, help="Print per-type counts (JSON, never values) on stderr.")
-def scrub(config_file: str | None, stats: bool) -> None:
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Write one JSON object per input line instead of the scrubbed line: the scrubbed text and, per "
+    "finding, its type, span (character offsets, never the value), detector and policy. To stdout only; "
+    "nothing of it is logged.",
+)
+def scrub(config_file: str | None, stats: bool, explain: bool) -> None:
     """Scrub HIPAA identifiers from each line of stdin; write one scrubbed line per input line."""
     from filters.hipaa_scrub.scrubber import Scrubber
     from sidecar.logs import configure_logging
@@ -60,6 +67,11 @@ def scrub(config_file: str | None, stats: bool) -> None:
         new, counts = scrubber.scrub(text)
         totals.update(counts)
         changed += new != text
+        if explain:
+            explained, findings = scrubber.explain(text)
+            record = {"line": lines, "scrubbed": explained, "findings": findings}
+            out.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8", errors="surrogateescape"))
+            continue
         out.write((new + eol).encode("utf-8", errors="surrogateescape"))
     out.flush()
     if stats:

@@ -9,12 +9,19 @@ from operator import attrgetter
 
 from filters.hipaa_scrub.config import HipaaScrubConfig
 from filters.hipaa_scrub.detectors import KINDS, Detector, Span
-from filters.hipaa_scrub.detectors.context import ContextNumberDetector, VinDetector
+from filters.hipaa_scrub.detectors.context import (
+    ContextNumberDetector,
+    CuedVinDetector,
+    MbiDetector,
+    SerialDetector,
+    VinDetector,
+)
 from filters.hipaa_scrub.detectors.dates import AgeDetector, DateDetector
 from filters.hipaa_scrub.detectors.network import EmailDetector, IpDetector, MacDetector, UrlDetector
 from filters.hipaa_scrub.detectors.numbers import (
     CardDetector,
     LongNumberDetector,
+    NationalPhoneDetector,
     PhoneDetector,
     SsnDetector,
     ZipDetector,
@@ -114,6 +121,7 @@ class Scrubber:
         digit: list[Detector] = [
             SsnDetector(),
             PhoneDetector(),
+            NationalPhoneDetector(),
             CardDetector(),
             ZipDetector(),
             LongNumberDetector(),
@@ -121,7 +129,9 @@ class Scrubber:
             AgeDetector(),
             ContextNumberDetector(),
             VinDetector(),
-            AddressDetector(),
+            CuedVinDetector(),
+            MbiDetector(),
+            AddressDetector(load_geo(), common_words()),
         ]
         self.digit = [d for d in digit if self._wanted(d)]
         self.at = [d for d in (EmailDetector(),) if self._wanted(d)]
@@ -138,6 +148,7 @@ class Scrubber:
                 not_last=geo.countries | {n for n in geo.state_names.values() if " " not in n},
             ),
             PlaceDetector(geo, cfg.city_keep_population, common_words()),
+            SerialDetector(),
         ]
         self.alpha = [d for d in alpha if self._wanted(d)]
         # bound methods and gates looked up once: the per-query loop does no attribute lookups
@@ -164,7 +175,10 @@ class Scrubber:
         # runs: few distinct keys occur, so the filtering is done once per key (the cache is bounded)
         self._plan_cache: dict[tuple[int, ...], tuple[DigitPlan, frozenset[int]]] = {}
         self._net_plan: list[tuple[PreCheck, Run]] = [(d.prefilter, d.detect) for d in self.net]
-        self._alpha_plan: list[tuple[Wants, Run]] = [(d.wants, d.detect) for d in self.alpha]
+        # each with its trigger words (a set test in C before the Python ``wants`` call; empty: none)
+        self._alpha_plan: list[tuple[frozenset[str] | None, Wants, Run]] = [
+            (d.trigger_words(), d.wants, d.detect) for d in self.alpha
+        ]
         # most texts have no trigger word of any word-based detector: one set test skips them all
         triggers = [t for t in (d.trigger_words() for d in self.alpha) if t is not None]
         self._alpha_words: frozenset[str] | None = (
@@ -181,7 +195,7 @@ class Scrubber:
         self._digit_by_count = [everything] * len(self._digit_by_count)
         self._plan_cache.clear()
         self._net_plan = [(_any_text, d.detect) for d in self.net]
-        self._alpha_plan = [(_any_words, d.detect) for d in self.alpha]
+        self._alpha_plan = [(None, _any_words, d.detect) for d in self.alpha]
         self._alpha_words = None
         self.netcheck = re.compile("")
 
@@ -221,8 +235,8 @@ class Scrubber:
             if self._alpha_words is not None and self._alpha_words.isdisjoint(words):
                 return []
             found: list[Span] = []
-            for wants, run in self._alpha_plan:
-                if wants(lower, words):
+            for triggers, wants, run in self._alpha_plan:
+                if (triggers is None or not triggers.isdisjoint(words)) and wants(lower, words):
                     run(text, lower, found)
             return found if len(found) <= 1 else _resolve(found)
         digit_runs: list[bytes] | list[str]
@@ -258,8 +272,8 @@ class Scrubber:
                 if prefilter(text, lower, words, runs):
                     run(text, lower, found)
         if self._alpha_words is None or not self._alpha_words.isdisjoint(words):
-            for wants, run in self._alpha_plan:
-                if wants(lower, words):
+            for triggers, wants, run in self._alpha_plan:
+                if (triggers is None or not triggers.isdisjoint(words)) and wants(lower, words):
                     run(text, lower, found)
         return found if len(found) <= 1 else _resolve(found)
 
@@ -302,6 +316,56 @@ class Scrubber:
         if removed:
             new = " ".join(new.split())
         return new
+
+    def _detect_attributed(self, text: str) -> list[tuple[Span, str]]:
+        """:meth:`detect` without pre-checks (the same spans: pre-checks are necessary conditions), each
+        kept span with the name of the detector that found it."""
+        lower = text.lower()
+        detectors = list(self.alpha)
+        if not text.replace(" ", "").isalpha():
+            detectors += self.digit
+            if "@" in text:
+                detectors += self.at
+            if "." in text or ":" in text or "-" in text:
+                detectors += self.net
+        found: list[Span] = []
+        source: dict[int, str] = {}
+        for d in detectors:
+            before = len(found)
+            d.detect(text, lower, found)
+            for span in found[before:]:
+                source[id(span)] = type(d).__name__
+        kept = found if len(found) <= 1 else _resolve(found)
+        return [(span, source[id(span)]) for span in kept]
+
+    def explain(self, text: str) -> tuple[str, list[dict[str, object]]]:
+        """The scrubbed text (as :meth:`scrub` gives it) and one record per finding: ``type``, ``start``,
+        ``end``, ``detector``, ``policy`` and ``pass``. Spans of pass 1 index ``text``; a later pass (a rescan
+        after a change) indexes the text as the previous pass left it. Records never hold the values: they
+        are for a person checking the scrubber (``querylog scrub --explain``), never for logs."""
+        findings: list[dict[str, object]] = []
+        for n in range(min(MAX_PASSES, text.count(" ") + 2)):
+            attributed = self._detect_attributed(text)
+            if not attributed:
+                break
+            for span, detector in attributed:
+                findings.append(
+                    {
+                        "type": span.kind,
+                        "start": span.start,
+                        "end": span.end,
+                        "detector": detector,
+                        "policy": self.policies[span.kind],
+                        "pass": n + 1,
+                    }
+                )
+            new = self._apply(text, [span for span, _ in attributed], {})
+            if new == text:
+                break
+            text = new
+            if not text or text.isspace():
+                break
+        return text, findings
 
     def scrub(self, text: str) -> tuple[str, dict[str, int]]:
         """The scrubbed text and the count of identifiers found per type (never the values)."""

@@ -5,12 +5,21 @@ account, certificate/license, device serial and vehicle plate numbers; and VINs 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from filters.hipaa_scrub.detectors import Detector, Pattern, Span, ascii_variant, scan_from_starts
 
-_NUM = r"(?:\s*(?:number|numbers|num|no\.?|nbr|#|id|code))?\s*(?:is|=|:|#)?\s*"
-VALUE = r"(?P<v>(?=[a-z0-9-]*\d[a-z0-9-]*\d)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){3,24})(?![\w-])"
+_NUM = (
+    r"(?:\s*(?:number|numbers|num|no\.?|nbr|#|id|code))?"
+    # a few words may come between the cue and its value: "account number for my checking 1234-567",
+    # "member id on the card xk8842" (a preposition, then one or two words)
+    r"(?:\s+(?:for|of|on|from|at|with|in|to)(?:\s+[a-z']+){1,2}?)?"
+    r"\s*(?:is|=|:|#)?\s*"
+)
+VALUE = (
+    r"(?P<v>\d{2,4}(?: \d{2,4}){1,4}(?![\w-])"  # digit groups: "123 456 789" (7+ digits, checked at detect)
+    r"|(?=[a-z0-9-]*\d)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){3,24}(?![\w-]))"
+)
 
 
 CUE_STARTS = (
@@ -26,10 +35,13 @@ def _cue(words: str) -> str:
 
 
 class ContextNumberDetector(Detector):
-    """An alphanumeric value with 2+ digits right after an identifier cue (``mrn 00123456``)."""
+    """A value right after an identifier cue (``mrn 00123456``), or after the cue, a colon or a preposition
+    and one or two words (``account number for my checking 4471-2233``): 3+ digits, a 6+ character code mixing
+    letters and digits (``member id: 4hhk4ldmzsz``), digit groups of 7+ digits (``123 456 789``); plates 2+
+    digits."""
 
     KINDS = ("mrn", "health_plan", "account", "license", "device", "vehicle")
-    MIN_DIGITS = 2
+    MIN_DIGITS = 1
     PRIORITY = 35
     PATTERNS = (
         Pattern("vehicle", _cue(r"license\s+plate|licence\s+plate|plate|tag")),
@@ -107,13 +119,19 @@ class ContextNumberDetector(Detector):
             "device",
             "udid",
             "model",
+            # the ``c`` of ``a/c`` and the ``n`` of ``s/n``: with them the cue words are the whole pre-check, a
+            # set test the scrubber makes in C (a code with a lone ``c`` or ``n`` runs ``detect`` for nothing)
+            "c",
+            "n",
         ]
     )
     SKIP = re.compile(r"^(?:19|20)\d\d$|^\d{1,3}$")
 
-    def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
-        """A cue word, or ``a/c`` / ``s/n`` (one-letter words are too common in codes to gate on)."""
-        return not self.GATE_WORDS.isdisjoint(words) or "a/c" in lower or "s/n" in lower
+    @staticmethod
+    def code(v: str) -> bool:
+        """A value of 6+ characters mixing letters and digits (``xk8842``, ``4hhk4ldmzsz``): a code, even with
+        fewer than 3 digits."""
+        return len(v) >= 6 and not v.isdigit() and v.isalnum()
 
     def __init__(self) -> None:
         super().__init__()
@@ -136,8 +154,11 @@ class ContextNumberDetector(Detector):
             if group is None:
                 continue
             v = m.group(group)
-            if self.SKIP.match(v) or (group != "vehicle_v" and sum(map(str.isdigit, v)) < 3):
+            digits = sum(map(str.isdigit, v))
+            if self.SKIP.match(v) or (digits < 2 if group == "vehicle_v" else digits < 3 and not self.code(v)):
                 continue  # a year, a small number, "49cc": plates may be short, other numbers are not
+            if " " in v and digits < 7:
+                continue  # digit groups make one number only when long enough ("123 456 789")
             out.append(Span(m.start(group), m.end(group), group[:-2], self.PRIORITY))
 
 
@@ -161,7 +182,8 @@ def vin_check_ok(vin: str) -> bool:
 
 
 class VinDetector(Detector):
-    """17-character vehicle identification numbers: valid check digit, or a ``vin`` cue."""
+    """17-character vehicle identification numbers (ISO 3779: letters but I, O, Q, and digits) with 3+
+    digits and a valid check digit. After a ``vin`` cue any check digit will do: :class:`CuedVinDetector`."""
 
     KINDS = ("vin",)
     MIN_DIGITS = 3
@@ -178,5 +200,86 @@ class VinDetector(Detector):
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         for m in (self.compiled_ascii if lower.isascii() else self.compiled)[0][1].finditer(lower):
-            if vin_check_ok(m.group()) or self.CUE.search(lower, max(0, m.start() - 16), m.start()):
+            if sum(map(str.isdigit, m.group())) >= 3 and vin_check_ok(m.group()):
                 out.append(Span(m.start(), m.end(), "vin", self.PRIORITY))
+
+
+class CuedVinDetector(VinDetector):
+    """A 17-character VIN with a digit after a ``vin`` cue, whatever its check digit (check digits are a
+    North American rule, and a mistyped VIN still identifies a vehicle)."""
+
+    MIN_DIGITS = 1
+    GATE_WORDS = frozenset({"vin"})
+    prefilter = Detector.prefilter  # the cue word is the whole pre-check (a set test the scrubber makes)
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        for m in (self.compiled_ascii if lower.isascii() else self.compiled)[0][1].finditer(lower):
+            if self.CUE.search(lower, max(0, m.start() - 16), m.start()):
+                out.append(Span(m.start(), m.end(), "vin", self.PRIORITY))
+
+
+_MBI_LETTER = "[ac-hjkmnp-rt-y]"  # A-Z without S, L, O, I, B, Z
+_MBI_ALNUM = "[ac-hjkmnp-rt-y0-9]"
+
+
+class MbiDetector(Detector):
+    """Medicare Beneficiary Identifiers (CMS MBI format): 11 characters, position 1 a digit 1-9, 2, 5, 8
+    and 9 letters (no S, L, O, I, B, Z), 3 and 6 such a letter or a digit, 4, 7, 10 and 11 digits;
+    printed with dashes after positions 4 and 7 or without, any case."""
+
+    KINDS = ("health_plan",)
+    MIN_DIGITS = 5
+    RUNS = frozenset({2})  # positions 10-11: a bounded run of 2 digits after the letter of position 9
+    PRIORITY = 16
+    PATTERNS = (
+        Pattern(
+            "mbi",
+            rf"(?<![\w-])[1-9]{_MBI_LETTER}{_MBI_ALNUM}\d(-?){_MBI_LETTER}{_MBI_ALNUM}\d\1"
+            rf"{_MBI_LETTER}{_MBI_LETTER}\d\d(?![\w-])",
+        ),
+    )
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        for m in (self.compiled_ascii if lower.isascii() else self.compiled)[0][1].finditer(lower):
+            out.append(Span(m.start(), m.end(), "health_plan", self.PRIORITY))
+
+
+class SerialDetector(Detector):
+    """Serial numbers of mostly letters after a serial cue (``serial number xkcdqwpl``, ``s/n ab7cdefgh``):
+    6-20 letters and digits that are not an English word (``serial number lookup`` stays). Values with 3+
+    digits are :class:`ContextNumberDetector`'s."""
+
+    KINDS = ("device",)
+    NEEDS = "alpha"
+    PRIORITY = 36
+    PATTERNS = (
+        Pattern(
+            "serial",
+            r"(?<![\w])(?:serial|s/n|sn)(?:\s*(?:number|num|no\.?|nbr|#|code))?\s*(?:is|=|:|#)?\s*"
+            r"(?P<v>[a-z0-9]{6,20})(?![\w-])",
+        ),
+    )
+
+    def __init__(self, known_words: Mapping[str, float] | None = None) -> None:
+        super().__init__()
+        if known_words is None:
+            from wordfreq import get_frequency_dict  # cached by wordfreq: the names data loads it anyway
+
+            known_words = get_frequency_dict("en")
+        self.known = known_words
+
+    def trigger_words(self) -> frozenset[str]:
+        """``serial``, ``sn``, or the ``s`` of ``s/n``."""
+        return frozenset({"serial", "sn", "s"})
+
+    def wants(self, lower: str, words: list[str]) -> bool:
+        """A serial cue occurs."""
+        return "serial" in lower or "s/n" in lower or "sn" in words
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        known = self.known
+        for m in (self.compiled_ascii if lower.isascii() else self.compiled)[0][1].finditer(lower):
+            v = m.group("v")
+            if v.isdigit() or v in known:
+                continue  # a plain number is not "mostly letters"; a word is a word
+            out.append(Span(m.start("v"), m.end("v"), "device", self.PRIORITY))

@@ -44,7 +44,10 @@ class IpDetector(Detector):
         Pattern("ipv4", r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\w]|\.\d)"),
         Pattern(
             "ipv6",
-            r"(?<![\w:.])(?=[0-9a-f:]*:[0-9a-f:]*:)[0-9a-f:]{2,39}(?:(?<=:)\d{1,3}(?:\.\d{1,3}){3})?(?:%\w+)?(?![\w:.])",
+            # an address may end a sentence or sit in brackets: a dot (or colon) after it is punctuation
+            # unless a word character follows
+            r"(?<![\w:.])(?=[0-9a-f:]*:[0-9a-f:]*:)[0-9a-f:]{2,39}(?:(?<=:)\d{1,3}(?:\.\d{1,3}){3})?(?:%\w+)?"
+            r"(?![\w]|[:.]\w)",
         ),
     )
     VERSION_CUE = re.compile(
@@ -69,6 +72,8 @@ class IpDetector(Detector):
             out.append(Span(m.start(), m.end(), "ip", self.PRIORITY))
         if ":" in text:
             for m in v6.finditer(lower):
+                if m.group().endswith(":") and not m.group().endswith("::"):
+                    continue  # "a:b:" then punctuation: not an address ("::" may end one)
                 try:
                     ipaddress.IPv6Address(m.group().split("%")[0])
                 except ValueError:
@@ -77,7 +82,8 @@ class IpDetector(Detector):
 
 
 class MacDetector(Detector):
-    """MAC addresses: six hex pairs (``:`` or ``-``) or Cisco dotted triples."""
+    """MAC addresses (IEEE 802 notations): six hex pairs joined by ``:`` or ``-``, or Cisco dotted
+    triples (``aabb.ccdd.eeff``), any case; hex digits may all be letters (``ab:cd:ef:fe:dc:ba``)."""
 
     KINDS = ("mac",)
     NEEDS = "dot_or_colon_or_dash"
@@ -105,8 +111,7 @@ class MacDetector(Detector):
             if not wanted[name]:
                 continue
             for m in rx.finditer(lower):
-                if sum(map(str.isdigit, m.group())) >= 2:
-                    out.append(Span(m.start(), m.end(), "mac", self.PRIORITY))
+                out.append(Span(m.start(), m.end(), "mac", self.PRIORITY))
 
 
 class UrlDetector(Detector):

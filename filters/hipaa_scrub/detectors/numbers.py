@@ -20,14 +20,16 @@ def _digit_count(text: str) -> int:
 
 
 class SsnDetector(Detector):
-    """US social security numbers with the SSA validity rules (no 000/666/9xx area, 00 group, 0000 serial)."""
+    """US social security numbers with the SSA validity rules (no 000/666/9xx area, 00 group, 0000 serial),
+    written with dashes, spaces or dots; and IRS individual taxpayer identification numbers (ITIN), which
+    are SSN-shaped but start with 9 and have a group number in 50-65, 70-88, 90-92 or 94-99."""
 
     KINDS = ("ssn",)
     MIN_DIGITS = 9
     RUNS = frozenset({3, 9})  # the area number, or the bare 9 digits
     PRIORITY = 10
     PATTERNS = (
-        Pattern("ssn_separated", r"(?<![\w.-])(\d{3})([- ])(\d{2})\2(\d{4})(?![\w-]|\.\d)"),
+        Pattern("ssn_separated", r"(?<![\w.-])(\d{3})([- .])(\d{2})\2(\d{4})(?![\w-]|\.\d)"),
         Pattern("ssn_bare", r"(?<![\w.-])(\d{3})()(\d{2})(\d{4})(?![\w-]|\.\d)"),
     )
     CONTEXT = re.compile(r"\b(?:ssn|ss#|ss no|soc(?:ial)?\s*sec(?:urity)?(?:\s*(?:number|no|num|#))?)\b|ss#")
@@ -38,15 +40,15 @@ class SsnDetector(Detector):
         has ``ss`` or ``soc``)."""
         return (4 in runs and 2 in runs and 3 in runs) or (9 in runs and ("ss" in lower or "soc" in lower))
 
+    ITIN_GROUPS = frozenset(f"{g:02d}" for g in (*range(50, 66), *range(70, 89), *range(90, 93), *range(94, 100)))
+    """IRS ITIN group numbers (digits 4-5)."""
+
     @classmethod
     def valid(cls, area: str, group: str, serial: str) -> bool:
-        return not (
-            area in ("000", "666")
-            or area[0] == "9"
-            or group == "00"
-            or serial == "0000"
-            or area + group + serial in cls.INVALID
-        )
+        """An SSN by the SSA rules, or an ITIN (area 9xx with an ITIN group number)."""
+        if area[0] == "9":
+            return group in cls.ITIN_GROUPS
+        return not (area in ("000", "666") or group == "00" or serial == "0000" or area + group + serial in cls.INVALID)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         (_, sep), (_, bare) = self.compiled
@@ -80,13 +82,15 @@ class PhoneDetector(Detector):
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """A NANP or local number ends in a bounded digit run of 4 (after a separator), 7 (ddd-dddd
-        after a separator), 10 or 11 (all joined), after 3 digits; an international one starts with ``+``."""
+        after a separator), 10 or 11 (all joined), after 3 digits; an international one starts with ``+``.
+        """
         return "+" in text or (not self.LAST_RUNS.isdisjoint(runs) and self.TAIL.search(text) is not None)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         (_, nanp), (_, local), (_, international) = self.compiled
         fax = "fax" in lower  # the fax cue is tried only when the word occurs at all
-        for rx in (nanp, local, international) if "+" in text else (nanp, local):
+        rxs = (nanp, local, international) if "+" in text else (nanp, local)
+        for rx in rxs:
             for m in rx.finditer(text):
                 start = m.start()
                 if rx is international and not 8 <= sum(map(str.isdigit, m.group())) <= 15:
@@ -95,8 +99,51 @@ class PhoneDetector(Detector):
                 out.append(Span(start, m.end(), kind, self.PRIORITY))
 
 
+class NationalPhoneDetector(Detector):
+    """Telephone numbers in national forms outside North America: the trunk prefix ``0`` and an area code
+    from 1-9 (``00`` dials abroad), bracketed or not, 9-12 digits in all with a separator (UK ``020 7946
+    0958``, DE ``030 12345678``, FR ``01 23 45 67 89``, IT, NL, IN, AU, JP...); Spain's 9 digits from 6-9
+    in groups (its plan has no trunk prefix). A national form is weaker evidence than a cue: a cued number of
+    the same span keeps its type (``NATIONAL_PRIORITY``); joined digits are left to the long-number detector
+    (an ``id``), and SSN and ZIP+4 shapes to theirs."""
+
+    KINDS = ("phone", "fax")
+    MIN_DIGITS = 9
+    PRIORITY = 38
+    PATTERNS = (
+        Pattern(
+            "trunk",
+            r"(?<![\w.+/-])(?:\(0[1-9]\d{0,3}\)|0[1-9]\d{0,3})(?:[ ./-]?\d{2,8}){1,4}(?![\w-]|[./]\d)",
+        ),
+        Pattern(
+            "es",
+            r"(?<![\w.+-])[6-9]\d\d(?:([ .-])\d\d\d\1\d\d\d|([ .-])\d\d\2\d\d\2\d\d)(?![\w-]|\.\d)",
+        ),
+    )
+    GATE = r"(?<![\w.+/-])\(?0[1-9]|(?<![\w.+-])[6-9]\d\d[ .-]\d\d"
+    NOT_NATIONAL = re.compile(r"\d{3}([-. ])\d{2}\1\d{4}|\d{5}-\d{4}")  # SSN and ZIP+4 shapes
+    FAX = PhoneDetector.FAX
+
+    def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        (_, trunk), (_, spain) = self.compiled
+        fax = "fax" in lower
+        for rx in (trunk, spain):
+            for m in rx.finditer(text):
+                value = m.group()
+                if rx is trunk and (
+                    value.isdigit()
+                    or not 9 <= sum(map(str.isdigit, value)) <= 12
+                    or self.NOT_NATIONAL.fullmatch(value) is not None
+                ):
+                    continue
+                kind = "fax" if fax and context_before(lower, m.start(), self.FAX, 20) else "phone"
+                out.append(Span(m.start(), m.end(), kind, self.PRIORITY))
+
+
 class CardDetector(Detector):
-    """Payment card numbers: 13-19 digits in groups, issuer prefix and Luhn checksum."""
+    """Payment card numbers: 13-19 digits in groups, issuer prefix and Luhn checksum; or 13-19 digits next
+    to a card word (``visa``, ``credit card``) whatever the prefix and checksum: a mistyped card number is
+    still an account number."""
 
     KINDS = ("card", "device")
     MIN_DIGITS = 13
@@ -104,14 +151,21 @@ class CardDetector(Detector):
     PATTERNS = (Pattern("digits", r"(?<![\w.-])\d(?:[ -]?\d){12,18}(?![\w-]|\.\d)"),)
     PREFIX = re.compile(r"4|5[1-5]|2(?:2[2-9]|[3-6]\d|7[01]|720)|3[47]|6(?:011|5|4[4-9])|3(?:0[0-5]|[68])|35")
 
+    CARD_WORD = r"(?:visa|master\s?card|amex|american\s+express|discover|diners|jcb|maestro|credit|debit|card|cc)\b"
+    BEFORE = re.compile(r"\b" + CARD_WORD)
+    AFTER = re.compile(r"[\s,]*" + CARD_WORD)
+
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         for m in self.compiled[0][1].finditer(text):
             digits = _NON_DIGIT.sub("", m.group())
-            if not luhn_ok(digits):
-                continue
-            if len(digits) == 15 and not digits.startswith(("34", "37")) and " " not in m.group():
-                out.append(Span(m.start(), m.end(), "device", self.PRIORITY))  # IMEI: 15 digits, Luhn
-            elif self.PREFIX.match(digits):
+            if luhn_ok(digits):
+                if len(digits) == 15 and not digits.startswith(("34", "37")) and " " not in m.group():
+                    out.append(Span(m.start(), m.end(), "device", self.PRIORITY))  # IMEI: 15 digits, Luhn
+                    continue
+                if self.PREFIX.match(digits):
+                    out.append(Span(m.start(), m.end(), "card", self.PRIORITY))
+                    continue
+            if self.BEFORE.search(lower, max(0, m.start() - 24), m.start()) or self.AFTER.match(lower, m.end()):
                 out.append(Span(m.start(), m.end(), "card", self.PRIORITY))
 
 

@@ -7,7 +7,7 @@ import itertools
 import re
 
 from filters.hipaa_scrub.detectors import Detector, Pattern, Span
-from filters.hipaa_scrub.geo import Geo
+from filters.hipaa_scrub.geo import Geo, normalize_place
 
 _DIR = r"(?:n|s|e|w|ne|nw|se|sw|north|south|east|west)\.?"
 _SAFE_SUFFIX = (
@@ -82,11 +82,26 @@ _NUMBER_WORDS = frozenset(
 
 _FUNCTION_WORDS = frozenset(["the", "and", "of", "a", "to", "for", "in", "on", "my", "your", "is"])
 _SAFE_SUFFIXES = frozenset(_SAFE_SUFFIX.split("|"))
+# a directional right after the number, or a unit after the suffix: an address, even if the number could be a year
+_DIR_OR_UNIT = re.compile(rf"^\s+{_DIR}\s|\s(?:apt|apartment|suite|ste|unit|#)\.?\s*#?\s*[a-z0-9-]{{1,6}}$")
 _YEAR = re.compile(r"(?:19|20)\d\d$")
 
 
+_TOWN_WORDS = re.compile(r"\s*(,?)\s*((?:[^\W\d_][\w'./-]*)(?:\s+[^\W\d_][\w'./-]*){0,5})")
+_STATE_WORDS = re.compile(r"\s*,?\s*((?:[a-z]+)(?:\s+[a-z]+){0,2})")
+_NOT_SPACE = re.compile(r"[^\s,]+")
+_LETTERS = re.compile(r"[a-z]+")
+_PLAIN = re.compile(r"[a-z]+(?: [a-z]+)*")  # already what ``normalize_place`` makes of it, unless abbreviated
+_ABBREV_FIRST = frozenset({"st", "ste", "ft", "mt", "pt"})
+_ZIP_AFTER = re.compile(r"\s*(?:,\s*)?\d{5}(?![\w])")
+_ZIP_OR_END = re.compile(r"\s*(?:,\s*)?(?:\d{5}(?![\w])|$)")
+
+
 class AddressDetector(Detector):
-    """Street addresses (house number, street name, suffix, unit) and PO / rural route boxes."""
+    """Street addresses (house number, street name, suffix, unit) and PO / rural route boxes. The town
+    named right after a street address (USPS form ``<number> <street> <suffix> <town> [<state> <zip>]``)
+    is part of the address whatever its size; a town that is also a common word (``union``, ``hope``)
+    counts only after a comma or before a state word or ZIP code."""
 
     GATE_WORDS = frozenset(f"{_SAFE_SUFFIX}|{_RISKY_SUFFIX}|box".split("|"))
 
@@ -108,6 +123,58 @@ class AddressDetector(Detector):
         ),
     )
 
+    def __init__(self, geo: Geo | None = None, common: frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        # every US place name, whatever its population: a town after a street address is an identifier
+        self.towns = frozenset(name for name, _ in geo.cities) if geo is not None else frozenset()
+        self.town_first = frozenset(name.split(" ")[0] for name in self.towns)
+        self.states = frozenset(geo.states) if geo is not None else frozenset()
+        self.common = common
+
+    def town_end(self, lower: str, pos: int) -> int:
+        """End of a town named at ``pos`` (right after a street address), or ``pos`` when none is."""
+        m = _TOWN_WORDS.match(lower, pos)
+        if m is None or not self.towns:
+            return pos
+        comma = bool(m.group(1))
+        words = list(_NOT_SPACE.finditer(lower, m.start(2), m.end(2)))
+        first = words[0].group()
+        if first not in self.town_first and normalize_place(first).split(" ")[0] not in self.town_first:
+            return pos  # no town starts with this word (the usual case: one set test)
+        for width in range(len(words), 0, -1):
+            end = words[width - 1].end()
+            raw = lower[m.start(2) : end]
+            name = raw if _PLAIN.fullmatch(raw) and first not in _ABBREV_FIRST else normalize_place(raw)
+            if name not in self.towns or name in self.states:
+                continue
+            if (
+                width == 1
+                and name in self.common
+                and not comma
+                and _ZIP_AFTER.match(lower, end) is None
+                and self.state_after(lower, end) is None
+            ):
+                continue  # "100 main st union": a common word needs a comma or a state/ZIP after it
+            return end
+        return pos
+
+    def state_after(self, lower: str, pos: int) -> tuple[int, int] | None:
+        """(start, end) of a state named right after ``pos`` (a town), or None. Codes that are words
+        (``in``, ``or``) count only at the end of the text or before a ZIP code."""
+        m = _STATE_WORDS.match(lower, pos)
+        if m is None:
+            return None
+        words = list(_LETTERS.finditer(lower, m.start(1), m.end(1)))
+        for width in range(len(words), 0, -1):
+            end = words[width - 1].end()
+            key = lower[m.start(1) : end]
+            if key not in self.states:
+                continue
+            if key in _WORDLIKE_CODES and _ZIP_OR_END.match(lower, end) is None:
+                return None
+            return m.start(1), end
+        return None
+
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         (_, street), (_, box) = self.compiled_ascii if lower.isascii() else self.compiled
         for m in street.finditer(lower):
@@ -115,9 +182,18 @@ class AddressDetector(Detector):
             words = name.split()
             if words[-1] in _NUMBER_WORDS or words[0] in _NUMBER_WORDS or not _FUNCTION_WORDS.isdisjoint(words):
                 continue
-            if _YEAR.match(m.group("num")) and m.group("suffix") not in _SAFE_SUFFIXES:
+            if (
+                _YEAR.match(m.group("num"))
+                and m.group("suffix") not in _SAFE_SUFFIXES
+                and not _DIR_OR_UNIT.search(m.group(), m.end("num") - m.start())
+            ):
                 continue  # "2006 cardv run": a year before a title, not a house number
-            out.append(Span(m.start(), m.end(), "address", self.PRIORITY))
+            end = self.town_end(lower, m.end())
+            state = self.state_after(lower, end) if end > m.end() else None
+            if state is None:
+                out.append(Span(m.start(), end, "address", self.PRIORITY))
+            else:  # the span takes the state too (so it outranks "town, state" as a city) and leaves it
+                out.append(Span(m.start(), state[1], "address", self.PRIORITY, residue=text[state[0] : state[1]]))
         for m in box.finditer(lower):
             out.append(Span(m.start(), m.end(), "address", self.PRIORITY))
 

@@ -19,9 +19,10 @@ import threading
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sidecar.api import BuildContext, ConfigValueError, DeadLetterSink
-from sidecar.outbox import Outbox, OutboxFull
+from sidecar.outbox import Outbox, OutboxFull, Pending
 
 __all__ = [
     "HttpClient",
@@ -30,7 +31,9 @@ __all__ = [
     "PeerAnswer",
     "PeerUnavailable",
     "basic_auth",
+    "close_outbox",
     "dead_letter_payload",
+    "outbox_stats",
     "read_secret",
 ]
 
@@ -223,3 +226,27 @@ def dead_letter_payload(dead: DeadLetterSink | None, reason: str, origin: str, p
         dead.add(reason, origin, None, record)
     dead.flush()
     return len(lines)
+
+
+def outbox_stats(counts: Mapping[str, int], outbox: Outbox | None) -> dict[str, Any]:
+    """A network sink's ``stats()``: its own counters and its outbox's (counts only)."""
+    out: dict[str, Any] = dict(counts)
+    if outbox is not None:
+        out.update(outbox.stats())
+    return out
+
+
+def close_outbox(
+    outbox: Outbox, batcher: LineBatcher | None, drain_seconds: float, client: HttpClient
+) -> Pending | None:
+    """A network sink's ``close``: put what is buffered into the outbox, keep sending for ``drain_seconds``,
+    stop the sender and the client. Returns what is left undelivered (kept for the next start), or None."""
+    try:
+        if batcher is not None and batcher.pending():
+            batcher.flush()
+    finally:
+        drained = outbox.drain(drain_seconds) if drain_seconds else False
+        left = outbox.pending()
+        outbox.close()
+        client.close()
+    return left if not drained and left.batches else None

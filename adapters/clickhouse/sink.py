@@ -51,7 +51,16 @@ from adapters.clickhouse.schema import (
 )
 from sidecar.api import BuildContext, Codec, ConfigValueError, Event, Sink
 from sidecar.codecs import SchemaConfig
-from sidecar.netsink import HttpClient, LineBatcher, PeerAnswer, PeerUnavailable, basic_auth, read_secret
+from sidecar.netsink import (
+    HttpClient,
+    LineBatcher,
+    PeerAnswer,
+    PeerUnavailable,
+    basic_auth,
+    close_outbox,
+    outbox_stats,
+    read_secret,
+)
 from sidecar.outbox import Outbox, safe_name
 
 log = structlog.get_logger("querylog.clickhouse")
@@ -371,28 +380,15 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
 
     def stats(self) -> dict[str, Any]:
         """The outbox's counters and this sink's dead letters (counts only)."""
-        out: dict[str, Any] = dict(self.counts)
-        if self.outbox is not None:
-            out.update(self.outbox.stats())
-        return out
+        return outbox_stats(self.counts, self.outbox)
 
     def close(self) -> None:
         """Put what is buffered into the outbox, keep inserting for ``close_drain_seconds``, stop the sender."""
         if self.outbox is None:
             return
         outbox, self.outbox = self.outbox, None
-        try:
-            if self.batcher is not None and self.batcher.pending():
-                self.batcher.flush()
-        finally:
-            drained = outbox.drain(self.config.close_drain_seconds) if self.config.close_drain_seconds else False
-            left = outbox.pending()
-            outbox.close()
-            self.client.close()
-            if not drained and left.batches:
-                log.warning(
-                    "clickhouse_sink_closed_with_pending",
-                    table=self.table_label,
-                    batches=left.batches,
-                    events=left.events,
-                )
+        left = close_outbox(outbox, self.batcher, self.config.close_drain_seconds, self.client)
+        if left is not None:
+            log.warning(
+                "clickhouse_sink_closed_with_pending", table=self.table_label, batches=left.batches, events=left.events
+            )

@@ -15,9 +15,26 @@ from sidecar.commandkit import EXIT_USAGE, fail_config, fail_state, load, setup_
 from sidecar.config import ConfigError
 from sidecar.state import StateError, remove_state_database
 
+CONFIG = click.option(
+    "--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False), help="Config file."
+)
+FLUSH_INTERVAL = click.option(
+    "--flush-interval",
+    default=None,
+    type=click.FloatRange(min=0.01),
+    help="Reading a pipe: seconds between asks to buffering filters to release (written out at once, also while "
+    "the input is idle); default: the config's flush_interval_seconds.",
+)
+STATE_DIR = click.option(
+    "--state-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="State folder for this run (default: the config's state_dir); give each archive its own.",
+)
+
 
 @click.command("replay")
-@click.option("--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False), help="Config file.")
+@CONFIG
 @click.argument("input_path", metavar="INPUT")
 @click.option(
     "--output", "-o", default=None, help="Output file (.gz compresses); default: the configured sinks, else stdout."
@@ -36,12 +53,7 @@ from sidecar.state import StateError, remove_state_database
     "Default: on when the chain has category_buffer and the input is a file (skipped, with a logged reason, "
     "when it cannot be); --prescan makes it required, --no-prescan replays as a live stream would.",
 )
-@click.option(
-    "--state-dir",
-    default=None,
-    type=click.Path(file_okay=False),
-    help="State folder for this run (default: the config's state_dir); give each archive its own.",
-)
+@STATE_DIR
 @click.option(
     "--fresh-state",
     "--reset-state",
@@ -49,13 +61,7 @@ from sidecar.state import StateError, remove_state_database
     is_flag=True,
     help="Start from empty state: delete the state database (held events, profiles) in the state folder first.",
 )
-@click.option(
-    "--flush-interval",
-    default=None,
-    type=click.FloatRange(min=0.01),
-    help="From stdin: seconds between asks to buffering filters to release (written out at once); "
-    "default: the config's flush_interval_seconds.",
-)
+@FLUSH_INTERVAL
 def replay_cmd(
     config_file: str,
     input_path: str,
@@ -75,20 +81,9 @@ def replay_cmd(
 
 
 @click.command("filter")
-@click.option("--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False), help="Config file.")
-@click.option(
-    "--flush-interval",
-    default=None,
-    type=click.FloatRange(min=0.01),
-    help="Seconds between asks to buffering filters to release (written out at once, also while stdin is idle); "
-    "default: the config's flush_interval_seconds.",
-)
-@click.option(
-    "--state-dir",
-    default=None,
-    type=click.Path(file_okay=False),
-    help="State folder (default: the config's state_dir).",
-)
+@CONFIG
+@FLUSH_INTERVAL
+@STATE_DIR
 def filter_cmd(config_file: str, flush_interval: float | None, state_dir: str | None) -> None:
     """Records on stdin, protected records on stdout, as they come: an exec/pipe stage for Fluent Bit,
     Vector or a shell pipe (`replay - -o -` with a timed release). Ends at EOF or SIGTERM, after a final flush."""

@@ -58,6 +58,7 @@ from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
 )
 from sidecar.api import Event, ProfileSource, Runtime
 from sidecar.failures import describe_failure
+from sidecar.protowire import read_varint
 
 log = structlog.get_logger("querylog.grpc")
 
@@ -127,19 +128,6 @@ def parse_batch(data: bytes) -> Incoming:
         return Incoming(batch, len(data), None, tuple(bad))
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A protobuf varint at ``pos``: (value, position after it); ValueError when truncated or too long."""
-    value = shift = 0
-    while pos < len(data) and shift < 64:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-    raise ValueError("bad varint")
-
-
 def _salvage(data: bytes) -> tuple[EventBatch, list[bytes]] | None:
     """The EventBatch's events parsed one by one from the wire (field 1), with the ones that fail apart;
     None when the batch's own framing is broken (then the whole message is garbage)."""
@@ -148,14 +136,14 @@ def _salvage(data: bytes) -> tuple[EventBatch, list[bytes]] | None:
     pos = 0
     try:
         while pos < len(data):
-            key, pos = _varint(data, pos)
+            key, pos = read_varint(data, pos)
             number, wire = key >> 3, key & 7
             if number == 0:  # no protobuf field has number 0: the message is garbage
                 return None
             if wire == 3:  # an unknown group: skipped, as protobuf does
                 pos = _skip_group(data, pos, number)
             elif wire == 2:
-                size, pos = _varint(data, pos)
+                size, pos = read_varint(data, pos)
                 if pos + size > len(data):
                     return None
                 chunk = data[pos : pos + size]
@@ -168,7 +156,7 @@ def _salvage(data: bytes) -> tuple[EventBatch, list[bytes]] | None:
                 elif number == 2:
                     batch.batch_id = chunk.decode("utf-8", "replace")
             elif wire == 0:
-                _, pos = _varint(data, pos)
+                _, pos = read_varint(data, pos)
             elif wire in (1, 5):
                 pos += 8 if wire == 1 else 4
             else:
@@ -184,7 +172,7 @@ def _skip_group(data: bytes, pos: int, number: int, depth: int = 0) -> int:
     if depth > 64:
         raise ValueError("groups nested too deep")
     while pos < len(data):
-        key, pos = _varint(data, pos)
+        key, pos = read_varint(data, pos)
         inner, wire = key >> 3, key & 7
         if inner == 0:
             raise ValueError("field number 0")
@@ -195,10 +183,10 @@ def _skip_group(data: bytes, pos: int, number: int, depth: int = 0) -> int:
         if wire == 3:
             pos = _skip_group(data, pos, inner, depth + 1)
         elif wire == 2:
-            size, pos = _varint(data, pos)
+            size, pos = read_varint(data, pos)
             pos += size
         elif wire == 0:
-            _, pos = _varint(data, pos)
+            _, pos = read_varint(data, pos)
         elif wire in (1, 5):
             pos += 8 if wire == 1 else 4
         else:

@@ -32,7 +32,16 @@ import structlog
 from adapters.http.config import HttpSinkConfig
 from sidecar.api import BadRecord, BuildContext, Codec, ConfigValueError, Event, Sink
 from sidecar.codecs import JsonlCodec, SchemaConfig
-from sidecar.netsink import HttpClient, LineBatcher, PeerUnavailable, basic_auth, dead_letter_payload, read_secret
+from sidecar.netsink import (
+    HttpClient,
+    LineBatcher,
+    PeerUnavailable,
+    basic_auth,
+    close_outbox,
+    dead_letter_payload,
+    outbox_stats,
+    read_secret,
+)
 from sidecar.outbox import Outbox, safe_name
 
 log = structlog.get_logger("querylog.http")
@@ -171,25 +180,15 @@ class HttpSink(Sink[HttpSinkConfig]):
 
     def stats(self) -> dict[str, Any]:
         """The outbox's counters and this sink's dead letters (counts only)."""
-        out: dict[str, Any] = dict(self.counts)
-        if self.outbox is not None:
-            out.update(self.outbox.stats())
-        return out
+        return outbox_stats(self.counts, self.outbox)
 
     def close(self) -> None:
         """Put what is buffered into the outbox, keep sending for ``close_drain_seconds``, stop the sender."""
         if self.outbox is None:
             return
         outbox, self.outbox = self.outbox, None
-        try:
-            if self.batcher is not None and self.batcher.pending():
-                self.batcher.flush()
-        finally:
-            drained = outbox.drain(self.config.close_drain_seconds) if self.config.close_drain_seconds else False
-            left = outbox.pending()
-            outbox.close()
-            self.client.close()
-            if not drained and left.batches:
-                log.warning(
-                    "http_sink_closed_with_pending", peer=self.client.peer, batches=left.batches, events=left.events
-                )
+        left = close_outbox(outbox, self.batcher, self.config.close_drain_seconds, self.client)
+        if left is not None:
+            log.warning(
+                "http_sink_closed_with_pending", peer=self.client.peer, batches=left.batches, events=left.events
+            )

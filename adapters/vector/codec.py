@@ -42,6 +42,7 @@ from google.protobuf.message import DecodeError
 from adapters.vector.stubs.event_pb2 import EventWrapper, Value
 from adapters.vector.values import plain, set_value, to_python
 from sidecar.api import ROLES, BadRecord, Codec, Event, FieldError, SchemaConfig
+from sidecar.protowire import read_varint
 
 __all__ = ["EventWrapper", "VectorCodec", "VectorRecord", "frame", "split_request"]
 
@@ -296,20 +297,6 @@ class VectorCodec(Codec):
 _EVENTS_TAG = 0x0A  # field 1 (events), wire type 2 (length-delimited)
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A protobuf varint at ``pos``: (value, position after it); ValueError when truncated or too long."""
-    value = shift = 0
-    end = len(data)
-    while pos < end and shift < 64:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-    raise ValueError("bad varint")
-
-
 def split_request(data: bytes) -> list[bytes]:
     """The wire bytes of each event of a ``PushEventsRequest``, in order (field 1; other fields skipped).
 
@@ -321,23 +308,23 @@ def split_request(data: bytes) -> list[bytes]:
     end = len(data)
     while pos < end:
         if data[pos] == _EVENTS_TAG:  # the common case: one byte of tag
-            size, pos = _varint(data, pos + 1)
+            size, pos = read_varint(data, pos + 1)
             stop = pos + size
             if stop > end:
                 raise ValueError("truncated event")
             append(data[pos:stop])
             pos = stop
             continue
-        tag, pos = _varint(data, pos)
+        tag, pos = read_varint(data, pos)
         wire_type = tag & 7
         if tag >> 3 == 0:
             raise ValueError("field number 0")
         if wire_type == 0:
-            _, pos = _varint(data, pos)
+            _, pos = read_varint(data, pos)
         elif wire_type == 1:
             pos += 8
         elif wire_type == 2:
-            size, pos = _varint(data, pos)
+            size, pos = read_varint(data, pos)
             pos += size
         elif wire_type == 5:
             pos += 4
@@ -348,7 +335,7 @@ def split_request(data: bytes) -> list[bytes]:
     return out
 
 
-def _encode_varint(n: int) -> bytes:
+def _encoderead_varint(n: int) -> bytes:
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -368,6 +355,6 @@ def frame(events: Sequence[bytes]) -> bytes:
         elif n < 0x4000:
             append(bytes((_EVENTS_TAG, (n & 0x7F) | 0x80, n >> 7)))
         else:
-            append(b"\x0a" + _encode_varint(n))
+            append(b"\x0a" + _encoderead_varint(n))
         append(wire)
     return b"".join(parts)

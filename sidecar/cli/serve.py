@@ -101,15 +101,18 @@ def _stop(sources: list[Any], pipeline: Any) -> None:
     filters let go at shutdown into the sinks, close the pipeline (sinks flush, state stays)."""
     for source in reversed(sources):
         source.stop()
-    with pipeline.transaction():
-        released = pipeline.flush(final=True)
-        if released and pipeline.sinks:
-            pipeline.deliver(released)
-            pipeline.flush_sinks()
-        for ev in released if not pipeline.sinks else ():  # nobody to take them: counted, kept in the file
-            record = ev.codec.encode(ev) if ev.codec is not None else None
-            pipeline.dead_letters.add(
-                "undelivered_at_shutdown", "serve", None, record if isinstance(record, str | bytes) else None
-            )
+    try:
+        with pipeline.transaction():
+            released = pipeline.flush(final=True)
+            if released and pipeline.sinks:
+                pipeline.deliver(released)
+                pipeline.flush_sinks()
+            for ev in released if not pipeline.sinks else ():  # nobody to take them: counted, kept in the file
+                record = ev.codec.encode(ev) if ev.codec is not None else None
+                pipeline.dead_letters.add(
+                    "undelivered_at_shutdown", "serve", None, record if isinstance(record, str | bytes) else None
+                )
+    except Exception as exc:  # a full outbox or disk at shutdown: the release rolled back, the events stay held
+        log.warning("final_release_skipped", error=type(exc).__name__)
     pipeline.dead_letters.flush()
     pipeline.close()

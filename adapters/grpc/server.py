@@ -214,7 +214,11 @@ class SidecarServer:
         self._stop_timer.set()
         if self._timer.is_alive():
             self._timer.join()
-        released = self.service.flush(final=True)
+        released = 0
+        try:
+            released = self.service.flush(final=True)
+        except Exception as exc:  # a full outbox or disk: the release rolled back, the events stay held
+            log.error("final_flush_failed", source="grpc", error=type(exc).__name__)
         undelivered = self.service.drain_undeliverable()
         stats = self.service.locked_stats()
         self._admin.shutdown(wait=True)

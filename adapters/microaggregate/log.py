@@ -1,0 +1,141 @@
+"""A whole log in memory, grouped by user: read with the schema codec, written back in the same schema."""
+
+from __future__ import annotations
+
+import gzip
+import math
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from sidecar.api import BadRecord, Event, SchemaConfig
+from sidecar.codecs import JsonlCodec, TsvCodec, codec_for
+
+AOL_TIME = "%Y-%m-%d %H:%M:%S"
+
+
+def parse_time(value: Any) -> float:
+    """Seconds since the epoch of a time value (AOL ``YYYY-MM-DD HH:MM:SS``, ISO 8601 or a number); NaN if none."""
+    if value is None or value == "":
+        return math.nan
+    if isinstance(value, int | float):
+        return float(value)
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    for parse in (lambda t: datetime.strptime(t, AOL_TIME), datetime.fromisoformat):
+        try:
+            stamp = parse(text)
+        except ValueError:
+            continue
+        return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+    return math.nan
+
+
+def parse_rank(value: Any) -> float:
+    """A rank as a number; NaN when there is none."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return number if math.isfinite(number) else math.nan
+
+
+@dataclass
+class UserLog:
+    """Every event of a log, by user in order of first appearance."""
+
+    codec: TsvCodec | JsonlCodec
+    users: list[Any] = field(default_factory=list)
+    events: list[list[Event]] = field(default_factory=list)
+    bad_records: int = 0
+
+    @property
+    def numeric_time(self) -> bool:
+        """Whether the log writes times as numbers (else as AOL text)."""
+        for group in self.events:
+            for event in group:
+                if event.time not in (None, ""):
+                    return isinstance(event.time, int | float) or _is_number(str(event.time))
+        return False
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _open_text(path: str, mode: str) -> IO[str]:
+    if path == "-":
+        return sys.stdin if mode == "r" else sys.stdout
+    if path.endswith(".gz"):
+        if mode == "r":
+            return gzip.open(path, "rt", encoding="utf-8", newline="")
+        return gzip.open(path, "wt", encoding="utf-8", newline="")
+    return open(path, mode, encoding="utf-8", newline="")
+
+
+def _lines(stream: IO[str]) -> Iterator[str]:
+    for line in stream:
+        yield line[:-1] if line.endswith("\n") else line  # a trailing \r is the codec's to keep
+
+
+def read_log(path: str, schema: SchemaConfig | None = None) -> UserLog:
+    """Read a TSV or JSON-lines log (gzip by extension, ``-`` for stdin); bad records are counted, not kept."""
+    schema = schema or SchemaConfig()
+    codec = codec_for(schema, path)
+    log = UserLog(codec)
+    index: dict[Any, int] = {}
+    stream = _open_text(path, "r")
+    try:
+        header_pending = isinstance(codec, TsvCodec) and codec.has_header
+        for line in _lines(stream):
+            if header_pending:
+                assert isinstance(codec, TsvCodec)
+                codec.accept_header(line)
+                header_pending = False
+                continue
+            if not line.strip():
+                continue
+            try:
+                event = codec.decode(line, "\n")
+            except BadRecord:
+                log.bad_records += 1
+                continue
+            key = event.user
+            slot = index.get(key)
+            if slot is None:
+                slot = index[key] = len(log.users)
+                log.users.append(key)
+                log.events.append([])
+            log.events[slot].append(event)
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    return log
+
+
+def write_log(path: str, codec: TsvCodec | JsonlCodec, events: Iterator[Event]) -> int:
+    """Write events in the codec's schema (the TSV header first when the input had one); returns the count."""
+    stream = _open_text(path, "w")
+    written = 0
+    try:
+        header = codec.header_for_output() if isinstance(codec, TsvCodec) else None
+        if header is not None:
+            stream.write(header + "\n")
+        for event in events:
+            stream.write(codec.encode(event) + "\n")
+            written += 1
+    finally:
+        if stream is sys.stdout:
+            stream.flush()
+        else:
+            stream.close()
+    return written

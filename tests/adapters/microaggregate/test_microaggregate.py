@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.microaggregate.aggregate import UserSpace, microaggregate_mdav, output_events
-from adapters.microaggregate.commands import microaggregate_cmd
 from adapters.microaggregate.distance import domain_distance, word_hausdorff
 from adapters.microaggregate.log import read_log, write_log
 from adapters.microaggregate.mdav import mdav
+from sidecar.cli import main
 from sidecar.tools.generate.synthetic import generate_log
 
 HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
@@ -119,7 +119,7 @@ def test_every_cluster_gets_identical_query_multisets(tmp_path: Path, k: int) ->
 def test_cli_keeps_the_schema_and_header_and_reports_a_summary(tmp_path: Path) -> None:
     path = _generated(tmp_path, 25)
     out = tmp_path / "out.tsv.gz"
-    run = CliRunner().invoke(microaggregate_cmd, [str(path), "-k", "3", "-o", str(out), "--seed", "1"])
+    run = CliRunner().invoke(main, ["microaggregate", str(path), "-k", "3", "-o", str(out), "--seed", "1"])
     assert run.exit_code == 0, run.output
     assert re.search(r"25 users, \d+ clusters of [345]\.\.[345] users, [\d.]+ s", run.stderr)
     lines = gzip.decompress(out.read_bytes()).decode("utf-8").splitlines()
@@ -136,7 +136,7 @@ def test_cli_on_json_lines_writes_json_lines_with_the_same_keys(tmp_path: Path) 
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    run = CliRunner().invoke(microaggregate_cmd, [str(path), "-k", "2", "-o", str(out), "--seed", "2"])
+    run = CliRunner().invoke(main, ["microaggregate", str(path), "-k", "2", "-o", str(out), "--seed", "2"])
     assert run.exit_code == 0, run.output
     written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert written and all(set(r) == set(records[0]) for r in written)
@@ -149,7 +149,7 @@ def test_bad_input_single_queries_empty_queries_and_identical_users(tmp_path: Pa
     rows += [("5", "one", "2006-03-02 10:00:00", "2", "http://www.x.org")]
     path = _write(tmp_path / "odd.tsv", rows)
     out = tmp_path / "out.tsv"
-    run = CliRunner().invoke(microaggregate_cmd, [str(path), "-k", "2", "-o", str(out), "--seed", "3"])
+    run = CliRunner().invoke(main, ["microaggregate", str(path), "-k", "2", "-o", str(out), "--seed", "3"])
     assert run.exit_code == 0, run.output
     users = Counter(line.split("\t")[0] for line in out.read_text(encoding="utf-8").splitlines()[1:])
     assert set(users) == {"1", "2", "3", "4", "5"}
@@ -157,7 +157,7 @@ def test_bad_input_single_queries_empty_queries_and_identical_users(tmp_path: Pa
 
 def test_k_below_2_and_fewer_users_than_k_are_clear_errors(tmp_path: Path) -> None:
     path = _write(tmp_path / "two.tsv", [("1", "a", "", "", ""), ("2", "b", "", "", "")])
-    low = CliRunner().invoke(microaggregate_cmd, [str(path), "-k", "1"])
+    low = CliRunner().invoke(main, ["microaggregate", str(path), "-k", "1"])
     assert low.exit_code == 2 and "at least 2" in low.output
-    few = CliRunner().invoke(microaggregate_cmd, [str(path), "-k", "3"])
+    few = CliRunner().invoke(main, ["microaggregate", str(path), "-k", "3"])
     assert few.exit_code == 1 and "fewer than k=3" in few.output and "impossible" in few.output

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import json
 import ssl
 import threading
 import urllib.parse
@@ -21,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.api import BuildContext, ConfigValueError, DeadLetterSink
+from sidecar.api import BuildContext, ConfigValueError, DeadLetterSink, Event
 from sidecar.outbox import Outbox, OutboxFull, Pending
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "PeerUnavailable",
     "basic_auth",
     "close_outbox",
+    "dead_letter_event",
     "dead_letter_payload",
     "outbox_stats",
     "read_secret",
@@ -250,3 +252,10 @@ def close_outbox(
         outbox.close()
         client.close()
     return left if not drained and left.batches else None
+
+
+def dead_letter_event(dead: DeadLetterSink | None, reason: str, origin: str, event: Event) -> None:
+    """A record a network sink cannot encode: its roles, as JSON, into the dead-letter file (counted there)."""
+    if dead is not None:
+        roles = {"user": event.user, "query": event.query, "time": event.time, "rank": event.rank, "url": event.url}
+        dead.add(reason, origin, None, json.dumps(roles, default=str))

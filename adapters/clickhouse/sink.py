@@ -58,6 +58,7 @@ from sidecar.netsink import (
     PeerUnavailable,
     basic_auth,
     close_outbox,
+    dead_letter_event,
     outbox_stats,
     read_secret,
 )
@@ -337,9 +338,7 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
 
     def _reject(self, ev: Event, reason: str) -> None:
         self.counts[reason] += 1
-        if self.ctx.dead_letters is not None:
-            roles = {"user": ev.user, "query": ev.query, "time": ev.time, "rank": ev.rank, "url": ev.url}
-            self.ctx.dead_letters.add(reason, f"sink:{self.NAME}", None, json.dumps(roles, default=str))
+        dead_letter_event(self.ctx.dead_letters, reason, f"sink:{self.NAME}", ev)
 
     def flush(self) -> None:
         if self.batcher is not None:

@@ -23,7 +23,6 @@ answer.
 from __future__ import annotations
 
 import gzip
-import json
 from collections import Counter
 from typing import Any
 
@@ -38,6 +37,7 @@ from sidecar.netsink import (
     PeerUnavailable,
     basic_auth,
     close_outbox,
+    dead_letter_event,
     dead_letter_payload,
     outbox_stats,
     read_secret,
@@ -153,9 +153,7 @@ class HttpSink(Sink[HttpSinkConfig]):
 
     def _reject(self, ev: Event, reason: str) -> None:
         self.counts[reason] += 1
-        if self.ctx.dead_letters is not None:
-            roles = {"user": ev.user, "query": ev.query, "time": ev.time, "rank": ev.rank, "url": ev.url}
-            self.ctx.dead_letters.add(reason, f"sink:{self.NAME}", None, json.dumps(roles, default=str))
+        dead_letter_event(self.ctx.dead_letters, reason, f"sink:{self.NAME}", ev)
 
     def flush(self) -> None:
         if self.batcher is not None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import socket
 import sqlite3
@@ -30,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 from helpers import QUERYLOG, ROOT, TEST_KEY
-from helpers.forward import FLUENT_LOGGER_NPM, NPM_CACHE, node_env
+from helpers.forward import fluent_logger_node, node_env
 from helpers.kb import kb_file
 
 from sidecar.state import DB_NAME
@@ -144,24 +143,7 @@ WORDS = ["weather", "cheap", "flights", "lyrics", "recipes", "used", "cars", "ho
 @pytest.fixture(scope="module")
 def fluent_node() -> Path:
     """node_modules/@fluent-org/logger, installed once into tests/.npm-cache (as the forward interop tests do)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node and npm are needed to drive @fluent-org/logger's FluentClient and FluentServer")
-    marker = NPM_CACHE / "node_modules" / "@fluent-org" / "logger" / "package.json"
-    if not marker.exists():
-        NPM_CACHE.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, npm_config_update_notifier="false", npm_config_fund="false", npm_config_audit="false")
-        proc = subprocess.run(
-            [npm, "install", "--prefix", str(NPM_CACHE), "--no-save", "--no-package-lock", FLUENT_LOGGER_NPM],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-            check=False,
-        )
-        if proc.returncode != 0 or not marker.exists():
-            pytest.fail(f"npm install {FLUENT_LOGGER_NPM} failed:\n{proc.stderr[-2000:]}")
-    return NPM_CACHE
+    return fluent_logger_node("to drive @fluent-org/logger's FluentClient and FluentServer")
 
 
 def _free_port() -> int:

@@ -21,6 +21,36 @@ from sidecar.pipeline import Pipeline
 ROOT = Path(__file__).resolve().parents[2]
 FLUENT_LOGGER_NPM = "@fluent-org/logger@1.0.10"
 NPM_CACHE = ROOT / "tests" / ".npm-cache" / FLUENT_LOGGER_NPM.replace("/", "_").replace("@", "")
+
+
+def fluent_logger_node(why: str) -> Path:
+    """The folder with node_modules/@fluent-org/logger, installed once into tests/.npm-cache (git-ignored);
+    skips the test (saying ``why`` node is needed) where node or npm is absent."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip(f"node and npm are needed {why}")
+    marker = NPM_CACHE / "node_modules" / "@fluent-org" / "logger" / "package.json"
+    if not marker.exists():
+        NPM_CACHE.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, npm_config_update_notifier="false", npm_config_fund="false", npm_config_audit="false")
+        proc = subprocess.run(
+            [npm, "install", "--prefix", str(NPM_CACHE), "--no-save", "--no-package-lock", FLUENT_LOGGER_NPM],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            check=False,
+        )
+        if proc.returncode != 0 or not marker.exists():
+            pytest.fail(f"npm install {FLUENT_LOGGER_NPM} failed:\n{proc.stderr[-2000:]}")
+    return NPM_CACHE
+
+
 NODE_SCRIPTS = ROOT / "tests" / "adapters" / "forward" / "node"
 
 

@@ -3,16 +3,13 @@ the npm package ``@fluent-org/logger`` installed into a test-local folder (skipp
 
 from __future__ import annotations
 
-import os
-import shutil
 import ssl
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.forward import FLUENT_LOGGER_NPM, NPM_CACHE, Capture, RawClient, Served, write_sidecar_config
+from helpers.forward import Capture, RawClient, Served, fluent_logger_node, write_sidecar_config
 
 from adapters.forward.source import ForwardSource
 from sidecar.config import load_config
@@ -65,21 +62,4 @@ def clients() -> Iterator[Callable[..., RawClient]]:
 @pytest.fixture(scope="session")
 def fluent_node() -> Path:
     """The folder with node_modules/@fluent-org/logger, installed once into tests/.npm-cache (git-ignored)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node and npm are needed for the @fluent-org/logger interop tests (not installed here)")
-    marker = NPM_CACHE / "node_modules" / "@fluent-org" / "logger" / "package.json"
-    if not marker.exists():
-        NPM_CACHE.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, npm_config_update_notifier="false", npm_config_fund="false", npm_config_audit="false")
-        proc = subprocess.run(
-            [npm, "install", "--prefix", str(NPM_CACHE), "--no-save", "--no-package-lock", FLUENT_LOGGER_NPM],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-            check=False,
-        )
-        if proc.returncode != 0 or not marker.exists():
-            pytest.fail(f"npm install {FLUENT_LOGGER_NPM} failed:\n{proc.stderr[-2000:]}")
-    return NPM_CACHE
+    return fluent_logger_node("for the @fluent-org/logger interop tests (not installed here)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +27,8 @@ from sidecar.api import Event
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.intp]
+#: Called with the number of users placed in clusters so far (for a progress bar).
+Progress = Callable[[int], None]
 
 
 def apportion(total: int, weights: Sequence[float], rng: random.Random) -> list[int]:
@@ -202,18 +204,20 @@ class UserSpace:
 
 @dataclass
 class Result:
-    """The clusters (user indexes), each one's aggregate, and the space that made them."""
+    """The clusters (user indexes), each one's aggregate, and the query strings the aggregates' ``sid`` index."""
 
     clusters: list[Ints]
     aggregates: list[Aggregate]
-    space: UserSpace
+    strings: list[str]
 
 
-def microaggregate_mdav(log: UserLog, k: int, rng: random.Random) -> Result:
+def microaggregate_mdav(log: UserLog, k: int, rng: random.Random, progress: Progress | None = None) -> Result:
     """Cluster the users of ``log`` with MDAV (k..2k-1 users each) and aggregate every cluster."""
     space = UserSpace(log, rng)
     clusters = mdav(space, len(log.users), k)
-    return Result(clusters, [space.aggregate(c) for c in clusters], space)
+    if progress is not None:
+        progress(len(log.users))
+    return Result(clusters, [space.aggregate(c) for c in clusters], space.strings)
 
 
 def _like(template: Any, value: float | str | None) -> Any:
@@ -232,7 +236,7 @@ def output_events(log: UserLog, result: Result) -> Iterator[Event]:
         for u in members.tolist():
             cluster_of[u] = c
     numeric_time = log.numeric_time
-    strings = result.space.strings
+    strings = result.strings
     for u, user in enumerate(log.users):
         agg = result.aggregates[cluster_of[u]]
         template = log.events[u][0]

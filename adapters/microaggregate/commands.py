@@ -8,10 +8,9 @@ import time
 
 import click
 
-from adapters.microaggregate.aggregate import microaggregate_mdav, output_events
+from adapters.microaggregate.aggregate import output_events
 from adapters.microaggregate.log import read_log, write_log
-
-METHODS = ("mdav",)
+from adapters.microaggregate.methods import METHODS
 
 
 @click.command("microaggregate")
@@ -21,8 +20,8 @@ METHODS = ("mdav",)
     "--method",
     default="mdav",
     show_default=True,
-    type=click.Choice(METHODS),
-    help="mdav: paper 003 (Algorithm 1, user distance eq. 1-4, aggregation §3.2.3).",
+    type=click.Choice(list(METHODS)),
+    help="; ".join(f"{name}: {text}" for name, (_, text) in METHODS.items()) + ".",
 )
 @click.option("--output", "-o", "output_path", default="-", help="Output file (.gz compresses); default: stdout.")
 @click.option("--seed", default=None, type=int, help="Seed for a reproducible run (default: the OS random source).")
@@ -39,7 +38,7 @@ def microaggregate_cmd(input_path: str, k: int, method: str, output_path: str, s
     log = read_log(input_path)
     if len(log.users) < k:
         raise click.ClickException(f"the log has {len(log.users)} user(s), fewer than k={k}: k-anonymity is impossible")
-    result = microaggregate_mdav(log, k, rng)
+    result = METHODS[method][0](log, k, rng, None)
     write_log(output_path, log.codec, output_events(log, result))
     clusters = result.clusters
     sizes = [len(c) for c in clusters]

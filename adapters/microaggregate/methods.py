@@ -1,0 +1,20 @@
+"""The microaggregation methods by name: each clusters a log's users into groups of k..2k-1 and aggregates them.
+
+A method is ``(log, k, rng, progress) -> Result``; ``progress`` (or None) is called with the number of users
+placed so far. ``querylog microaggregate --method`` and the benchmarks choose from :data:`METHODS`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from adapters.microaggregate.aggregate import Progress, Result, microaggregate_mdav
+from adapters.microaggregate.log import UserLog
+
+Method = Callable[[UserLog, int, random.Random, Progress | None], Result]
+
+#: Method name -> (function, one-line description for ``--help``).
+METHODS: dict[str, tuple[Method, str]] = {
+    "mdav": (microaggregate_mdav, "paper 003: MDAV, user distance eq. 1-4, aggregation §3.2.3"),
+}

@@ -189,6 +189,10 @@ class ConceptTree:
         lo, hi = int(self._sense_offsets[i]), int(self._sense_offsets[i + 1])
         return tuple(int(n) for n in self._sense_nodes[lo:hi])
 
+    def keys_in_order(self) -> list[str]:
+        """Every lemma key, in the order :meth:`keys_of` lists them."""
+        return list(self._keys)
+
     def keys_of(self, node: int) -> list[str]:
         """Every lemma key that names ``node`` (the inverse of :meth:`senses`, built on first use)."""
         inverse = self._names_of

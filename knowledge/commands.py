@@ -6,8 +6,13 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from knowledge.classifier import Classifier
+    from knowledge.evaluate import Score
 
 _PATH = click.option(
     "--kb",
@@ -88,9 +93,20 @@ def info_cmd(kb_path: Path | None) -> None:
     default=None,
     help="Shared data folder (default: <repo>/../shared/data).",
 )
+@click.option(
+    "--independent",
+    "independent",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Independent labelled set (query, category, kind; default: tests/data/independent_queries.tsv).",
+)
 @click.option("--per-category", is_flag=True, help="Also print per-category figures.")
-def evaluate_cmd(kb_path: Path | None, data_dir: Path | None, per_category: bool) -> None:
-    """Accuracy and coverage on the labelled sets, coverage on the AOL sample (counts only)."""
+def evaluate_cmd(kb_path: Path | None, data_dir: Path | None, independent: Path | None, per_category: bool) -> None:
+    """Accuracy and coverage on the labelled sets, coverage on the AOL sample (counts only).
+
+    The independent set is reported apart: accuracy on its categorised queries and coverage, overall and per
+    kind (its Adult label, outside the 16 categories, as coverage only).
+    """
     from knowledge import KBUnavailable
     from knowledge import evaluate as ev
     from knowledge.classifier import Classifier
@@ -117,9 +133,8 @@ def evaluate_cmd(kb_path: Path | None, data_dir: Path | None, per_category: bool
                         f"  accuracy {hs.accuracy:6.1%}"
                     )
             if per_category and mode == "classify":
-                for cat, (n, cov, ok) in sorted(s.per_category.items()):
-                    acc = ok / cov if cov else 0.0
-                    click.echo(f"    {cat:16} n={n:>5}  coverage {cov / n:6.1%}  accuracy {acc:6.1%}")
+                _per_category(s)
+    _independent(clf, independent or ev.INDEPENDENT, per_category)
     aol = data / "aol-sample.tsv"
     if aol.is_file():
         queries = ev.read_aol_queries(aol)
@@ -129,6 +144,46 @@ def evaluate_cmd(kb_path: Path | None, data_dir: Path | None, per_category: bool
             click.echo(f"aol-sample {label:9} classify      n={n:>6,}  coverage {got / n if n else 0:6.1%}")
     else:
         click.echo(f"{aol}: absent, AOL coverage not measured", err=True)
+
+
+def _per_category(s: Score) -> None:
+    for cat, (n, cov, ok) in sorted(s.per_category.items()):
+        acc = ok / cov if cov else 0.0
+        click.echo(f"    {cat:16} n={n:>5}  coverage {cov / n:6.1%}  accuracy {acc:6.1%}")
+
+
+def _independent(clf: Classifier, path: Path, per_category: bool) -> None:
+    """The independent set's rows: overall, per kind, and its Adult label apart (coverage only)."""
+    from knowledge import evaluate as ev
+
+    if not path.is_file():
+        click.echo(f"{path}: absent, independent set not measured", err=True)
+        return
+    try:
+        rows = ev.read_independent(path)
+    except ev.FormatError as exc:
+        click.echo(f"kb evaluate: {exc}", err=True)
+        sys.exit(2)
+    for mode, fn in (("classify", clf.classify), ("paper Alg. 1", clf.classify_paper)):
+        r = ev.score_independent(fn, rows)
+        s = r.overall
+        click.echo(
+            f"{'independent':20} {mode:13} n={s.total:>6,}  coverage {s.coverage:6.1%}  accuracy {s.accuracy:6.1%}"
+        )
+        if mode != "classify":
+            continue
+        for kind, ks in sorted(r.per_kind.items()):
+            click.echo(
+                f"  {f'kind {kind}':18} {mode:13} n={ks.total:>6,}  coverage {ks.coverage:6.1%}"
+                f"  accuracy {ks.accuracy:6.1%}"
+            )
+        if r.outside.total:
+            click.echo(
+                f"  {f'label {ev.OUTSIDE}':18} {mode:13} n={r.outside.total:>6,}  coverage {r.outside.coverage:6.1%}"
+                "  (outside the 16 categories: not scored)"
+            )
+        if per_category:
+            _per_category(s)
 
 
 @click.command("classify")

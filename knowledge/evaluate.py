@@ -3,7 +3,13 @@
 * the project's hand-labelled set (``tests/data/labelled_queries.tsv``);
 * ``magnetic_annotated.txt`` (``../shared/data/labelled``) through the category
   mapping ``knowledge/data/magnetic_categories.yaml``;
-* coverage only on the AOL sample (``../shared/data/aol-sample.tsv``).
+* coverage only on the AOL sample (``../shared/data/aol-sample.tsv``);
+* the **independent** set (``tests/data/independent_queries.tsv``): 1,000 short
+  real-world-style queries with ODP top-level labels and a ``kind`` column, written
+  by another hand from sources the classifier was never tuned on and frozen (its
+  SHA-256 is pinned by a test). The classifier is never tuned on its lines: only its
+  aggregate figures are read. Its label ``Adult`` (outside the 16 categories) is
+  scored apart: coverage only.
 
 Accuracy is measured on the queries the classifier categorises (as paper 001 did);
 coverage is the share it categorises. Only counts are reported, never queries.
@@ -28,6 +34,11 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELLED = ROOT / "tests" / "data" / "labelled_queries.tsv"
+INDEPENDENT = ROOT / "tests" / "data" / "independent_queries.tsv"
+#: Header of the independent set.
+INDEPENDENT_HEADER = ("query", "category", "kind")
+#: Its label for queries outside the 16 categories (scored apart, coverage only).
+OUTSIDE = "Adult"
 MAGNETIC_MAP = MAGNETIC_CATEGORIES
 SHARED_DATA = ROOT / ".." / "shared" / "data"
 
@@ -89,6 +100,56 @@ def read_magnetic(path: Path, mapping_path: Path = MAGNETIC_MAP) -> list[tuple[s
                     if category is not None:
                         out.append((parts[0], category))
                     break
+    return out
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """A query of the independent set: its text, its ODP top-level label and its kind."""
+
+    query: str
+    category: str
+    kind: str
+
+
+class FormatError(ValueError):
+    """A labelled file does not have the expected shape (the message names the line, never its text)."""
+
+
+def read_independent(path: Path = INDEPENDENT) -> list[Labelled]:
+    """Rows of the independent set: a ``query<TAB>category<TAB>kind`` header, then one query per line."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines or tuple(lines[0].split("\t")) != INDEPENDENT_HEADER:
+        raise FormatError(f"{path.name}: line 1: header must be {'<TAB>'.join(INDEPENDENT_HEADER)}")
+    out: list[Labelled] = []
+    for no, line in enumerate(lines[1:], start=2):
+        parts = line.split("\t")
+        if len(parts) != 3 or not all(p.strip() for p in parts):
+            raise FormatError(f"{path.name}: line {no}: expected 3 non-empty tab-separated fields")
+        out.append(Labelled(parts[0], parts[1].strip(), parts[2].strip()))
+    return out
+
+
+@dataclass
+class IndependentScore:
+    """Scores of the independent set: categorised labels overall and per kind; ``Adult`` apart."""
+
+    overall: Score = field(default_factory=Score)
+    per_kind: dict[str, Score] = field(default_factory=dict)
+    outside: Score = field(default_factory=Score)  # label Adult: coverage only (no category is right)
+
+
+def score_independent(classify: Callable[[str], object | None], rows: Iterable[Labelled]) -> IndependentScore:
+    """Accuracy on the categorised queries and coverage, overall and per kind; ``Adult`` rows apart."""
+    out = IndependentScore()
+    for row in rows:
+        r = classify(row.query)
+        got = getattr(r, "category", None) if r is not None else None
+        if row.category == OUTSIDE:
+            out.outside.add(None, got)
+            continue
+        out.overall.add(row.category, got)
+        out.per_kind.setdefault(row.kind, Score()).add(row.category, got)
     return out
 
 

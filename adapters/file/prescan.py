@@ -6,16 +6,24 @@ sends which text anywhere in the archive, so that it never pairs a user with a
 text they send later (the only (user, query) matches a stream cannot avoid).
 
 The first filter with ``PRESCAN`` receives every decodable event of the input,
-after it went through the filters in front of it. Those are built a second
-time, without the state store and with a dead-letter counter that writes
-nothing (the real pass reports bad records once): so they must not declare
+after it went through the filters in front of it. Those must not declare
 ``STATEFUL`` and must be deterministic — true of the built-in stateless filters
 (``pseudonymize`` with its keyed hash, ``hipaa_scrub``, ``classify``, ``drop``,
-``truncate_url``).
+``truncate_url``). The first pass runs the pipeline's own instances of them
+(building a chain twice cost more than a second at every start: the knowledge
+base and the scrubber's name and place data), so their per-query caches
+(``classify``'s, ``hipaa_scrub``'s) are warm when the real pass starts and each
+distinct query is classified and scrubbed once, not twice. While it runs, each
+of them sees a first-pass context (``Filter.ctx``: no state store, a dead-letter
+counter that writes nothing, so the real pass reports bad records once), and its
+``counts`` are put back afterwards (the real pass counts each event once). A
+filter in front must therefore reach the state store and dead letters through
+``self.ctx`` when it uses them, as the built-ins do.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -63,14 +71,17 @@ def run_prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str) -> No
             "the filters in front of it must be stateless",
             "stateful_filter_in_front",
         )
-    prefix: list[Filter[Any]] = []
+    prefix: list[Filter[Any]] = filters[:index]
+    saved = [(f.ctx, Counter(f.counts)) for f in prefix]
     try:
-        for spec in config.filters[:index]:
-            prefix.append(spec.cls(spec.config, ctx))
+        for f in prefix:
+            f.ctx = ctx
         target.prescan(_events(config, input_path, counter, prefix))
     finally:
-        for f in prefix:
-            f.close()
+        for f, (own_ctx, counts) in zip(prefix, saved):
+            f.ctx = own_ctx
+            f.counts.clear()
+            f.counts.update(counts)
 
 
 def _events(

@@ -1,0 +1,132 @@
+"""A log's queries as flat arrays with each distinct query string's taxonomy path (for ``odp`` and ``semantic-mdav``).
+
+Each distinct query string is classified once by the knowledge base's classifier (:mod:`knowledge.classifier`,
+the way the ``classify`` filter loads it): one category path ``L1..L5`` per query (up to :data:`LEVELS` levels;
+many paths are shorter). Every prefix of a path is a taxonomy *node*; node ids are dense over the nodes the log
+uses, all levels together. An empty query and one the classifier cannot categorise have no path (node -1 at
+every level); the methods say what they do with them, and :class:`Queries` counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from adapters.microaggregate.log import UserLog, parse_rank, parse_time
+
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.intp]
+
+#: Taxonomy depth used (paper 002 §4.2.1 stops at L5, the deepest level the classifier gives).
+LEVELS = 5
+
+#: Distinct query strings -> their category paths (L1 first), None when uncategorisable.
+Classify = Callable[[list[str]], list[tuple[str, ...] | None]]
+
+
+def kb_classify() -> Classify:
+    """The knowledge base's classifier (default KB path, built when missing or stale), one call per string."""
+    from knowledge.classifier import Classifier
+
+    classifier = Classifier.load(None, build_if_needed=True)
+
+    def classify(strings: list[str]) -> list[tuple[str, ...] | None]:
+        out: list[tuple[str, ...] | None] = []
+        for s in strings:
+            result = classifier.classify_uncached(s) if s and not s.isspace() else None
+            out.append(None if result is None else result.path)
+        return out
+
+    return classify
+
+
+@dataclass
+class Queries:
+    """The queries of a log in user order (user ``u``'s are ``starts[u] : starts[u] + counts[u]``).
+
+    ``sid`` indexes ``strings``; ``time``/``rank`` are NaN when missing, ``url`` is ``""`` when none.
+    ``nodes[s, l]`` is the node of string ``s`` at level ``l`` (0-based), -1 below its path's end;
+    ``node_level[c]`` is node ``c``'s level and ``node_parent[c]`` its parent node (-1 at L1).
+    """
+
+    strings: list[str]
+    sid: Ints
+    time: Floats
+    rank: Floats
+    url: list[str]
+    counts: Ints
+    starts: Ints
+    nodes: Ints
+    node_level: Ints
+    node_parent: Ints
+    #: Queries (events) whose string has no category, and how many distinct strings that is.
+    uncategorised: int
+    uncategorised_strings: int
+
+    @property
+    def users(self) -> int:
+        """Number of users."""
+        return len(self.counts)
+
+    def of(self, users: Ints) -> Ints:
+        """The query indexes of ``users``, concatenated in the order given."""
+        counts = self.counts[users]
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
+        total = int(counts.sum())
+        return (np.repeat(self.starts[users] - offsets, counts) + np.arange(total, dtype=np.intp)).astype(np.intp)
+
+
+def read_queries(log: UserLog, classify: Classify) -> Queries:
+    """Flatten ``log`` and classify each distinct query string once."""
+    string_ids: dict[str, int] = {}
+    sid: list[int] = []
+    times: list[float] = []
+    ranks: list[float] = []
+    urls: list[str] = []
+    counts: list[int] = []
+    for group in log.events:
+        counts.append(len(group))
+        for event in group:
+            sid.append(string_ids.setdefault("" if event.query is None else str(event.query), len(string_ids)))
+            times.append(parse_time(event.time))
+            ranks.append(parse_rank(event.rank))
+            urls.append("" if event.url is None else str(event.url))
+    strings = list(string_ids)
+    paths = classify(strings)
+    node_ids: dict[tuple[str, ...], int] = {}
+    levels: list[int] = []
+    parents: list[int] = []
+    nodes = np.full((len(strings), LEVELS), -1, dtype=np.intp)
+    for s, path in enumerate(paths):
+        if not path:
+            continue
+        parent = -1
+        for level in range(min(LEVELS, len(path))):
+            key = path[: level + 1]
+            node = node_ids.get(key)
+            if node is None:
+                node = node_ids[key] = len(node_ids)
+                levels.append(level)
+                parents.append(parent)
+            nodes[s, level] = node
+            parent = node
+    sids = np.array(sid, dtype=np.intp)
+    count_arr = np.array(counts, dtype=np.intp)
+    missing = nodes[:, 0] < 0
+    return Queries(
+        strings=strings,
+        sid=sids,
+        time=np.array(times, dtype=np.float64),
+        rank=np.array(ranks, dtype=np.float64),
+        url=urls,
+        counts=count_arr,
+        starts=np.concatenate([[0], np.cumsum(count_arr)[:-1]]).astype(np.intp),
+        nodes=nodes,
+        node_level=np.array(levels, dtype=np.intp),
+        node_parent=np.array(parents, dtype=np.intp),
+        uncategorised=int(missing[sids].sum()) if len(sids) else 0,
+        uncategorised_strings=int(missing.sum()),
+    )

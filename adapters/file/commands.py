@@ -62,6 +62,25 @@ STATE_DIR = click.option(
     help="Start from empty state: delete the state database (held events, profiles) in the state folder first.",
 )
 @FLUSH_INTERVAL
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Partitions by a keyed hash of the user, each through the chain with its own state, on Dask "
+    "(the [dask] extra); 1 without --scheduler: one process, no Dask. See docs/SCALE.md.",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    help="Dask scheduler for the partitions: a distributed scheduler address (tcp://HOST:PORT), or "
+    "processes (the default with --workers N > 1), threads or synchronous.",
+)
+@click.option(
+    "--split",
+    is_flag=True,
+    help="With --workers/--scheduler: one output file per partition (OUTPUT.part-PPPP-of-NNNN.EXT) instead of one log.",
+)
 def replay_cmd(
     config_file: str,
     input_path: str,
@@ -73,11 +92,75 @@ def replay_cmd(
     state_dir: str | None,
     fresh_state: bool,
     flush_interval: float | None,
+    workers: int,
+    scheduler: str | None,
+    split: bool,
 ) -> None:
-    """Replay a log file (TSV or JSON lines, .gz; `-` = stdin) through the chain."""
+    """Replay a log file (TSV or JSON lines, .gz; `-` = stdin) through the chain. With --workers N > 1 or
+    --scheduler, INPUT may also be a glob or a folder of (daily) files, and -o OUTPUT is required."""
+    if workers > 1 or scheduler is not None:
+        _run_scaled(
+            config_file, input_path, output, seed, resume, prescan, state_dir, fresh_state, workers, scheduler, split
+        )
+        return
+    if split:
+        click.echo("--split needs --workers N > 1 or --scheduler", err=True)
+        sys.exit(EXIT_USAGE)
     _run_replay(
         config_file, input_path, output, seed, progress, resume, prescan, state_dir, fresh_state, flush_interval
     )
+
+
+def _run_scaled(
+    config_file: str,
+    input_path: str,
+    output: str | None,
+    seed: int | None,
+    resume: bool,
+    prescan: bool | None,
+    state_dir: str | None,
+    fresh_state: bool,
+    workers: int,
+    scheduler: str | None,
+    split: bool,
+) -> None:
+    """``replay --workers N`` / ``--scheduler``: partitions on Dask (imported only here)."""
+    try:
+        from adapters.scale.replay import ScaleError, scaled_replay
+    except ImportError as exc:
+        click.echo(f"--workers/--scheduler need Dask: pip install 'querylog-sidecar[dask]' ({exc.name})", err=True)
+        sys.exit(EXIT_USAGE)
+    from adapters.file.prescan import PrescanError
+    from adapters.scale.inputs import InputError
+    from adapters.scale.partition import PartitionKeyError
+
+    cfg = load(config_file)
+    setup_logs(cfg)
+    try:
+        summary = scaled_replay(
+            config_file,
+            input_path,
+            output or "",
+            workers=workers,
+            scheduler=scheduler,
+            split=split,
+            seed=seed,
+            resume=resume,
+            prescan=prescan,
+            state_dir=state_dir,
+            fresh_state=fresh_state,
+        )
+    except ConfigError as exc:
+        fail_config(exc)
+    except StateError as exc:
+        fail_state(exc)
+    except (ScaleError, InputError, PartitionKeyError, PrescanError) as exc:
+        click.echo(f"replay: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:
+        click.echo(f"{exc.filename or input_path}: {exc.strerror or type(exc).__name__}", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(summary.line(), err=True)
 
 
 @click.command("filter")

@@ -1,0 +1,72 @@
+"""What every task of a scaled replay needs to know (picklable, sent to the workers)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from sidecar.config import LoadedConfig, load_config
+
+
+@dataclass(frozen=True)
+class Job:
+    """One scaled replay: the config, where state and work files live, how the input is cut."""
+
+    config_file: str
+    #: the base state folder (absolute); partition ``p`` keeps its state in :meth:`partition_dir`
+    state_dir: str
+    #: number of partitions
+    partitions: int
+    #: this run's work folder (shards, partition inputs and outputs); removed when the run completes
+    run_dir: str
+    run_id: str
+    key: bytes
+    #: ``tsv`` or ``jsonl``
+    fmt: str
+    header: str | None
+    seed: int | None = None
+    prescan: bool | None = None
+
+    def config(self, state_dir: str | None = None) -> LoadedConfig:
+        """The config as loaded on this worker, with its state folder replaced (default: the base one)."""
+        cfg = load_config(self.config_file)
+        folder = os.path.abspath(state_dir or self.state_dir)
+        return dataclasses.replace(cfg, sidecar=dataclasses.replace(cfg.sidecar, state_dir=folder))
+
+    def partition_dir(self, p: int) -> str:
+        """The state folder of partition ``p`` (its SQLite database and dead letters)."""
+        return partition_dir(self.state_dir, p, self.partitions)
+
+    def path(self, name: str) -> Path:
+        return Path(self.run_dir) / name
+
+
+def partition_dir(state_dir: str, p: int, n: int) -> str:
+    """``STATE_DIR/partitions/PPPP-of-NNNN``: one state store per partition, per partition count."""
+    return os.path.join(state_dir, "partitions", f"{p:04d}-of-{n:04d}")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` all or nothing: a temporary file, fsync, rename, fsync of the folder."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def write_json(path: Path, obj: object) -> None:
+    write_atomic(path, json.dumps(obj, sort_keys=True).encode("utf-8"))
+
+
+def fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

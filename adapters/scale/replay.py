@@ -1,0 +1,215 @@
+"""``replay --workers N`` / ``--scheduler``: the input partitioned by user, each partition on a Dask worker.
+
+Three steps: split tasks (one per input chunk, :mod:`adapters.scale.split`) write one shard per partition;
+partition tasks (:mod:`adapters.scale.worker`) each run the configured chain with their own state store
+(``STATE_DIR/partitions/PPPP-of-NNNN``); the client merges their outputs (:mod:`adapters.scale.merge`).
+Work files live in ``STATE_DIR/partitions/run-of-NNNN`` until the run completes. The scheduler is Dask's
+local process pool (default), its thread pool or synchronous scheduler, or a ``distributed`` scheduler
+address (``tcp://HOST:PORT``); the state folder and the input must then be on a filesystem every worker sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapters.scale.inputs import Chunk, expand, plan, read_header
+from adapters.scale.job import Job, partition_dir, write_json
+from adapters.scale.merge import merge, write_split
+from adapters.scale.partition import partition_key
+from adapters.scale.split import SplitResult, dead_letter_name, split_task
+from adapters.scale.worker import PartResult, output_name, partition_task
+from sidecar.config import load_config
+from sidecar.state import remove_state_database
+
+LOCAL = ("processes", "threads", "synchronous")
+"""Dask's local schedulers; anything else is a ``distributed`` scheduler address."""
+
+
+class ScaleError(ValueError):
+    """A scaled replay cannot start as asked (options, input, output)."""
+
+
+@dataclass
+class ScaleSummary:
+    """Counts over all partitions, and each partition's own result."""
+
+    partitions: int
+    scheduler: str
+    outputs: list[str] = field(default_factory=list)
+    records_in: int = 0
+    events_out: int = 0
+    events_held: int = 0
+    events_dropped: int = 0
+    dead_lettered: int = 0
+    seconds: float = 0.0
+    parts: list[PartResult] = field(default_factory=list)
+    #: the run had completed before (``--resume`` after the end): nothing was replayed
+    already_done: bool = False
+
+    @property
+    def events_per_second(self) -> float:
+        return self.records_in / self.seconds if self.seconds > 0 else 0.0
+
+    def peak_rss_by_worker(self) -> dict[str, float]:
+        """High-water RSS (MiB) of each worker process that finished a partition, by ``host:pid``."""
+        peaks: dict[str, float] = {}
+        for r in self.parts:
+            k = f"{r.host}:{r.pid}"
+            peaks[k] = max(peaks.get(k, 0.0), r.peak_rss_mib)
+        return peaks
+
+    def line(self) -> str:
+        if self.already_done:
+            return f"partitions={self.partitions}: this run had completed; output kept"
+        rss = ",".join(f"{v:.0f}" for v in self.peak_rss_by_worker().values())
+        return (
+            f"records in={self.records_in} out={self.events_out} held={self.events_held} "
+            f"dropped={self.events_dropped} dead_letter={self.dead_lettered} partitions={self.partitions} "
+            f"scheduler={self.scheduler} seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f} "
+            f"peak_rss_mib={rss}"
+        )
+
+
+def scaled_replay(
+    config_file: str,
+    input_spec: str,
+    output: str,
+    *,
+    workers: int,
+    scheduler: str | None = None,
+    split: bool = False,
+    seed: int | None = None,
+    resume: bool = False,
+    prescan: bool | None = None,
+    state_dir: str | None = None,
+    fresh_state: bool = False,
+) -> ScaleSummary:
+    """Replay ``input_spec`` (a file, glob or folder) through the chain in ``workers`` partitions."""
+    started = time.perf_counter()
+    if workers < 1:
+        raise ScaleError("--workers must be at least 1")
+    if output in ("", "-"):
+        raise ScaleError("--workers/--scheduler need -o OUTPUT (a file)")
+    if fresh_state and resume:
+        raise ScaleError("--fresh-state and --resume contradict each other")
+    cfg = load_config(config_file)
+    base = os.path.abspath(state_dir) if state_dir else str(cfg.state_dir)
+    files = expand(input_spec)
+    fmt, header = read_header(files, cfg.sidecar.schema)
+    output = os.path.abspath(output)
+    if fresh_state:
+        remove_state_database(Path(base))
+        for p in range(workers):
+            remove_state_database(Path(partition_dir(base, p, workers)))
+    run_dir = Path(base) / "partitions" / f"run-of-{workers:04d}"
+    ident = {"inputs": files, "output": output, "partitions": workers, "split": split}
+    run_id = _start_run(run_dir, ident, resume)
+    summary = ScaleSummary(workers, scheduler or "processes")
+    if run_id is None:
+        summary.already_done = True
+        return summary
+    job = Job(
+        config_file=os.path.abspath(config_file),
+        state_dir=base,
+        partitions=workers,
+        run_dir=str(run_dir),
+        run_id=run_id,
+        key=partition_key(),
+        fmt=fmt,
+        header=header,
+        seed=seed,
+        prescan=prescan,
+    )
+    chunks = plan(files, workers)
+    splits, parts = _compute(job, chunks, scheduler or "processes")
+    parts_paths = [run_dir / output_name(p) for p in range(workers)]
+    last = next((s for s in splits if s.chunk == chunks[-1].index), None)
+    ends_open = last is not None and last.no_final_newline
+    if split:
+        summary.outputs = write_split(parts_paths, output, header)
+    else:
+        merge(parts_paths, output, header, last.last_position if ends_open and last else None)
+        summary.outputs = [output]
+    _keep_dead_letters(job, job.config().dead_letter_path, chunks)
+    for r in sorted(parts, key=lambda r: r.partition):
+        summary.parts.append(r)
+        summary.records_in += r.records_in
+        summary.events_out += r.events_out
+        summary.events_held += r.events_held
+        summary.events_dropped += r.events_dropped
+        summary.dead_lettered += r.dead_lettered
+    summary.dead_lettered += sum(s.dead_lettered for s in splits)
+    _finish_run(run_dir, ident, run_id)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _compute(job: Job, chunks: list[Chunk], scheduler: str) -> tuple[list[SplitResult], list[PartResult]]:
+    """Build the task graph and run it on the chosen scheduler."""
+    from dask.base import compute
+    from dask.delayed import delayed
+
+    Path(job.run_dir, "split").mkdir(parents=True, exist_ok=True)
+    split_tasks = [delayed(split_task, pure=False)(job, c, dask_key_name=f"split-{c.index}") for c in chunks]
+    part_tasks = [
+        delayed(partition_task, pure=False)(job, p, split_tasks, dask_key_name=f"partition-{p}")
+        for p in range(job.partitions)
+    ]
+    graph: Any = (split_tasks, part_tasks)
+    if scheduler in LOCAL:
+        splits, parts = compute(*graph, scheduler=scheduler, num_workers=job.partitions)  # type: ignore[no-untyped-call]
+    else:
+        from distributed import Client
+
+        with Client(scheduler) as client:  # type: ignore[no-untyped-call]  # distributed has no annotations here
+            splits, parts = compute(*graph, scheduler=client)  # type: ignore[no-untyped-call]
+    return list(splits), list(parts)
+
+
+def _start_run(run_dir: Path, ident: dict[str, Any], resume: bool) -> str | None:
+    """The run id to use: the unfinished (or, None, finished) run's with ``resume``, else a new one."""
+    marker = run_dir / "run.json"
+    if resume and marker.exists():
+        prior = json.loads(marker.read_text())
+        if prior.get("ident") == ident:
+            return None if prior.get("complete") else str(prior["run_id"])
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    run_id = uuid.uuid4().hex
+    write_json(marker, {"ident": ident, "run_id": run_id, "complete": False})
+    return run_id
+
+
+def _finish_run(run_dir: Path, ident: dict[str, Any], run_id: str) -> None:
+    """Mark the run complete (a later ``--resume`` finds nothing to do) and remove its work files."""
+    for child in run_dir.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
+        elif child.name != "run.json":
+            child.unlink()
+    write_json(run_dir / "run.json", {"ident": ident, "run_id": run_id, "complete": True})
+
+
+def _keep_dead_letters(job: Job, target: Path | None, chunks: list[Chunk]) -> None:
+    """Append the split tasks' dead letters to the base state folder's dead-letter file."""
+    if target is None:
+        return
+    sources = [job.path(dead_letter_name(c.index)) for c in chunks]
+    sources = [s for s in sources if s.exists() and s.stat().st_size]
+    if not sources:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
+    try:
+        for s in sources:
+            os.write(fd, s.read_bytes())
+    finally:
+        os.close(fd)

@@ -11,10 +11,17 @@ from collections.abc import Callable
 
 from adapters.microaggregate.aggregate import Progress, Result, microaggregate_mdav
 from adapters.microaggregate.log import UserLog
+from adapters.microaggregate.odp import microaggregate_odp
+from adapters.microaggregate.semantic import microaggregate_semantic_mdav
 
 Method = Callable[[UserLog, int, random.Random, Progress | None], Result]
 
 #: Method name -> (function, one-line description for ``--help``).
 METHODS: dict[str, tuple[Method, str]] = {
     "mdav": (microaggregate_mdav, "paper 003: MDAV, user distance eq. 1-4, aggregation §3.2.3"),
+    "odp": (microaggregate_odp, "paper 002: category matrices L1..L5, min-count similarity, greedy clusters, Alg. 5"),
+    "semantic-mdav": (
+        microaggregate_semantic_mdav,
+        "paper 000: MDAV over category distributions (taxonomy EMD), stratified query sampling",
+    ),
 }

@@ -13,6 +13,17 @@ An empty query (``""`` or only spaces; e.g. one ``hipaa_scrub`` emptied with
 and follows ``unknown`` like any uncategorisable query (also counted as
 ``empty_query``).
 
+**The clicked URL's host** (``use_url``, on by default): when the schema maps a
+``url`` role (AOL: ``ClickURL``) and an event's query alone is uncategorisable,
+the host of its clicked URL is classified instead (``www.bankofamerica.com`` ->
+``bank of america`` -> Business), counted as ``classified_by_url``. The query
+decides whenever it can; an empty query stays unclassified whatever its URL.
+
+Results are memoised per query text and per normalised text (an LRU of
+``cache_size`` entries in the classifier, see :class:`knowledge.classifier.Classifier`),
+so a replay's first pass (``--prescan``) and its real pass classify each distinct
+query once, and so do repeated queries in a stream.
+
 ``output_field`` (off by default) also writes the category into the record: a
 JSON key (added or replaced) or an existing TSV column (the output keeps the
 input's columns, so a TSV log needs that column already); uncategorised queries
@@ -44,7 +55,13 @@ class ClassifyConfig(FilterConfig):
     unknown: Literal["annotate", "drop", "dead_letter"] = option(
         "annotate", "Uncategorisable queries: keep with category None, drop, or send to the dead-letter file."
     )
-    cache_size: int = option(200_000, "Distinct queries whose classification is kept in memory.", min=0)
+    cache_size: int = option(
+        200_000, "Distinct queries whose classification is kept in memory (least recently used out; 0: none).", min=0
+    )
+    use_url: bool = option(
+        True,
+        "When the query alone is uncategorisable, classify the host of the clicked URL (the schema's url role).",
+    )
     output_field: str | None = option(
         None, "Also write the category into this record field (JSON key, or an existing TSV column); off: null."
     )
@@ -99,11 +116,18 @@ class ClassifyFilter(Filter[ClassifyConfig]):
     def process(self, batch: list[Event]) -> list[Event]:
         assert self.classifier is not None, "built with validate_only: never run"
         classify = self.classifier.classify
+        use_url = self.config.use_url
         keep: list[Event] = []
         for ev in batch:
             q = ev.query
             if isinstance(q, str) and q and not q.isspace():
                 result = classify(q)
+                if result is None and use_url and isinstance(ev.url, str) and ev.url:
+                    host = url_host(ev.url)
+                    if host:
+                        result = classify(host)
+                        if result is not None:
+                            self.counts["classified_by_url"] += 1
             else:
                 result = None
                 if q is None or isinstance(q, str):
@@ -143,6 +167,20 @@ class ClassifyFilter(Filter[ClassifyConfig]):
 
     def stats(self) -> dict[str, Any]:
         return {"kb_sha256": self.classifier.kb.sha256[:16]} if self.classifier is not None else {}
+
+
+def url_host(url: str) -> str:
+    """The host of a clicked URL (``http://www.ebay.com/x`` -> ``www.ebay.com``; AOL's ``www.ebay.com`` too)."""
+    rest = url.strip()
+    scheme, sep, after = rest.partition("://")
+    if sep and scheme.isalpha():
+        rest = after
+    host = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    host = host.rpartition("@")[2]  # no user info
+    if host.startswith("["):  # an IPv6 literal names no site
+        return ""
+    host = host.partition(":")[0]
+    return "" if host.replace(".", "").isdigit() else host
 
 
 def _record_text(ev: Event) -> str | None:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from knowledge import KnowledgeBase, load_kb
 from knowledge.classifier.foreign import foreign_language
-from knowledge.classifier.model import Classification, Unit, Verdict
+from knowledge.classifier.model import Classification, Tokens, Unit, Verdict
 from knowledge.classifier.names import NameTables
 from knowledge.classifier.spelling import Speller, SpellingTables
 from knowledge.classifier.units import UnitFinder, UnitTables
 from knowledge.classifier.vote import paper_verdict, vote
+from knowledge.text import tokenize
 
 CACHE_SIZE = 200_000
 
@@ -54,7 +56,11 @@ def tables_for(kb: KnowledgeBase) -> Tables:
 class Classifier:
     """Classify queries with a compiled :class:`~knowledge.KnowledgeBase` (thread-compatible, cached).
 
-    ``cache_size`` bounds the per-query cache and the per-token spelling cache (each is cleared when full).
+    ``cache_size`` bounds the per-query caches and the per-token spelling cache (cleared when full).
+    The per-query cache is a least-recently-used map of the text as given (``functools.lru_cache``,
+    C-implemented: a hit costs well under a microsecond), in front of a map of the normalised text
+    (case-folded word tokens joined by one space, everything a classification depends on; cleared when
+    full), so ``Ebay`` and `` ebay!`` are classified once. 0 turns both off.
     """
 
     def __init__(self, kb: KnowledgeBase, cache_size: int = CACHE_SIZE) -> None:
@@ -69,7 +75,7 @@ class Classifier:
         self._speller = Speller(kb, t.words, t.spelling, t.names, cache_size)
         self._finder = UnitFinder(kb, t.units)
         self._cache_size = cache_size
-        self._cache: dict[str, Classification | None] = {}
+        self._make_caches()
 
     @classmethod
     def load(cls, kb_path: Path | None = None, *, build_if_needed: bool = True) -> Classifier:
@@ -85,6 +91,26 @@ class Classifier:
     def cache_size(self, size: int) -> None:
         self._cache_size = size
         self._speller.cache_size = size
+        self._make_caches()
+
+    def _make_caches(self) -> None:
+        """(Re)create the per-query caches with the current size (empty)."""
+        size = self._cache_size
+        self._normal: dict[str, Classification | None] = {}
+        self._by_text = self._vote if size <= 0 else lru_cache(maxsize=size)(self._classify_text)
+
+    def _classify_text(self, query: str) -> Classification | None:
+        """:meth:`classify` behind the text LRU: the normalised-text map, then the classification."""
+        raw = tokenize(query)
+        key = " ".join(raw)
+        normal = self._normal
+        if key in normal:
+            return normal[key]
+        result = self._vote_tokens(self._speller.tokens_of(raw))
+        if len(normal) >= self._cache_size:
+            normal.clear()
+        normal[key] = result
+        return result
 
     # --- tokens and units ---------------------------------------------------------------
 
@@ -132,7 +158,10 @@ class Classifier:
 
     def _vote(self, query: str) -> Classification | None:
         """:meth:`classify` without the cache."""
-        tokens = self._speller.tokens(query)
+        return self._vote_tokens(self._speller.tokens(query))
+
+    def _vote_tokens(self, tokens: Tokens) -> Classification | None:
+        """:meth:`_vote` of tokenised text."""
         units = self._finder.units(tokens)
         foreign = foreign_language(self.kb, self._foreign_words, tokens.raw, units)
         if foreign is not None or not units:
@@ -142,14 +171,7 @@ class Classifier:
 
     def classify(self, query: str) -> Classification | None:
         """Category, path, main unit and confidence of ``query``; None when uncategorisable."""
-        cache = self._cache
-        if query in cache:
-            return cache[query]
-        result = self._vote(query)
-        if len(cache) >= self._cache_size:
-            cache.clear()
-        cache[query] = result
-        return result
+        return self._by_text(query)
 
     def classify_uncached(self, query: str) -> Classification | None:
         """:meth:`classify` without the per-query cache (word-level caches still apply)."""
@@ -157,5 +179,5 @@ class Classifier:
 
     def classify_many(self, queries: list[str]) -> list[Classification | None]:
         """:meth:`classify` of each query, in order."""
-        classify = self.classify
+        classify = self._by_text
         return [classify(q) for q in queries]

@@ -216,7 +216,10 @@ class Speller:
 
     def tokens(self, query: str) -> Tokens:
         """Tokens of ``query`` with recommendations applied (the query is normalised once)."""
-        raw = tokenize(query)
+        return self.tokens_of(tokenize(query))
+
+    def tokens_of(self, raw: list[str]) -> Tokens:
+        """:meth:`tokens` of a query already tokenised (``raw`` = :func:`~knowledge.text.tokenize` of it)."""
         plain, zipf = self._plain, self.zipf
         for t in raw:  # fast path: no token needs a recommendation (a frozenset test per token)
             if t not in plain and len(t) >= MIN_FIX_LEN:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -27,11 +28,11 @@ LEVELS = 5
 Classify = Callable[[list[str]], list[tuple[str, ...] | None]]
 
 
-def kb_classify() -> Classify:
-    """The knowledge base's classifier (default KB path, built when missing or stale), one call per string."""
+def kb_classify(kb_path: Path | None = None) -> Classify:
+    """The knowledge base's classifier (default: ``$QUERYLOG_KB`` or the cache; built when missing or stale)."""
     from knowledge.classifier import Classifier
 
-    classifier = Classifier.load(None, build_if_needed=True)
+    classifier = Classifier.load(kb_path, build_if_needed=True)
 
     def classify(strings: list[str]) -> list[tuple[str, ...] | None]:
         out: list[tuple[str, ...] | None] = []

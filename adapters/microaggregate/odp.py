@@ -76,9 +76,9 @@ def threshold_matrix(counts: sp.csr_array) -> sp.csr_array:
     reps = m.data.astype(np.intp)
     width = np.zeros(counts.shape[1], dtype=np.intp)
     np.maximum.at(width, m.col.astype(np.intp), reps)
-    offset = np.concatenate([[0], np.cumsum(width)[:-1]]).astype(np.intp)
+    offset = np.cumsum(width) - width
     total = int(reps.sum())
-    starts = np.concatenate([[0], np.cumsum(reps)[:-1]]).astype(np.intp)
+    starts = np.cumsum(reps) - reps
     t = np.arange(total, dtype=np.intp) - np.repeat(starts, reps)
     rows = np.repeat(m.row.astype(np.intp), reps)
     cols = np.repeat(offset[m.col.astype(np.intp)], reps) + t

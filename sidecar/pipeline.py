@@ -190,19 +190,22 @@ class Pipeline:
             return self.chain.held()
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, *, check_outbox: bool = True) -> Iterator[None]:
         """Commit the filters' state-store writes of the block at once, when it ends (see ``Runtime``); the
         block holds the runtime's lock, so no other source's batch runs in between.
 
         A sink whose outbox is full refuses the block before it starts (:class:`~sidecar.outbox.OutboxFull`:
-        nothing ran, nothing is to be acknowledged). On an exception inside the block its writes are rolled
-        back: events a filter released stay durably held (a sink may already have some of them, so after a
-        restart they can be delivered twice: at-least-once), never lost; until a restart the filters' memory
-        may be ahead of their durable state, which only ever means more duplicates, never a loss.
+        nothing ran, nothing is to be acknowledged); ``check_outbox=False`` skips that check (a caller that
+        delivers after the block, as file replay does, and whose sinks apply backpressure when written).
+
+        On an exception inside the block its writes are rolled back: events a filter released stay durably held
+        (a sink may already have some of them, so after a restart they can be delivered twice: at-least-once),
+        never lost; until a restart the filters' memory may be ahead of their durable state, which only ever
+        means more duplicates, never a loss.
         """
         conn = self.state.conn
         with self._lock, self.state.lock:
-            full = backpressure(self.sinks)
+            full = backpressure(self.sinks) if check_outbox else None
             if full is not None:
                 raise OutboxFull(full, "full")
             conn.execute("BEGIN IMMEDIATE")

@@ -215,7 +215,14 @@ def replay(
                     for sink in sinks:
                         sink.write(out)
                         sink.flush()
-            else:
+            elif checkpoint is None:
+                # one state transaction per batch: the filters' savepoints (category_buffer, profile) nest in
+                # it and the batch commits once, before its output is written (as before: one commit each)
+                with pipeline.transaction(check_outbox=False):
+                    out = pipeline.process(events)
+                for sink in sinks:
+                    sink.write(out)
+            else:  # --resume: the checkpoint's transaction is open; it commits with the output
                 out = pipeline.process(events)
                 for sink in sinks:
                     sink.write(out)

@@ -83,19 +83,23 @@ class Held:
 class Bucket:
     """One category's user set and query set, and its current k.
 
-    The user set is kept per user (``by_name``: that user's held user halves),
-    so a user can be drawn uniformly among distinct users in O(distinct); the
-    query set is a list with O(1) random removal. Both sets always have the
-    same size: an arrival adds to both, a release takes one from each.
+    The user set is kept per user (``by_name``: that user's held user halves)
+    with the distinct users also in a list (``names``, O(1) removal by swapping
+    with the last, ``name_pos`` their positions), so a user is drawn uniformly
+    among distinct users in O(1); the query set is a list with O(1) random
+    removal. Both sets always have the same size: an arrival adds to both, a
+    release takes one from each.
     """
 
-    __slots__ = ("base", "by_name", "k", "name", "queries")
+    __slots__ = ("base", "by_name", "k", "name", "name_pos", "names", "queries")
 
     def __init__(self, name: str, base: int) -> None:
         self.name = name
         self.base = base
         self.k = base
         self.by_name: dict[str, list[Held]] = {}  # held user halves per user
+        self.names: list[str] = []  # the keys of by_name, in an order with O(1) removal
+        self.name_pos: dict[str, int] = {}  # each name's index in names
         self.queries: list[Held] = []
 
     # --- the two sets ------------------------------------------------------------
@@ -106,6 +110,8 @@ class Bucket:
         slots = self.by_name.get(h.sender)
         if slots is None:
             self.by_name[h.sender] = [h]
+            self.name_pos[h.sender] = len(self.names)
+            self.names.append(h.sender)
         else:
             slots.append(h)
 
@@ -123,16 +129,26 @@ class Bucket:
         if last is not h:
             slots[i] = last
         if not slots:
-            del self.by_name[name]
+            self._forget(name)
         h.ubucket = None
         return h
+
+    def _forget(self, name: str) -> None:
+        """``name`` holds no user half here any more (O(1): the last name takes its place)."""
+        del self.by_name[name]
+        names = self.names
+        i = self.name_pos.pop(name)
+        last = names.pop()
+        if last != name:
+            names[i] = last
+            self.name_pos[last] = i
 
     def remove_user(self, h: Held) -> None:
         """Take the user half of ``h`` (O(that user's held halves))."""
         slots = self.by_name[h.sender]
         slots.remove(h)
         if not slots:
-            del self.by_name[h.sender]
+            self._forget(h.sender)
         h.ubucket = None
 
     def pop_query(self, i: int) -> Held:
@@ -155,6 +171,8 @@ class Bucket:
         queries, users = self.queries, self.users()
         self.queries = []
         self.by_name = {}
+        self.names = []
+        self.name_pos = {}
         return queries, users
 
     # --- k -----------------------------------------------------------------------

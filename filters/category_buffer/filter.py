@@ -115,7 +115,7 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
                 # same words, the same result); when that pair is not valid, draw() makes the other tries.
                 words, i = pool.words, pool.i
                 queries = bucket.queries
-                names = list(by_name)
+                names = bucket.names
                 qi = words[i] % len(queries)
                 q = queries[qi]
                 name = names[words[i + 1] % len(names)]
@@ -298,6 +298,8 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
                 slots = bucket.by_name.get(sender)
                 if slots is None:
                     bucket.by_name[sender] = [h]
+                    bucket.name_pos[sender] = len(bucket.names)
+                    bucket.names.append(sender)
                 else:
                     slots.append(h)
                 h.qidx = len(bucket.queries)

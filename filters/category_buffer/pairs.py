@@ -131,7 +131,7 @@ def draw(
             return None
     below = pool.below
     avoided = memory.avoided
-    names = list(by_name)
+    names = bucket.names
     weights = [] if by_user else [len(by_name[n]) for n in names]
     total = sum(weights)
     nq = len(queries)

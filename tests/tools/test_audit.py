@@ -206,14 +206,14 @@ class TestEndToEnd:
 
     def test_cli_json_and_html(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """`querylog audit --json --html` prints one JSON object with the matching count, the profile JSD and every
-        attack's recovered share, and writes a self-contained HTML page: three inline PNG plots, no external
-        resource."""
+        attack's recovered share, and writes a self-contained HTML page: seven inline PNG plots (attacks,
+        profiles, categories; PEL/ILR, SRP, clusterings, frequencies), no external resource."""
         from sidecar.cli import main
 
         src, dst = tmp_path / "orig.tsv", tmp_path / "prot.tsv"
         write_log(src, users=20, per_user=20, seed=1)
         protect(src, dst, tmp_path, 5)
-        monkeypatch.setattr(report, "classifier_categorise", lambda: categorise)
+        monkeypatch.setattr(report, "classifier_paths", lambda: categorise)
         page = tmp_path / "r.html"
         res = CliRunner().invoke(
             main, ["audit", "--original", str(src), "--protected", str(dst), "--json", "--html", str(page)]
@@ -223,7 +223,7 @@ class TestEndToEnd:
         assert isinstance(data["matching_records"], int) and "profile_jsd" in data
         assert all("recovered_share" in v for v in data["deanonymizers"].values())
         text = page.read_text()
-        assert text.count("data:image/png;base64,") == 3
+        assert text.count("data:image/png;base64,") == 7
         assert "src='http" not in text and 'src="http' not in text and "<link" not in text
 
     def test_cli_per_record_with_an_instance_field(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -234,7 +234,7 @@ class TestEndToEnd:
         src, dst = tmp_path / "orig.tsv", tmp_path / "prot.tsv"
         write_log(src, users=40, per_user=30, seed=3, event_ids=True, shared=0.5)
         protect(src, dst, tmp_path, 5)
-        monkeypatch.setattr(report, "classifier_categorise", lambda: categorise)
+        monkeypatch.setattr(report, "classifier_paths", lambda: categorise)
         page = tmp_path / "r.html"
         args = ["audit", "--original", str(src), "--protected", str(dst), "--k", "5"]
         res = CliRunner().invoke(main, [*args, "--json", "--instance-field", "EventID", "--html", str(page)])
@@ -286,7 +286,7 @@ def test_audit_counts_empty_queries_apart_from_undecodable_lines(
     assert r["empty_queries"] == {"original": 0, "protected": 2}
     assert r["undecodable_lines"] == {"original": 1, "protected": 0}
     assert r["category_counts"]["protected"]["unknown"] == 2  # an empty query has no category
-    monkeypatch.setattr(report, "classifier_categorise", lambda: categorise)
+    monkeypatch.setattr(report, "classifier_paths", lambda: categorise)
     page = tmp_path / "r.html"
     args = ["audit", "--original", str(src), "--protected", str(dst), "--k", "2"]
     res = CliRunner().invoke(main, [*args, "--json"])

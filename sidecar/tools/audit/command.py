@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -52,6 +53,14 @@ import click
     help="The state folder (or querylog.db) of a dp_replace run: adds epsilon spent per user and the shares of "
     "queries replaced, suppressed and dropped, from its budget ledger.",
 )
+@click.option(
+    "--params",
+    "params_text",
+    default=None,
+    metavar="KEY=VALUE,...",
+    help="The protection run's parameters, recorded in the report (e.g. method=mdav,k=3,seed=7). k (an integer "
+    ">= 2) is the microaggregation's k: it draws the 1/k lines of PEL and SRP and the k-anonymity verdict.",
+)
 def audit_cmd(
     original: str,
     protected: str,
@@ -63,14 +72,21 @@ def audit_cmd(
     config_file: str | None,
     instance_field: str | None,
     dp_state: str | None,
+    params_text: str | None,
 ) -> None:
     """Measure re-identification risk and utility of a protected log against its original."""
     from sidecar.commandkit import load
-    from sidecar.tools.audit.report import AuditInputError, classifier_categorise, json_view, render_html, run_audit
+    from sidecar.tools.audit.provenance import ParamsError, parse_params
+    from sidecar.tools.audit.report import AuditInputError, classifier_paths, json_view, render_html, run_audit
 
+    try:
+        params = parse_params(params_text)
+    except ParamsError as exc:
+        click.echo(f"audit: {exc}", err=True)
+        sys.exit(2)
     schema = load(config_file).sidecar.schema if config_file else None
     try:
-        categorise = classifier_categorise()
+        categorise = classifier_paths()
     except (ImportError, OSError) as exc:
         click.echo(f"audit: the classifier is not available ({type(exc).__name__})", err=True)
         sys.exit(2)
@@ -84,6 +100,8 @@ def audit_cmd(
             seed=seed,
             schema=schema,
             instance_field=instance_field,
+            config_file=config_file,
+            params=params,
         )
     except AuditInputError as exc:
         click.echo(f"audit: {exc}", err=True)
@@ -149,5 +167,28 @@ def audit_cmd(
 
         for line in text_lines(result["dp"]):
             click.echo(line)
+    _microaggregation_lines(result)
+    from sidecar.tools.audit.verdicts import guarantees
+
+    for g in guarantees(result):
+        click.echo(f"[{g['status']}] {g['guarantee']}: {g['figure']}")
     if html_path:
         click.echo(f"report: {html_path}")
+
+
+def _microaggregation_lines(result: dict[str, Any]) -> None:
+    """The text summary of the microaggregation measures and the identifiers check."""
+    m = result["microaggregation"]
+    if m["users_compared"]:
+        srp = ", ".join(f"{lvl} {100 * v['mean']:.1f}%" for lvl, v in m["srp"].items())
+        clus = ", ".join(f"κ={c['kappa']} {c['rand']:.3f}/{c['jaccard']:.3f}" for c in m["clustering"])
+        click.echo(
+            f"microaggregation measures over {m['users_compared']:,} users: PEL {100 * m['pel']['mean']:.1f}%, "
+            f"ILR {100 * m['ilr']['mean']:.1f}%; SRP {srp or 'n/a'}; Rand/Jaccard {clus or 'n/a'}; "
+            f"smallest group of identical profiles {m['identical_groups']['smallest']}"
+        )
+    ids = result.get("identifiers")
+    if ids is not None:
+        p = ids["protected"]
+        types = ", ".join(f"{t} {n:,}" for t, n in p["records_by_type"].items()) or "none"
+        click.echo(f"identifiers left in protected queries: {p['records_with_identifier']:,} records ({types})")

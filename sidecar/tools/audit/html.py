@@ -1,0 +1,364 @@
+"""The audit report as one self-contained HTML page (inline CSS, PNG plots as data URIs).
+
+Sections: what was audited (files with size and SHA-256, date, version, config or parameters), the
+verdict per guarantee with its figure, the facts, events held or dropped, identifiers left, the attacks,
+the microaggregation measures and the plots. Every measure carries its method and paper in plain words.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from sidecar.tools.audit import dp as dp_audit
+from sidecar.tools.audit import glossary, plots
+from sidecar.tools.audit.verdicts import PAPER_BEST, guarantees, headline, microaggregation_k
+
+_CSS = """
+body { font-family: system-ui, sans-serif; max-width: 64em; margin: 2em auto; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; } th, td { border: 1px solid #ccc; padding: .3em .6em; }
+th { text-align: left; background: #f4f4f4; vertical-align: top; } .ok { color: #256029; } .warn { color: #a12; }
+.info { color: #555; } img { max-width: 100%; } pre { background: #f8f8f8; padding: .6em; overflow-x: auto; }
+td.num { text-align: right; } .words { color: #555; font-size: .92em; } code { word-break: break-all; }
+"""
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    """(label, HTML value) rows; labels are escaped here, values are HTML already."""
+    return "<table>" + "".join(f"<tr><th>{escape(a)}</th><td>{b}</td></tr>" for a, b in rows) + "</table>"
+
+
+def _named(key: str) -> str:
+    name, words = glossary.MEASURES[key]
+    return f"<strong>{escape(name)}</strong><br><span class='words'>{escape(words)}</span>"
+
+
+def _audited(result: dict[str, Any]) -> str:
+    prov = result.get("provenance")
+    if not prov:
+        return ""
+    rows = [
+        ("Date of this audit", escape(prov["date"])),
+        ("Product", f"{escape(prov['product'])} {escape(prov['version'])}"),
+    ]
+    for role in ("original", "protected"):
+        f = prov[role]
+        rows.append(
+            (
+                f"{role.capitalize()} log",
+                f"{escape(f['name'])} — {f['bytes']:,} bytes — SHA-256 <code>{f['sha256']}</code>"
+                f"<br><span class='words'>{escape(f['path'])}</span>",
+            )
+        )
+    params = prov.get("params") or {}
+    if params:
+        rows.append(
+            (
+                "Protection parameters (as stated with --params)",
+                ", ".join(f"{escape(k)} = {escape(v)}" for k, v in params.items()),
+            )
+        )
+    if "config" in prov:
+        c = prov["config"]
+        rows.append(
+            (
+                "Chain config",
+                f"{escape(c['name'])} — {c['bytes']:,} bytes — SHA-256 <code>{c['sha256']}</code>"
+                f"<pre>{escape(c['text'])}</pre>",
+            )
+        )
+    elif not params:
+        rows.append(("Chain config / parameters", "not given (audit with --config or --params to record them)"))
+    a = result["attacker"]
+    rows.append(
+        ("Attacker model (paper 001)", f"k = {a['k']}, δ = {a['delta']}, knowledge base: {escape(a['knowledge_base'])}")
+    )
+    return "<h2>What was audited</h2>" + _table(rows)
+
+
+def _guarantees(result: dict[str, Any]) -> str:
+    words = {"ok": "met", "attention": "attention", "info": "not applicable"}
+    css = {"ok": "ok", "attention": "warn", "info": "info"}
+    rows = "".join(
+        f"<tr><td>{escape(g['guarantee'])}</td><td class='{css[g['status']]}'>"
+        f"<strong>{words[g['status']]}</strong></td><td>{escape(g['figure'])}</td><td>{escape(g['why'])}</td></tr>"
+        for g in guarantees(result)
+    )
+    return (
+        "<h2>Verdict per guarantee</h2><table><tr><th>guarantee</th><th>verdict</th><th>figure it rests on</th>"
+        f"<th>why</th></tr>{rows}</table>"
+    )
+
+
+def _facts(result: dict[str, Any]) -> str:
+    k = result["attacker"]["k"]
+    best = result["best_deanonymizer"]
+    best_rec = result.get("best_records_deanonymizer")
+    facts = [
+        ("Records (original / protected)", f"{result['records_original']:,} / {result['records_protected']:,}"),
+        (
+            "Of which with an empty query (original / protected)",
+            f"{result['empty_queries']['original']:,} / {result['empty_queries']['protected']:,}",
+        ),
+        (
+            "Undecodable lines, left out (original / protected)",
+            f"{result['undecodable_lines']['original']:,} / {result['undecodable_lines']['protected']:,}",
+        ),
+        (
+            "Protected records re-creating an original (user, query) — log matcher, paper 001 §3.3.3",
+            f"{result['matching_records']:,} ({100 * result['matching_share']:.3f}%)",
+        ),
+        ("Protected records identical to an original record", f"{result['matching_full_records']:,}"),
+    ]
+    if "matching_own_sender_records" in result:
+        facts.append(
+            (
+                "Protected records carrying their own sender's query (same event)",
+                f"{result['matching_own_sender_records']:,}",
+            )
+        )
+    facts += [
+        (
+            "Best attack",
+            f"{escape(best['name'])}: {100 * best['recovered_share']:.3f}% of original pairs"
+            f"<br><span class='words'>{escape(glossary.attack(best['name']))}</span>",
+        ),
+        (
+            "Reference: a blind guess (users shuffled within each category)",
+            f"{100 * result['chance_share']:.3f}% — pairs 'recovered' by coincidence when users share query texts",
+        ),
+    ]
+    ident = result["best_identical_deanonymizer"]
+    facts.append(
+        (
+            "Best attack, identical records "
+            "(paper 001's measure: the guessed record equals an original in every field)",
+            f"{escape(ident['name'])}: {100 * ident['recovered_identical_share']:.3f}% of original records",
+        )
+    )
+    if best_rec is not None:
+        inst = result["instance"]
+        facts += [
+            (
+                "Best attack, per record (a query put back with its own sender)",
+                f"{escape(best_rec['name'])}: {100 * best_rec['recovered_records_share']:.3f}% of original "
+                f"records (blind guess {100 * result['chance_records_share']:.3f}%)",
+            ),
+            (
+                "Record key",
+                f"{escape(inst['field'])}: on {100 * inst['present_share']['original']:.1f}% / "
+                f"{100 * inst['present_share']['protected']:.1f}% of records, unique on "
+                f"{100 * inst['unique_share']:.1f}%",
+            ),
+        ]
+    facts += [
+        ("Reference: 1/k", f"{100 / k:.2f}% (k = {k})"),
+        ("Reference: paper 001, best attack at its lowest k", f"{100 * PAPER_BEST:.2f}%"),
+        (
+            "Mean per-user profile divergence (Jensen-Shannon divergence of category profiles, paper 004 eq. 9-11, "
+            "in bits: 0 = same interests, 1 = nothing in common)",
+            f"{result['profile_jsd']:.4f}",
+        ),
+        ("Users whose profile is unchanged", f"{100 * result['profile_unchanged_share']:.1f}%"),
+        ("Users with no record in the protected log (all held)", f"{result['users_missing_in_protected']:,}"),
+        ("Queries the classifier could categorise", f"{100 * result['classified_share']:.1f}%"),
+    ]
+    if "dp" in result:
+        facts += dp_audit.html_facts(result["dp"])
+    return (
+        "<h2>Facts</h2>"
+        + "<table>"
+        + "".join(f"<tr><th>{escape(a)}</th><td>{b}</td></tr>" for a, b in facts)
+        + "</table>"
+    )
+
+
+def _events(result: dict[str, Any]) -> str:
+    ev = result.get("events")
+    if ev is None:
+        return ""
+    rows = [
+        ("Records missing from the protected log (held or dropped)", f"{ev['missing']:,}"),
+        ("Records added in the protected log", f"{ev['added']:,}"),
+        ("Users with no record left (all their events held or dropped)", f"{ev['users_missing']:,}"),
+        ("Protected records with an empty query (scrubbed to nothing, kept)", f"{ev['empty_queries_protected']:,}"),
+        (
+            "Undecodable lines left out of this audit (original / protected)",
+            f"{ev['undecodable']['original']:,} / {ev['undecodable']['protected']:,}",
+        ),
+        ("Filters in the chain", escape(", ".join(ev["filters"])) if ev["filters"] else "unknown (no --config)"),
+    ]
+    why = "".join(f"<li>{escape(r)}</li>" for r in ev["reasons"]) or (
+        "<li>no config or parameters given: the logs alone cannot tell held events from dropped ones</li>"
+    )
+    return (
+        "<h2>Events held or dropped, and why</h2>"
+        + _table(rows)
+        + f"<p>What can explain the difference:</p><ul>{why}</ul>"
+        + "<p class='words'>Counted from the two logs; events still held live in the sidecar's state (SQLite) "
+        "and are released only when their buffer reaches k.</p>"
+    )
+
+
+def _identifiers(result: dict[str, Any]) -> str:
+    ids = result.get("identifiers")
+    if ids is None:
+        return ""
+    o, p = ids["original"], ids["protected"]
+    kinds = sorted(set(o["records_by_type"]) | set(p["records_by_type"]))
+    rows = "".join(
+        f"<tr><td>{escape(t)}</td><td class='num'>{o['records_by_type'].get(t, 0):,}</td>"
+        f"<td class='num'>{p['records_by_type'].get(t, 0):,}</td></tr>"
+        for t in kinds
+    )
+    return (
+        f"<h2>Identifiers left in the output</h2><p>{_named('identifiers')}</p>"
+        f"<p>Protected records with an identifier: <strong>{p['records_with_identifier']:,}</strong> of "
+        f"{p['records_checked']:,} (original: {o['records_with_identifier']:,} of {o['records_checked']:,}).</p>"
+        "<table><tr><th>identifier type</th><th>original records</th><th>protected records</th></tr>"
+        f"{rows or '<tr><td colspan=3>none found</td></tr>'}</table>"
+    )
+
+
+def _attacks(result: dict[str, Any]) -> str:
+    per_record = "best_records_deanonymizer" in result
+    rows = "".join(
+        f"<tr><td><strong>{escape(name)}</strong><br><span class='words'>{escape(glossary.attack(name))}</span></td>"
+        f"<td class='num'>{v['guesses']:,}</td><td class='num'>{v['recovered']:,}</td>"
+        f"<td class='num'>{100 * v['recovered_share']:.3f}%</td>"
+        + (
+            f"<td class='num'>{v['recovered_records']:,}</td>"
+            f"<td class='num'>{100 * v['recovered_records_share']:.3f}%</td>"
+            if per_record
+            else ""
+        )
+        + "</tr>"
+        for name, v in result["deanonymizers"].items()
+    )
+    heads = "<th>correct records</th><th>share of original records</th>" if per_record else ""
+    return (
+        "<h2>Attacks</h2><table><tr><th>attack</th><th>guesses</th><th>correct</th><th>share of original pairs</th>"
+        f"{heads}</tr>{rows}</table>"
+    )
+
+
+def _top(table: dict[str, Any], what: str) -> str:
+    rows = "".join(
+        f"<tr><td>{i}</td><td>{escape(r['text'])}</td><td class='num'>{r['original']:,}</td>"
+        f"<td class='num'>{r['protected']:,}</td></tr>"
+        for i, r in enumerate(table["rows"], 1)
+    )
+    return (
+        f"<table><tr><th>#</th><th>{what} (original top 10)</th><th>original</th><th>protected</th></tr>{rows}</table>"
+        f"<p>{table['kept_in_top']} of the original top 10 are also in the protected top 10.</p>"
+    )
+
+
+def _micro(result: dict[str, Any]) -> str:
+    m = result.get("microaggregation")
+    if not m or not m["users_compared"]:
+        return ""
+    k, source = microaggregation_k(result)
+    ref = f"1/k = {100 / k:.1f}% (k = {k}, {escape(source)})" if k else "k unknown (give --params k=K)"
+    p, i, g = m["pel"], m["ilr"], m["identical_groups"]
+    rows = [
+        (
+            _named("pel"),
+            f"mean {100 * p['mean']:.1f}%, median {100 * p['median']:.1f}%, max {100 * p['max']:.1f}% "
+            f"over {p['users']:,} users ({p['undefined_users']:,} with a single distinct query: undefined)",
+            f"paper 003: close to 1/k (50% at k=2, 10% at k=10); here {ref}",
+        ),
+        (
+            _named("ilr"),
+            f"mean {100 * i['mean']:.1f}%, median {100 * i['median']:.1f}% over {i['users']:,} users",
+            "paper 003: about 10% at k=3, 50% at k=35",
+        ),
+    ]
+    if m["srp"]:
+        rows.append(
+            (
+                _named("srp"),
+                "<br>".join(
+                    f"{lvl}: mean {100 * v['mean']:.1f}% over {v['users']:,} users" for lvl, v in m["srp"].items()
+                ),
+                f"random partition: {ref}; paper 002 Fig. 3: above it at every level",
+            )
+        )
+    if m["clustering"]:
+        cells = "".join(
+            f"<tr><td class='num'>{c['kappa']}</td><td class='num'>{c['rand']:.3f}</td>"
+            f"<td class='num'>{c['jaccard']:.3f}</td></tr>"
+            for c in m["clustering"]
+        )
+        rows.append(
+            (
+                _named("rand") + "<br>" + _named("jaccard"),
+                f"<table><tr><th>κ clusters</th><th>Rand</th><th>Jaccard</th></tr>{cells}</table>",
+                "1 = the same partition of the users; paper 003 Fig. 5: both approach 1 as κ grows",
+            )
+        )
+    rows.append(
+        (
+            _named("groups"),
+            f"{g['groups']:,} groups; smallest {g['smallest']}, largest {g['largest']}; "
+            f"{g['users_alone']:,} users alone",
+            "at least k in every group",
+        )
+    )
+    body = "".join(f"<tr><td>{a}</td><td>{b}</td><td>{c}</td></tr>" for a, b, c in rows)
+    note = (
+        "<p class='words'>How these are computed: users present in both logs are compared (ids are kept by "
+        f"microaggregation; {m['users_only_original']:,} users only in the original, {m['users_only_protected']:,} "
+        "only in the protected log). PEL: the paper gives the two query distributions of a user but not their "
+        "joint; this audit pairs each query with itself as far as both distributions share it and the rest "
+        "independently (an unchanged profile gives 100%, a disjoint one 0%). SRP: a category at level l is its "
+        "path L1..Ll. Clusterings: k-means (scipy kmeans2, k-means++ start, same seed on both sides) over each "
+        "user's share of queries per L1 and per L2 category.</p>"
+    )
+    return (
+        "<h2>Microaggregation measures (original vs protected)</h2>"
+        f"<table><tr><th>measure — method and paper</th><th>value</th><th>reference</th></tr>{body}</table>{note}"
+        f"<h3>{escape(glossary.MEASURES['top'][0])}</h3><p class='words'>{escape(glossary.MEASURES['top'][1])}</p>"
+        + _top(m["top_queries"], "query")
+        + _top(m["top_words"], "word")
+    )
+
+
+def render_html(result: dict[str, Any]) -> str:
+    """A self-contained page (inline CSS, PNG plots as data URIs) for a privacy officer."""
+    ok, text = headline(result)
+    k = result["attacker"]["k"]
+    figures = plots.all_plots(result)
+    if "dp" in result:
+        figures += dp_audit.plot(result["dp"], plots.png)
+    images = "".join(
+        f"<h2>{escape(title)}</h2><img alt='{escape(title)}' src='data:image/png;base64,{data}'>"
+        for title, data in figures
+    )
+    per_record_note = (
+        " Per record, a guess counts only when it puts a query back with its own sender,"
+        f" the record being identified by its {escape(result['instance']['field'])} field."
+        if "best_records_deanonymizer" in result
+        else ""
+    )
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Query log privacy audit</title>
+<style>{_CSS}</style></head><body>
+<h1>Query log privacy audit</h1>
+<p class="{"ok" if ok else "warn"}"><strong>{escape(text)}</strong></p>
+{_audited(result)}
+{_guarantees(result)}
+<p>The attacks are paper 001's de-anonymizers 1-4: the attacker has the protected log and the same
+knowledge base as the sidecar (the worst case), rebuilds the category buffers with k = {k} and
+δ = {result["attacker"]["delta"]}, and pairs users with queries by chance (1), by how often a user
+appears in a buffer (2), by the user's history in the category (3), or both (4); "+T" replays the log
+in time order. The share is of all original (user, query) pairs: a guess counts when the user ever sent
+that text.{per_record_note}</p>
+{_facts(result)}
+{_events(result)}
+{_identifiers(result)}
+{_attacks(result)}
+{_micro(result)}
+{images}
+</body></html>
+"""

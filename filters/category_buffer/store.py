@@ -57,7 +57,13 @@ def _fallback(obj: Any) -> Any:
     return None
 
 
-def pack_event(ev: Event) -> tuple[bytes, bool]:
+def packer() -> msgpack.Packer:
+    """A msgpack packer for :func:`pack_event` (one per user: a packer is not thread-safe; reusing one
+    saves building it per event, about half of ``packb``'s time)."""
+    return msgpack.Packer(default=_fallback, use_bin_type=True, autoreset=True)
+
+
+def pack_event(ev: Event, packer: msgpack.Packer | None = None) -> tuple[bytes, bool]:
     """Serialise an event; the flag is False when its record could not be kept (then rebuilt from roles).
 
     TSV (list of fields) and JSON (dict) records are kept as they are; another
@@ -66,25 +72,27 @@ def pack_event(ev: Event) -> tuple[bytes, bool]:
     its codec cannot pack is not: such an event is re-encoded from its roles
     after a restart.
     """
+    pack = (packer or msgpack.Packer(default=_fallback, use_bin_type=True, autoreset=True)).pack
     codec = ev.codec
     fmt = codec.format if codec is not None else None
     head = [ev.user, ev.query, ev.time, ev.rank, ev.url]
     meta = ev.meta or None
-    if codec is not None and not isinstance(ev.record, list | dict | None):
-        packed = codec.pack_record(ev.record)
+    record = ev.record
+    if type(record) is list or type(record) is dict:  # TSV fields, a JSON object: kept as they are
+        try:
+            return pack([*head, record, ev.raw, ev.eol, fmt, meta]), True
+        except (TypeError, ValueError, OverflowError):
+            return pack([*head, None, None, ev.eol, fmt, meta]), False
+    if codec is not None and not isinstance(record, list | dict | None):
+        packed = codec.pack_record(record)
         if isinstance(packed, bytes):
-            record = msgpack.ExtType(RECORD_EXT, packed)
-            blob = msgpack.packb([*head, record, None, ev.eol, fmt, meta], default=_fallback, use_bin_type=True)
-            return blob, True
-    if not isinstance(ev.record, list | dict | None):  # another record type: roles only
-        blob = msgpack.packb([*head, None, None, ev.eol, fmt, meta], default=_fallback, use_bin_type=True)
-        return blob, False
+            return pack([*head, msgpack.ExtType(RECORD_EXT, packed), None, ev.eol, fmt, meta]), True
+    if not isinstance(record, list | dict | None):  # another record type: roles only
+        return pack([*head, None, None, ev.eol, fmt, meta]), False
     try:
-        blob = msgpack.packb([*head, ev.record, ev.raw, ev.eol, fmt, meta], default=_fallback, use_bin_type=True)
-        return blob, True
+        return pack([*head, record, ev.raw, ev.eol, fmt, meta]), True
     except (TypeError, ValueError, OverflowError):
-        blob = msgpack.packb([*head, None, None, ev.eol, fmt, meta], default=_fallback, use_bin_type=True)
-        return blob, False
+        return pack([*head, None, None, ev.eol, fmt, meta]), False
 
 
 def unpack_event(
@@ -173,6 +181,7 @@ class Journal:
         self.touched: set[Held] = set()
         self.gone: list[int] = []
         self.dirty_k: set[str] = set()
+        self.packer = packer()
 
     def arrived(self, h: Held) -> None:
         """``h`` arrived in this batch."""
@@ -201,7 +210,7 @@ class Journal:
         for h in self.new:
             if h.ubucket is None and h.qbucket is None:
                 continue  # arrived and left within the batch: nothing to store
-            blob, kept = pack_event(h.event)
+            blob, kept = pack_event(h.event, self.packer)
             if not kept:
                 not_kept += 1
             inserts.append((h.row, h.ubucket, h.qbucket, h.arrived, blob))

@@ -10,8 +10,10 @@ original records with their protected ones; users present in one log only are co
   as far as the two distributions share it (mass ``min(p(q), p'(q))`` on ``(q, q)``) and draws the rest
   independently (mass ``r(x) r'(y) / R`` with the residuals ``r = p - min``, ``r' = p' - min`` and
   ``R = Σ r``). A query the protected profile keeps thus exposes itself; what changed tells nothing. It gives
-  PEL = 100 for an unchanged profile, 0 for a disjoint one, and about ``100/k`` for a user whose queries
-  fill ``1/k`` of a cluster's centroid: paper 003's "theoretical level of privacy" (Fig. 3).
+  PEL = 100 for an unchanged profile, 0 for a disjoint one, and for a user with ``n`` equally frequent
+  queries who fills ``1/k`` of a same-size centroid ``100 · (1/k + (1 - 1/k) log2(k/(k-1)) / log2 n)``:
+  paper 003's "theoretical level of privacy" 1/k (Fig. 3) plus what the coupling learns from whether a
+  drawn protected query is one of the user's own (under a bit; it matters for users with few queries).
 * **ILR** (003 §4.2): ``|H(φ) - H(φ')| / H(φ) · 100`` per user (the entropies above). Not bounded by 100:
   a protected profile may have more than twice the original entropy.
 * **SRP** (002 eq. 4): per user and taxonomy level ``l``, ``ρ / χ`` where ``χ`` is the number of the user's

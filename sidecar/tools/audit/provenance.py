@@ -71,17 +71,9 @@ def provenance(
     return out
 
 
-HOLDS = {
-    "category_buffer": "holds events in per-category buffers until k users fill one (paper 001 Algorithm 2)",
-    "dp_replace": "suppresses a user's queries once their epsilon is spent; drops queries with no concept "
-    "when no_concept: drop",
-    "hipaa_scrub": "drops a record whose query scrubs to nothing when emptied: drop",
-    "drop": "drops records matching its rules",
-}
-
-
-def chain_filters(config_text: str) -> list[str]:
-    """The filter names of a config's chain, in order (read from its YAML; unknown layouts give [])."""
+def chain_filters(config_text: str) -> list[tuple[str, dict[str, Any]]]:
+    """The filters of a config's chain, in order, with their options (read from its YAML; an unknown
+    layout gives [])."""
     import yaml
 
     try:
@@ -89,13 +81,38 @@ def chain_filters(config_text: str) -> list[str]:
     except yaml.YAMLError:
         return []
     items = data.get("filters") if isinstance(data, dict) else None
-    names: list[str] = []
+    out: list[tuple[str, dict[str, Any]]] = []
     for item in items if isinstance(items, list) else []:
         if isinstance(item, dict):
-            names.extend(str(k) for k in item)
+            out.extend((str(k), v if isinstance(v, dict) else {}) for k, v in item.items())
         elif isinstance(item, str):
-            names.append(item)
-    return names
+            out.append((item, {}))
+    return out
+
+
+def hold_or_drop(name: str, options: dict[str, Any]) -> str | None:
+    """What a filter of the chain holds or drops, in words (from its options; defaults as documented)."""
+    if name == "category_buffer":
+        k, policy = options.get("k", 5), options.get("max_hold", "hold")
+        return (
+            f"category_buffer holds each event until its category's buffer has k = {k} events of more than one "
+            f"user (paper 001 Algorithm 2); a category that stays below k is handled by max_hold: {policy}; "
+            f"unknown: {options.get('unknown', 'bucket')}"
+        )
+    if name == "hipaa_scrub":
+        emptied = options.get("emptied", "keep")
+        what = {"drop": "drops it (dropped_emptied_query)", "token": "writes a token instead"}.get(
+            emptied, "keeps it with an empty query"
+        )
+        return f"hipaa_scrub: a query scrubbed to nothing — emptied: {emptied} {what}"
+    if name == "dp_replace":
+        return (
+            "dp_replace suppresses a user's queries once their epsilon is spent and handles a query with no "
+            f"concept by no_concept: {options.get('no_concept', 'drop')} (counts in the budget ledger: --dp-state)"
+        )
+    if name == "drop":
+        return "drop removes the records its rules match"
+    return None
 
 
 def events_accounting(result: dict[str, Any]) -> dict[str, Any]:
@@ -103,8 +120,9 @@ def events_accounting(result: dict[str, Any]) -> dict[str, Any]:
     the chain's filters when a config was given; the logs alone cannot tell held from dropped)."""
     n_o, n_p = result["records_original"], result["records_protected"]
     prov = result.get("provenance", {})
-    filters = chain_filters(prov["config"]["text"]) if "config" in prov else []
-    reasons = [f"{name}: {HOLDS[name]}" for name in filters if name in HOLDS]
+    chain = chain_filters(prov["config"]["text"]) if "config" in prov else []
+    filters = [name for name, _ in chain]
+    reasons = [text for name, options in chain if (text := hold_or_drop(name, options)) is not None]
     if prov.get("params", {}).get("method") or result.get("microaggregation", {}).get("looks_microaggregated"):
         reasons.append(
             "microaggregation: every user gets their cluster's aggregated queries, whose number can differ from "

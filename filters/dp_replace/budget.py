@@ -69,7 +69,7 @@ class Account:
     computed once per price, so a charge is one integer comparison.
     """
 
-    __slots__ = ("allowed", "cost", "den", "dirty", "num", "outcomes", "units", "used")
+    __slots__ = ("allowed", "cost", "den", "dirty", "eps_q", "num", "outcomes", "units", "used")
 
     def __init__(self, spent: Fraction, units: int = 0, outcomes: list[int] | None = None) -> None:
         self.num, self.den = spent.numerator, spent.denominator
@@ -77,6 +77,7 @@ class Account:
         self.outcomes = outcomes if outcomes is not None else [0, 0, 0, 0]
         self.dirty = False
         self.cost: Fraction | None = None
+        self.eps_q = 0.0  # the sampler's epsilon per concept at ``cost``: the largest float not above it
         self.allowed = 0
         self.used = 0
 
@@ -84,10 +85,11 @@ class Account:
     def spent(self) -> Fraction:
         return Fraction(self.num, self.den) + (self.used * self.cost if self.cost is not None else 0)
 
-    def price(self, cost: Fraction, budget: Fraction) -> None:
-        """Charge at ``cost`` per concept from now on, within ``budget``."""
+    def price(self, cost: Fraction, budget: Fraction, eps_q: float) -> None:
+        """Charge at ``cost`` per concept from now on, within ``budget``; draw with ``eps_q`` (<= ``cost``)."""
         self.settle()
         self.cost = cost
+        self.eps_q = eps_q
         remaining = budget - Fraction(self.num, self.den)
         self.allowed = math.floor(remaining / cost) if remaining > 0 else 0
 

@@ -25,6 +25,7 @@ of two ``hist`` rows; its ``j``-th member is found with two binary searches
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,12 @@ class MemberSet:
         bounds = np.searchsorted(mdepth[order], np.arange(self.height + 1))
         by = members[order]
         self.by_depth: list[IntArray] = [by[bounds[h] : bounds[h + 1]] for h in range(self.height)]
+        #: every member sorted by (depth, id), with that sort key: a class's members are one or two runs of it
+        self.flat: IntArray = by
+        self.flat_key: IntArray = mdepth[order].astype(np.int64) * len(parent) + by
+        self._flat_list: list[int] | None = None
+        self._flat_key_list: list[int] | None = None
+        self._members_list: list[int] | None = None
         # closure: the members and all their ancestors; one hist row each
         marked = np.zeros(len(parent), dtype=bool)
         marked[members] = True
@@ -131,6 +138,41 @@ class MemberSet:
         else:
             lo2 = hi2 = hi
         return arr, lo, lo2 - lo, hi2
+
+    def flat_list(self) -> list[int]:
+        """:attr:`flat` as Python ints (built on first use; indexing it is what a draw does)."""
+        if self._flat_list is None:
+            self._flat_list = self.flat.tolist()
+        return self._flat_list
+
+    def members_list(self) -> list[int]:
+        """:attr:`members` as Python ints (built on first use)."""
+        if self._members_list is None:
+            self._members_list = self.members.tolist()
+        return self._members_list
+
+    def ring_run(self, chain: list[int], a: int, h: int) -> tuple[list[int], int, int, int]:
+        """Ring ``a``'s members at absolute depth ``h`` as a run of :meth:`flat_list`: (the list, start, number
+        before the inner subtree's hole, end of the hole); four bisections of the (depth, id) keys."""
+        keys = self.flat_key_list()
+        size = self.tree.size
+        at = h * len(self.tree.parent)
+        outer = chain[a]
+        lo = bisect_left(keys, at + outer)
+        hi = bisect_left(keys, at + outer + int(size[outer]))
+        if a + 1 < len(chain):
+            inner = chain[a + 1]
+            lo2 = bisect_left(keys, at + inner)
+            hi2 = bisect_left(keys, at + inner + int(size[inner]))
+        else:
+            lo2 = hi2 = hi
+        return self.flat_list(), lo, lo2 - lo, hi2
+
+    def flat_key_list(self) -> list[int]:
+        """:attr:`flat_key` as Python ints (built on first use)."""
+        if self._flat_key_list is None:
+            self._flat_key_list = self.flat_key.tolist()
+        return self._flat_key_list
 
     def ring_member(self, chain: list[int], a: int, h: int, j: int) -> int:
         """The ``j``-th member (in id order) of ring ``a`` at absolute depth ``h``."""
@@ -268,6 +310,13 @@ class TopicIndex:
         order = np.lexsort((domain.members, t))
         self.sorted = domain.members[order]
         self.topics = t[order]
+        self._sorted_list: list[int] | None = None
+
+    def sorted_list(self) -> list[int]:
+        """:attr:`sorted` as Python ints (built on first use)."""
+        if self._sorted_list is None:
+            self._sorted_list = self.sorted.tolist()
+        return self._sorted_list
 
     def block(self, topic: int) -> tuple[int, int]:
         return int(np.searchsorted(self.topics, topic)), int(np.searchsorted(self.topics, topic, side="right"))

@@ -67,6 +67,7 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
         self.inflector = Inflector(kb.noun_exc)
         self.labeler = Labeler(tree, kb)
         self.categories = kb.categories
+        self._category_of: list[int] = tree.category.tolist()
         self.epsilon = Fraction(config.epsilon)
         self.ledger = Ledger(ctx.state, ctx.token_bytes)
         self.ledger.write_meta(
@@ -191,12 +192,12 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
         accounts = ledger.accounts(keys, window)
         out: list[Event] = []
         budget = self.epsilon
-        draw, label, surface, inflector = self.sampler.draw, self.labeler.label, cfg.surface, self.inflector
-        category_of, names = self.tree.category, self.categories
+        draw, label, surface, inflector = self.sampler.draw_node, self.labeler.label, cfg.surface, self.inflector
+        category_of, names = self._category_of, self.categories
         mapper_map = self.mapper.map
         eps_float = self._eps_float
         tally: Counter[str] = Counter()
-        replaced = concepts = 0
+        replaced = concepts = released = 0
         for ev, user, k in zip(batch, users, keys):
             acc = accounts[k]
             q = ev.query
@@ -222,29 +223,31 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
                 self._suppress(ev, acc, out)
                 continue
             if acc.cost is not cost:
-                acc.price(cost, budget)
+                eps_q = eps_float.get(cost)
+                if eps_q is None:
+                    if len(eps_float) >= 200_000:
+                        eps_float.clear()
+                    eps_q = eps_float[cost] = float_below(cost)
+                acc.price(cost, budget, eps_q)
             n = len(parts)
             if not acc.can_spend(n):
                 tally["suppressed_budget"] += 1
                 self._suppress(ev, acc, out)
                 continue
-            eps_q = eps_float.get(cost)
-            if eps_q is None:
-                if len(eps_float) >= 200_000:
-                    eps_float.clear()
-                eps_q = eps_float[cost] = float_below(cost)
+            eps_q = acc.eps_q
             nodes = []
             for part in parts:
-                d = draw(part.node, eps_q)
-                if d.single:
-                    tally["single_concept_released"] += 1
-                nodes.append(d.node)
+                x = draw(part.node, eps_q)
+                if x < 0:
+                    released += 1
+                    x = part.node
+                nodes.append(x)
             acc.spend(n)
             acc.count(REPLACED)
             words = [label(x) for x in nodes]
             ev.query = render(mapped, words, surface, inflector)
             self._clear_dependent(ev)
-            cat = int(category_of[nodes[0]])
+            cat = category_of[nodes[0]]
             name = names[cat] if cat >= 0 else None
             new_meta = dict(meta) if meta else {}
             new_meta.update(
@@ -258,6 +261,8 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
             concepts += n
             out.append(ev)
         ledger.commit(window)
+        if released:
+            tally["single_concept_released"] += released
         if replaced:
             tally["replaced"] += replaced
             tally["replaced_concepts"] += concepts

@@ -76,6 +76,8 @@ class Mapper:
         #: ``classify`` in front, or uncategorisable) takes each unit's first sense in any category.
         self.strict_category = domains.mode == "category"
         self._cache: dict[tuple[str, str | None], Mapped] = {}
+        self._senses: dict[str, tuple[int, ...]] = {}  # keys tried -> senses in a domain (memory only)
+        self._category: list[int] = tree.category.tolist()
 
     def _bases(self, word: str) -> list[str]:
         out = []
@@ -89,14 +91,25 @@ class Mapper:
                     out.append(b)
         return out
 
+    def _in_domains(self, key: str) -> tuple[int, ...]:
+        """The senses of ``key`` that lie in some domain (cached: keys repeat across queries)."""
+        nodes = self._senses.get(key)
+        if nodes is None:
+            label = self.domains.label
+            nodes = tuple(n for n in self.tree.senses(key) if label[n] >= 0)
+            if len(self._senses) >= 200_000:
+                self._senses.clear()
+            self._senses[key] = nodes
+        return nodes
+
     def _sense(self, key: str, category: int | None, strict: bool) -> int | None:
-        tree, domains = self.tree, self.domains
-        nodes = [n for n in tree.senses(key) if domains.of(n) >= 0]
+        cat_of = self._category
+        nodes = self._in_domains(key)
         if not nodes:
             return None
         if category is not None:
             for n in nodes:
-                if int(tree.category[n]) == category:
+                if cat_of[n] == category:
                     return n
             if strict:
                 return None

@@ -7,14 +7,16 @@ a number in ``[exp(-eps/2), 1]`` because ``1 - u <= Delta``.
 
 **How a class is drawn (exact given the weights).** Each class ``k`` (``n_k``
 candidates of equal quality ``u_k``, see :mod:`.classes`) gets the integer
-weight ``W_k = n_k * floor(2**46 * m_k)``, ``m_k`` evaluated in float64. The
-class is the first whose running integer sum exceeds ``r``, an integer drawn
-uniformly from ``[0, sum W)`` by rejection from the CSPRNG (:mod:`.rand`); the
-member is a uniform integer in ``[0, n_k)`` drawn the same way. Integer sums,
-integer comparisons, rejection-sampled integers: no floating-point CDF, no
-floating-point uniform variate, no output whose probability rounds to zero
-(every ``W_k >= n_k``, enforced by ``eps <= MAX_EPSILON``). The one
-approximation is ``floor(2**46 * m_k)`` itself.
+weight ``W_k = n_k * w_k`` with ``w_k = floor(2**46 * m_k)``, ``m_k`` evaluated in
+float64. One integer ``r`` is drawn uniformly from ``[0, sum W)`` by rejection
+from the CSPRNG (:mod:`.rand`); the class is the first whose running integer sum
+exceeds ``r``, and the member is ``(r - start_k) // w_k``: each of the class's
+``n_k`` members owns exactly ``w_k`` values of ``r``, so the member is exactly
+uniform within its class, and every output ``o`` has probability exactly
+``w(o) / sum W``. Integer sums, integer comparisons, a rejection-sampled integer:
+no floating-point CDF, no floating-point uniform variate, no output whose
+probability rounds to zero (every ``w_k >= 1``, enforced by ``eps <=
+MAX_EPSILON``). The one approximation is ``floor(2**46 * m_k)`` itself.
 
 **The bound.** Let ``w(o) = floor(2**46 * fl(exp(-fl(x_o))))`` be what the code
 uses and ``m(o)`` the exact weight for the same (floating-point) qualities.
@@ -46,7 +48,6 @@ import numpy as np
 import numpy.typing as npt
 
 from filters.dp_replace.classes import Classes, TopicIndex
-from filters.dp_replace.rand import RandomPool
 
 SCALE_BITS = 46
 MAX_EPSILON = 50.0  # per query: keeps every integer weight >= 1 (2**46 * exp(-25) ~ 977)
@@ -82,9 +83,9 @@ def integer_weights(
 
 class Prepared:
     """One input's classes, ready to draw from: running integer weights per per-query epsilon (a few kept),
-    and, per class, where its members are (found on first use)."""
+    and, per class, where its members are (a run of a sorted list with at most one hole, found on first use)."""
 
-    __slots__ = ("_locators", "classes", "cums", "delta", "sizes", "topic", "topics")
+    __slots__ = ("classes", "cums", "delta", "last", "runs", "sizes", "topic", "topics")
 
     def __init__(self, classes: Classes, delta: float, topics: TopicIndex | None = None, topic: int = -1) -> None:
         self.classes = classes
@@ -92,47 +93,62 @@ class Prepared:
         self.topics = topics
         self.topic = topic
         self.sizes: list[int] = classes.counts.tolist()
-        self.cums: dict[float, list[int]] = {}
-        self._locators: dict[int, tuple[npt.NDArray[np.int64], int, int, int]] = {}
+        self.cums: dict[float, tuple[list[int], list[int]]] = {}
+        self.last: tuple[float, tuple[list[int], list[int]]] | None = None
+        self.runs: list[tuple[list[int], int, int, int] | None] = [None] * len(self.sizes)
 
     def cum(self, eps: float) -> list[int]:
         """Running integer weights for per-query ``eps`` (Python ints: exact, and fast to bisect)."""
-        c = self.cums.get(eps)
-        if c is None:
+        return self.tables(eps)[0]
+
+    def tables(self, eps: float) -> tuple[list[int], list[int]]:
+        """(running integer weights ``W``, per-member weights ``w``) for per-query ``eps``: class ``k`` holds
+        ``W[k] - W[k-1] = sizes[k] * w[k]``."""
+        last = self.last
+        if last is not None and last[0] == eps:
+            return last[1]
+        t = self.cums.get(eps)
+        if t is None:
             if len(self.cums) >= 8:
                 self.cums.clear()
-            weights = integer_weights(self.classes.counts, self.classes.quality, self.delta, eps)
-            c = self.cums[eps] = weights.tolist()
-        return c
+            cum = integer_weights(self.classes.counts, self.classes.quality, self.delta, eps)
+            w = np.diff(cum, prepend=0) // self.classes.counts
+            t = self.cums[eps] = (cum.tolist(), w.tolist())
+        self.last = (eps, t)
+        return t
+
+    def draw(self, r: int, eps: float) -> int:
+        """The output for ``r``, a uniform integer in ``[0, W[-1])``: the class ``k`` with
+        ``W[k-1] <= r < W[k]``, then member ``(r - W[k-1]) // w[k]``. Both exact: class ``k`` has
+        ``sizes[k] * w[k]`` values of ``r``, each member exactly ``w[k]`` of them, so one uniform integer gives
+        the class with probability ``W_k / sum W`` and, within it, a uniform member."""
+        cum, w = self.tables(eps)
+        k = bisect_right(cum, r)
+        return self.member(k, (r - (cum[k - 1] if k else 0)) // w[k])
 
     def member(self, k: int, j: int) -> int:
-        """The ``j``-th member of class ``k`` (see :func:`.classes.member`; ring bounds cached per class)."""
-        loc = self._locators.get(k)
-        if loc is None:
-            loc = self._locators[k] = self._locate(k)
-        arr, lo, left, hi2 = loc
-        return int(arr[lo + j if j < left else hi2 + (j - left)])
+        """The ``j``-th member (in id order) of class ``k``."""
+        run = self.runs[k]
+        if run is None:
+            run = self.runs[k] = self._locate(k)
+        arr, lo, left, hi2 = run
+        return arr[lo + j if j < left else hi2 + j - left]
 
-    def _locate(self, k: int) -> tuple[npt.NDArray[np.int64], int, int, int]:
-        """(sorted array, start, length before the hole, end of the hole) of class ``k``'s members."""
+    def _locate(self, k: int) -> tuple[list[int], int, int, int]:
+        """Class ``k``'s run: (sorted member list, start, length before the hole, end of the hole)."""
         cls = self.classes
         kind = int(cls.kind[k])
         if kind == 0:
-            return cls.members.ring_bounds(cls.chain, int(cls.a[k]), int(cls.h[k]))
+            return cls.members.ring_run(cls.chain, int(cls.a[k]), int(cls.h[k]))
         if kind == 1:
-            return np.array([cls.node], dtype=np.int64), 0, 1, 1
+            return [cls.node], 0, 1, 1
         if kind == 2:
             pos = int(cls.domain.members.searchsorted(cls.node))
-            return cls.domain.members, 0, pos, pos + 1
+            return cls.domain.members_list(), 0, pos, pos + 1
         if self.topics is None:
             raise ValueError("SQC2 needs its topic index")
         lo, hi = self.topics.block(self.topic)
-        return self.topics.sorted, 0, lo, hi
-
-
-def draw_class(cum: list[int], pool: RandomPool) -> int:
-    """A class index drawn with probability ``W_k / sum W`` (exact: integers throughout)."""
-    return bisect_right(cum, pool.below(cum[-1]))
+        return self.topics.sorted_list(), 0, lo, hi
 
 
 def probabilities(prepared: Prepared, eps: float) -> npt.NDArray[np.float64]:

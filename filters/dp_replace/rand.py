@@ -29,11 +29,14 @@ class RandomPool:
     def word(self) -> int:
         """64 fresh random bits."""
         if self._i >= len(self._words):
-            self._words = array("Q", self._token_bytes(8 * WORDS))
-            self._i = 0
+            self._refill()
         w = self._words[self._i]
         self._i += 1
         return w
+
+    def _refill(self) -> None:
+        self._words = array("Q", self._token_bytes(8 * WORDS))
+        self._i = 0
 
     def below(self, n: int) -> int:
         if not 0 < n <= LIMIT:
@@ -41,7 +44,10 @@ class RandomPool:
         if n == 1:
             return 0
         mask = (1 << (n - 1).bit_length()) - 1
-        while True:
-            v = self.word() & mask
+        while True:  # word() inlined: this is the sampler's hot path
+            if self._i >= len(self._words):
+                self._refill()
+            v = self._words[self._i] & mask
+            self._i += 1
             if v < n:
                 return v

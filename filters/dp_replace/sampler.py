@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from filters.dp_replace.domains import Criterion, Domains
-from filters.dp_replace.mechanism import Prepared, draw_class, probabilities
+from filters.dp_replace.mechanism import Prepared, probabilities
 from filters.dp_replace.rand import RandomPool
 
 
@@ -53,12 +53,18 @@ class Sampler:
 
     def draw(self, node: int, eps: float) -> Draw:
         """One exact draw: the class by integer weights, then a member uniformly."""
-        p = self._prepared.get(node) or self.prepared(node)
+        out = self.draw_node(node, eps)
+        return Draw(node, True) if out < 0 else Draw(out, False)
+
+    def draw_node(self, node: int, eps: float) -> int:
+        """:meth:`draw` without the wrapper (the filter's hot path): the replacement, or -1 when the input's
+        domain holds it alone (the mechanism could only return it)."""
+        p = self._prepared.get(node)
         if p is None:
-            return Draw(node, True)
-        pool = self.pool
-        k = draw_class(p.cum(eps), pool)
-        return Draw(p.member(k, pool.below(p.sizes[k])), False)
+            p = self.prepared(node)
+            if p is None:
+                return -1
+        return p.draw(self.pool.below(p.tables(eps)[0][-1]), eps)
 
     def class_probabilities(self, node: int, eps: float) -> npt.NDArray[np.float64]:
         """Exact class probabilities of the implemented sampler for input ``node``."""

@@ -40,10 +40,19 @@ class Inflector:
 
     def __init__(self, noun_exc: dict[str, str]) -> None:
         self.irregular: dict[str, str] = {}
+        self._plurals: dict[str, str] = {}  # concept labels (WordNet's vocabulary), never query words
         for plural, base in sorted(noun_exc.items()):
             self.irregular.setdefault(base, plural)
 
     def plural(self, label: str) -> str:
+        found = self._plurals.get(label)
+        if found is None:
+            if len(self._plurals) >= 200_000:
+                self._plurals.clear()
+            found = self._plurals[label] = self._plural(label)
+        return found
+
+    def _plural(self, label: str) -> str:
         head, sep, last = label.rpartition(" ")
         irregular = self.irregular.get(last)
         if irregular is not None:
@@ -66,40 +75,52 @@ class Labeler:
     word reads as the concept that was drawn (``kite`` the bird or the toy) and
     the classifier files it where the concept is. Proper nouns are never put in
     the plural.
+
+    Every concept's label is computed once, in one pass over the lemma keys, when
+    the labeler is built (a fraction of a second for WordNet's 82,115 nouns): a
+    draw then reads a list.
     """
 
     def __init__(self, tree: ConceptTree, kb: KnowledgeBase) -> None:
         self.tree = tree
         self.lemmas = kb.lemmas
-        self._cache: dict[int, tuple[str, bool]] = {}
+        self._labels: list[tuple[str, bool]] = self._all(tree)
+
+    def _all(self, tree: ConceptTree) -> list[tuple[str, bool]]:
+        lemmas = self.lemmas
+        category = tree.category.tolist()
+        n = len(tree)
+        # keys whose most frequent sense is the node, in key order (= the order keys_of lists them)
+        first_keys: list[list[str] | None] = [None] * n
+        for key in tree.keys_in_order():
+            senses = tree.senses(key)
+            if senses:
+                lst = first_keys[senses[0]]
+                if lst is None:
+                    first_keys[senses[0]] = [key]
+                else:
+                    lst.append(key)
+        out: list[tuple[str, bool]] = []
+        for node in range(n):
+            first = tree.labels[node]
+            proper = first[:1].isupper()
+            keys = first_keys[node] or []
+            base = key_of(first)
+            ordered = [base, *(k for k in keys if k != base)] if base in keys else keys
+            best = None
+            own = category[node]
+            for k in ordered:
+                entry = lemmas.get(k)
+                if entry is not None and len(entry) > 1 and entry[1] == own:
+                    best = k
+                    break
+            word = best or (ordered[0] if ordered else (base or first.lower()))
+            out.append((word, not proper))
+        return out
 
     def label(self, node: int) -> tuple[str, bool]:
         """(the words, whether they may take a plural)."""
-        found = self._cache.get(node)
-        if found is not None:
-            return found
-        tree = self.tree
-        first = tree.labels[node]
-        proper = first[:1].isupper()
-        own = int(tree.category[node])
-        keys = tree.keys_of(node)
-        base = key_of(first)
-        ordered = [base, *(k for k in keys if k != base)] if base in keys else keys
-        best = None
-        fallback = None
-        for k in ordered:
-            senses = tree.senses(k)
-            if not senses or senses[0] != node:
-                continue
-            entry = self.lemmas.get(k)
-            if entry is not None and len(entry) > 1 and entry[1] == own:
-                best = k
-                break
-            if fallback is None:
-                fallback = k
-        word = best or fallback or (base or first.lower())
-        found = self._cache[node] = (word, not proper)
-        return found
+        return self._labels[node]
 
 
 def render(mapped: Mapped, labels: Sequence[tuple[str, bool]], mode: Surface, inflector: Inflector) -> str:

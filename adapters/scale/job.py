@@ -29,6 +29,8 @@ class Job:
     header: str | None
     seed: int | None = None
     prescan: bool | None = None
+    #: input lines between two commits of a partition (output fsync + state transaction)
+    commit_lines: int = 20_000
 
     def config(self, state_dir: str | None = None) -> LoadedConfig:
         """The config as loaded on this worker, with its state folder replaced (default: the base one)."""

@@ -90,6 +90,7 @@ def scaled_replay(
     prescan: bool | None = None,
     state_dir: str | None = None,
     fresh_state: bool = False,
+    commit_lines: int = 20_000,
 ) -> ScaleSummary:
     """Replay ``input_spec`` (a file, glob or folder) through the chain in ``workers`` partitions."""
     started = time.perf_counter()
@@ -126,6 +127,7 @@ def scaled_replay(
         header=header,
         seed=seed,
         prescan=prescan,
+        commit_lines=commit_lines,
     )
     chunks = plan(files, workers)
     splits, parts = _compute(job, chunks, scheduler or "processes")

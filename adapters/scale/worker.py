@@ -4,7 +4,7 @@ The partition's input is its shards in chunk order (records in input order). Its
 ``KEY<TAB>RECORD`` lines to a temporary file: ``KEY`` is the input position at which the record left the
 chain (its own position when it went straight through; the position of the last record of the batch that
 released it, when a buffer held it; :data:`~adapters.scale.inputs.END` for the final flush), and lines are
-in key order. Every ``COMMIT_LINES`` input lines the output is fsynced and its size committed with the
+in key order. Every ``Job.commit_lines`` input lines the output is fsynced and its size committed with the
 filters' state and the input position, in one SQLite transaction of the partition's state store: a task
 that is killed and retried (by Dask, on any worker) cuts the output back to the last commit and continues
 there, so no event is lost or written twice. At the end the output is fsynced and renamed into place.
@@ -33,9 +33,6 @@ from adapters.scale.split import SplitResult, shard_name
 from sidecar.api import BadRecord, Event
 from sidecar.commandkit import setup_logs
 from sidecar.pipeline import Pipeline
-
-#: input lines between two commits (output fsync + state transaction)
-COMMIT_LINES = 20_000
 
 
 @dataclass(frozen=True)
@@ -123,7 +120,7 @@ def partition_task(job: Job, p: int, splits: list[SplitResult]) -> PartResult:
             counts["in"] += len(events)
             counts["out"] += len(out)
             since += len(lines)
-            if since >= COMMIT_LINES:
+            if since >= job.commit_lines:
                 counts["dead"] += pipeline.dead.total - dead_before
                 dead_before = pipeline.dead.total
                 ck.commit(numbers[-1], writer, counts)

@@ -86,11 +86,39 @@ def threshold_matrix(counts: sp.csr_array) -> sp.csr_array:
     return sp.csr_array(x)
 
 
-def similarity(x: sp.csr_array, rows: Ints, xt: sp.csr_array | None = None) -> Floats:
-    """ODPsim (eq. 1) of users ``rows`` to every user: a len(rows) x n dense block."""
-    xt = sp.csr_array(x.T) if xt is None else xt
-    block: Floats = np.asarray((x[rows] @ xt).toarray(), dtype=np.float64)
-    return block
+def _ranges(starts: Ints, lengths: Ints) -> Ints:
+    """The concatenated ranges ``starts[i] : starts[i] + lengths[i]``."""
+    total = int(lengths.sum())
+    shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    out: Ints = (shift + np.arange(total, dtype=np.intp)).astype(np.intp)
+    return out
+
+
+class Incidence:
+    """Rows of the incidence matrix ``M_UxU = X X^T`` (ODPsim, eq. 1) on demand, never the whole matrix."""
+
+    def __init__(self, x: sp.csr_array) -> None:
+        self.x = sp.csr_array(x)
+        self.xt = sp.csr_array(self.x.T)  # row-major both sides: no conversion per product
+        self.n = int(self.x.shape[0])
+        self.column_users = np.diff(self.xt.indptr).astype(np.intp)
+
+    def rows(self, rows: Ints) -> Floats:
+        """ODPsim of users ``rows`` to every user: a len(rows) x n block. A few rows are counted with one
+        ``bincount`` over the users sharing each of their columns; larger blocks use the sparse product."""
+        x, xt, n = self.x, self.xt, self.n
+        starts = x.indptr[rows].astype(np.intp)
+        lengths = (x.indptr[rows + 1] - x.indptr[rows]).astype(np.intp)
+        columns = x.indices[_ranges(starts, lengths)].astype(np.intp)
+        shared = self.column_users[columns]
+        if int(shared.sum()) > BLOCK_CELLS // 4 or len(rows) * n > BLOCK_CELLS:
+            block: Floats = np.asarray((x[rows] @ xt).toarray(), dtype=np.float64)
+            return block
+        owner = np.repeat(np.repeat(np.arange(len(rows), dtype=np.intp), lengths), shared)
+        users = xt.indices[_ranges(xt.indptr[columns].astype(np.intp), shared)]
+        counts = np.bincount(owner * n + users, minlength=len(rows) * n)
+        out: Floats = counts.reshape(len(rows), n).astype(np.float64)
+        return out
 
 
 def _blocks(rows: Ints, n: int) -> Iterator[Ints]:
@@ -110,14 +138,14 @@ def greedy_partition(x: sp.csr_array, k: int, progress: Progress | None = None) 
         raise ValueError("odp needs k >= 2")
     if n < k:
         raise ValueError("odp needs at least k users")
-    xt = sp.csr_array(x.T)  # row-major both sides: no conversion per product
+    incidence = Incidence(x)
     alive = np.ones(n, dtype=bool)
     best_val = np.full(n, -np.inf)
     best_j = np.full(n, -1, dtype=np.intp)
 
     def refresh(rows: Ints) -> None:
         for block in _blocks(rows, n):
-            s = similarity(x, block, xt)
+            s = incidence.rows(block)
             s[:, ~alive] = -np.inf
             s[np.arange(len(block)), block] = -np.inf
             j = np.argmax(s, axis=1)
@@ -125,7 +153,7 @@ def greedy_partition(x: sp.csr_array, k: int, progress: Progress | None = None) 
             best_val[block] = s[np.arange(len(block)), j]
 
     def row(u: int) -> Floats:
-        out: Floats = similarity(x, np.array([u], dtype=np.intp), xt)[0]
+        out: Floats = incidence.rows(np.array([u], dtype=np.intp))[0]
         return out
 
     refresh(np.arange(n, dtype=np.intp))

@@ -6,6 +6,7 @@ import random
 import tempfile
 from collections import Counter
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 import numpy.typing as npt
@@ -16,10 +17,12 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adapters.microaggregate import odp
 from adapters.microaggregate.aggregate import Result, output_events
 from adapters.microaggregate.classified import parse_times, read_queries
 from adapters.microaggregate.log import UserLog, parse_time, read_log
 from adapters.microaggregate.odp import (
+    Incidence,
     algorithm5,
     classification_matrix,
     greedy_partition,
@@ -155,6 +158,17 @@ class TestMatrices:
         counts = np.random.default_rng(seed).integers(0, 5, size=(users, categories)).astype(np.int64)
         x = threshold_matrix(sp.csr_array(counts))
         assert np.array_equal((x @ x.T).toarray().astype(np.int64), reference_similarity(counts))
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.integers(1, 9), st.integers(1, 7), st.integers(0, 2**32 - 1), st.booleans())
+    def test_incidence_rows_by_bincount_or_product(self, users: int, categories: int, seed: int, big: bool) -> None:
+        """Both ways of computing rows of M_UxU (few rows: bincount; large blocks: sparse product) agree."""
+        rng = np.random.default_rng(seed)
+        counts = rng.integers(0, 4, size=(users, categories)).astype(np.int64)
+        rows = rng.integers(0, users, size=rng.integers(1, 5)).astype(np.intp)
+        with patch.object(odp, "BLOCK_CELLS", 0 if big else odp.BLOCK_CELLS):
+            got = Incidence(threshold_matrix(sp.csr_array(counts))).rows(rows)
+        assert np.array_equal(got, reference_similarity(counts)[rows])
 
 
 class TestPartition:

@@ -166,7 +166,8 @@ def _compute(job: Job, chunks: list[Chunk], scheduler: str) -> tuple[list[SplitR
     ]
     graph: Any = (split_tasks, part_tasks)
     if scheduler in LOCAL:
-        splits, parts = compute(*graph, scheduler=scheduler, num_workers=job.partitions)  # type: ignore[no-untyped-call]
+        # chunksize=1: one task per submission (the process pool batches 6 by default: partitions would queue)
+        splits, parts = compute(*graph, scheduler=scheduler, num_workers=job.partitions, chunksize=1)  # type: ignore[no-untyped-call]
     else:
         from distributed import Client
 

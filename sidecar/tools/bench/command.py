@@ -14,6 +14,7 @@ from sidecar.tools.bench import (
     http_source,
     passthrough,
     profile,
+    scale,
     scrub,
     vector,
 )
@@ -26,3 +27,4 @@ def bench() -> None:
 
 for _module in (passthrough, buffer, profile, classify, scrub, anonymity, default, dp, forward, vector, http_source):
     bench.add_command(_module.COMMAND)
+bench.add_command(scale.COMMAND)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,8 @@ def test_hipaa_chain_output_is_byte_identical_to_one_process(
     assert out.read_bytes() == want
     assert s.records_in == s.events_out == want.count(b"\n") - 1
     assert len(s.parts) == workers and all(r.records_in > 0 for r in s.parts)
+    if scheduler == "processes":  # each partition in its own worker process, none in this one
+        assert len({r.pid for r in s.parts}) == workers and os.getpid() not in {r.pid for r in s.parts}
     for p in range(workers):
         assert (tmp_path / "state" / "partitions" / f"{p:04d}-of-{workers:04d}" / "querylog.db").exists()
 

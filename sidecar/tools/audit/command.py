@@ -183,7 +183,9 @@ def _microaggregation_lines(result: dict[str, Any]) -> None:
         srp = ", ".join(f"{lvl} {100 * v['mean']:.1f}%" for lvl, v in m["srp"].items())
         clus = ", ".join(f"κ={c['kappa']} {c['rand']:.3f}/{c['jaccard']:.3f}" for c in m["clustering"])
         click.echo(
-            f"microaggregation measures over {m['users_compared']:,} users: PEL {100 * m['pel']['mean']:.1f}%, "
+            f"microaggregation measures (papers 003, 002; "
+            f"{'looks microaggregated' if m['looks_microaggregated'] else 'not microaggregated'}) "
+            f"over {m['users_compared']:,} users: PEL {100 * m['pel']['mean']:.1f}%, "
             f"ILR {100 * m['ilr']['mean']:.1f}%; SRP {srp or 'n/a'}; Rand/Jaccard {clus or 'n/a'}; "
             f"smallest group of identical profiles {m['identical_groups']['smallest']}"
         )

@@ -315,8 +315,15 @@ def _micro(result: dict[str, Any]) -> str:
         "path L1..Ll. Clusterings: k-means (scipy kmeans2, k-means++ start, same seed on both sides) over each "
         "user's share of queries per L1 and per L2 category.</p>"
     )
+    looks = (
+        "The protected log looks microaggregated: no user is alone with their protected queries."
+        if m.get("looks_microaggregated")
+        else "The protected log does not look microaggregated (users alone with their protected queries): these "
+        "measures are computed for every audit and read here as what this release kept of each user."
+    )
     return (
         "<h2>Microaggregation measures (original vs protected)</h2>"
+        f"<p>{looks}</p>"
         f"<table><tr><th>measure — method and paper</th><th>value</th><th>reference</th></tr>{body}</table>{note}"
         f"<h3>{escape(glossary.MEASURES['top'][0])}</h3><p class='words'>{escape(glossary.MEASURES['top'][1])}</p>"
         + _top(m["top_queries"], "query")

@@ -10,8 +10,10 @@
   similarity 0 to everyone: the greedy steps place such users last, among themselves or as leftovers.
 * **Similarity** (eq. 1, Algorithm 2): ``sim(u, v) = sum_l sum_c min(M_l[u, c], M_l[v, c])``. Computed exactly
   as a sparse product: ``min(a, b) = sum_{t>=1} [a >= t][b >= t]``, so with one 0/1 column per (node, t) the
-  whole incidence matrix is ``X X^T`` (scipy, integer-exact), in row blocks of at most :data:`BLOCK_CELLS`
-  cells; memory never holds the full users x users matrix (see :func:`greedy_partition`).
+  whole incidence matrix is ``X X^T`` (integer-exact; :class:`Incidence` gives rows on demand: a sparse product
+  for blocks of rows, one ``bincount`` for a few), in blocks of at most :data:`BLOCK_CELLS` cells: memory never
+  holds the users x users matrix (see :func:`greedy_partition`). The paper's ``np.minimum`` sums over every
+  pair of users and category would be users^2 x categories; this is the same number from the shared columns.
 * **Partition** (Algorithms 3-4): while at least k users remain, the most similar pair (the highest off-diagonal
   cell; a user's similarity to itself is not a candidate) starts a cluster; the cluster then acts as one merged
   user whose row is the sum of its members' rows (Algorithm 4's row/column merge) and takes the remaining user
@@ -20,8 +22,9 @@
   leave a last cluster of ``n mod k`` users (``gamma = ceil(n/k)``), under k; here each leftover user joins the
   cluster whose merged user is most similar to it among those with fewer than 2k-1 users (there is always room:
   fewer than k leftovers, each cluster can take k-1 more), so every cluster has k..2k-1 users.
-* **Aggregation** (Algorithm 5, eq. 2-3): the cluster's representative has about the mean number of queries of
-  its users. ``Contrib_i = |Q_i| / sum |Q|``, ``Quota_i = |Q_i| / |z|`` (the paper writes k, the cluster size;
+* **Aggregation** (Algorithm 5, eq. 2-3): the cluster's representative has at most about the mean number of
+  queries of its users (the paper's target), often fewer: a light user's draws run out before its quota.
+  ``Contrib_i = |Q_i| / sum |Q|``, ``Quota_i = |Q_i| / |z|`` (the paper writes k, the cluster size;
   with a leftover joined a cluster has more than k users). Each user's distinct query strings in decreasing
   repetitions (ties in random order) are added while the user's count is under its quota:
   ``floor(Contrib_i * reps)`` copies and one more with probability the fractional part (the paper's 3 * 0.4 = 1.2

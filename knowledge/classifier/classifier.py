@@ -7,6 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from knowledge import KnowledgeBase, load_kb
+from knowledge.classifier.fallback import Fallback, classify_with_fallback
 from knowledge.classifier.foreign import foreign_language
 from knowledge.classifier.model import Classification, Tokens, Unit, Verdict
 from knowledge.classifier.names import NameTables
@@ -74,6 +75,9 @@ class Classifier:
         self._paths = t.paths
         self._speller = Speller(kb, t.words, t.spelling, t.names, cache_size)
         self._finder = UnitFinder(kb, t.units)
+        #: Try the steps of :mod:`~knowledge.classifier.fallback` before giving up (off: paper 001's coverage).
+        self.fallback = True
+        self._fallback = Fallback(kb, t.words, t.names, self._speller.is_word)
         self._cache_size = cache_size
         self._make_caches()
 
@@ -119,8 +123,9 @@ class Classifier:
         return self._speller.recommend(token)
 
     def prepare(self) -> None:
-        """Build the lazy spelling-recommendation index now (it is otherwise built on first need)."""
+        """Build the lazy spelling-recommendation and fallback indexes now (otherwise built on first need)."""
         self._speller.prepare()
+        self._fallback.prepare()
 
     def tokens(self, query: str) -> tuple[list[str], list[float], list[bool]]:
         """Recommended tokens, the Zipf of what was typed for each, and whether it was changed."""
@@ -164,9 +169,19 @@ class Classifier:
         """:meth:`_vote` of tokenised text."""
         units = self._finder.units(tokens)
         foreign = foreign_language(self.kb, self._foreign_words, tokens.raw, units)
-        if foreign is not None or not units:
+        if foreign is not None:
             return foreign
-        verdict = vote(units, tokens.raw, self._names)
+        verdict = vote(units, tokens.raw, self._names) if units else None
+        if verdict is not None:
+            return self._result(verdict)
+        if not self.fallback or not tokens.raw:
+            return None
+        return classify_with_fallback(tokens, self._fallback, self._retry)
+
+    def _retry(self, tokens: Tokens) -> Classification | None:
+        """The units and the vote of repaired tokens (fallback step 1)."""
+        units = self._finder.units(tokens)
+        verdict = vote(units, tokens.raw, self._names) if units else None
         return None if verdict is None else self._result(verdict)
 
     def classify(self, query: str) -> Classification | None:

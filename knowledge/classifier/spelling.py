@@ -133,6 +133,15 @@ class Speller:
         self._fixes[token] = out
         return out
 
+    def is_word(self, token: str) -> bool:
+        """A real word that must not be repaired: common, WordNet, foreign, a census name, or an inflection of one."""
+        return (
+            token in self._plain
+            or token in self._first_names
+            or token in self._last_names
+            or (token.isalpha() and self._known_form(token))
+        )
+
     def _known_form(self, token: str) -> bool:
         """An inflected form (plural, -ing, -ed, -er) of a known word: a real word, not a typo."""
         plain = self._plain

@@ -1,0 +1,271 @@
+"""Before giving up: what the classifier tries when a query's own units decide nothing.
+
+Paper 001 gives up on a query with no categorised unit (its coverage: 0.85). Short web
+queries are often a brand, a site, a misspelled or glued name, a person: these steps,
+tried in order only when :func:`~knowledge.classifier.vote.vote` found nothing, raise
+the coverage (an improvement on the paper; measured with ``querylog kb evaluate``):
+
+1. **Token repair**, then the units and the vote again on the repaired tokens. A
+   token no KB key uses is
+   * split where letters meet digits (``mazda5`` -> ``mazda 5``, ``ps3`` stays when
+     it is a key);
+   * corrected with a looser hand than step 1 of the paper (:mod:`.spelling`): one
+     edit to a *curated* word (a brand, a site) for tokens of four letters or more (``ebya``
+     -> ``ebay``, ``wallmart`` -> ``walmart``), two edits to a curated or a common word for
+     tokens of eight letters or more with the same first letter (``travelosity`` ->
+     ``travelocity``; rapidfuzz's Damerau-Levenshtein), the closest then the most frequent
+     candidate first;
+   * segmented with inflected pieces allowed (``dirtbikes`` -> ``dirt bikes``,
+     ``tvshowsondvd`` -> ``tv shows on dvd``).
+
+   Real words are never repaired (common, WordNet, foreign, census names and their
+   inflections: the speller's rule), and only rare tokens are corrected (:data:`MAX_TYPO_ZIPF`).
+   Measured on the magnetic set, reducing a token to a known head or tail
+   (``gocomics`` -> ``comics``) was right one time in eight: not done.
+2. **A person's name** (a census first name and surname, see :mod:`.names`) with
+   nothing else to go by is filed under Arts (people in the news, celebrities): the
+   name still casts no vote beside topic words, as in paper 001.
+3. **A domain**: an ``edu`` host or query is Reference (education), ``gov`` Society
+   (government), ``mil`` Society.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from rapidfuzz import process
+from rapidfuzz.distance import DamerauLevenshtein
+
+from knowledge.classifier.model import Classification, Tokens
+from knowledge.classifier.names import NameTables
+from knowledge.classifier.spelling import one_edit
+from knowledge.store import FLAG_CURATED, KnowledgeBase
+from knowledge.text import STOPWORDS
+
+#: Letters and digits that meet inside a token.
+_ALNUM_RUNS = re.compile(r"[^\W\d_]+|\d+")
+#: Only tokens rarer than this (Zipf x 100) are corrected: misspellings are rare (``wallmart`` 1.3,
+#: ``amazom`` 0), whereas a word with some currency is likelier a name the KB lacks (``coolpix`` 2.0).
+MAX_TYPO_ZIPF = 170
+SHORT_FIX_LEN = 4  # tokens this long get one edit to a curated word
+LONG_FIX_LEN = 8  # tokens at least this long get up to two edits
+LONG_FIX_MIN_ZIPF = 400  # ...to a word at least this common (Zipf x 100)
+SEGMENT_PIECE_ZIPF = 200  # pieces of a glued token (3+ letters) are at least this common
+MAX_PIECE_LEN = 20
+#: Two-letter pieces a glued token may hold (``tvguide``, ``pcworld``).
+SHORT_PIECES = frozenset({"tv", "pc", "tx", "ny", "uk", "us", "la", "dc", "my", "go", "in", "on", "of", "to"})
+#: Top-level domains that name a sector: category name and path label.
+DOMAIN_CATEGORIES: dict[str, tuple[str, str]] = {
+    "edu": ("Reference", "education"),
+    "gov": ("Society", "government"),
+    "mil": ("Society", "military"),
+}
+PERSON_CATEGORY = ("Arts", "people")
+#: Lazy tables by KB hash (``deletes``, ``buckets``, ``pieces``), shared by the classifiers of one KB.
+_SHARED: dict[str, dict[str, object]] = {}
+
+
+class Fallback:
+    """The steps after a failed vote, over one KB's words (built once per classifier)."""
+
+    def __init__(
+        self, kb: KnowledgeBase, words: frozenset[str], names: NameTables, is_word: Callable[[str], bool]
+    ) -> None:
+        self.kb = kb
+        self._is_word = is_word
+        self.zipf = kb.zipf
+        self.words = words
+        self.names = names
+        curated = {w for k, packed in kb.lemmas.items() if packed[0] & FLAG_CURATED for w in k.split()}
+        self._curated_words = frozenset(w for w in curated if w.isalpha() and len(w) >= SHORT_FIX_LEN)
+        #: Correction candidates by edit limit, then by first/last letter and length, and the pieces of glued
+        #: tokens: built on first need (or by :meth:`prepare`), shared by the classifiers of one KB.
+        self._tables = _SHARED.setdefault(kb.sha256, {})
+        self._fixes: dict[str, tuple[str, ...]] = {}
+        self._index = {c: i for i, c in enumerate(kb.categories)}
+
+    # --- 1. token repair ----------------------------------------------------------------
+
+    def repair(self, raw: list[str]) -> list[str] | None:
+        """The typed tokens with each unknown one repaired; None when nothing changed."""
+        out: list[str] = []
+        changed = False
+        for t in raw:
+            fixed = self._repair_token(t)
+            changed = changed or fixed != (t,)
+            out.extend(fixed)
+        return out if changed else None
+
+    def _repair_token(self, token: str) -> tuple[str, ...]:
+        if token in self.words or token in STOPWORDS or len(token) < SHORT_FIX_LEN - 1 or self._is_word(token):
+            return (token,)
+        fixed = self._fixes.get(token)
+        if fixed is None:
+            fixed = self._repair_new(token)
+            if len(self._fixes) >= 100_000:
+                self._fixes.clear()
+            self._fixes[token] = fixed
+        return fixed
+
+    def _repair_new(self, token: str) -> tuple[str, ...]:
+        runs = _ALNUM_RUNS.findall(token)
+        if len(runs) > 1:  # letters and digits: repair the letter runs alone
+            return tuple(p for r in runs for p in (self._repair_token(r) if r.isalpha() else (r,)))
+        if not token.isalpha():
+            return (token,)
+        if self.zipf.get(token, 0) < MAX_TYPO_ZIPF:  # a typo is rare; a rare brand is not one
+            got = self._correct(token)
+            if got is not None:
+                return got
+        return self._segment(token) or (token,)
+
+    def _correct(self, token: str) -> tuple[str, ...] | None:
+        """One edit to a curated word (4+ letters), else two edits to a curated or common word (8+ letters)."""
+        n = len(token)
+        if n < SHORT_FIX_LEN:
+            return None
+        zipf = self.zipf
+        index = self._deletes()
+        near = {
+            w
+            for k in {token} | {token[:i] + token[i + 1 :] for i in range(n)}
+            for w in index.get(k, ())
+            if one_edit(token, w)
+        }
+        if near:
+            return (min(near, key=lambda w: (-zipf.get(w, 0), w)),)
+        if n < LONG_FIX_LEN:
+            return None
+        buckets = self._buckets()
+        pool: list[str] = []
+        for length in range(n - 2, n + 3):  # the same first letter (typos seldom hit it), a length within reach
+            pool.extend(buckets.get((token[0], length), ()))
+        if not pool:
+            return None
+        found = process.extract(token, pool, scorer=DamerauLevenshtein.distance, score_cutoff=2, limit=None)
+        if not found:
+            return None
+        best = min(found, key=lambda m: (m[1], -zipf.get(m[0], 0), m[0]))
+        return (best[0],)
+
+    def _deletes(self) -> dict[str, tuple[str, ...]]:
+        """Symmetric-delete index (distance 1) of the curated words."""
+        got = self._tables.get("deletes")
+        if got is None:
+            index: dict[str, list[str]] = {}
+            for w in sorted(self._curated_words):
+                for d in {w} | {w[:i] + w[i + 1 :] for i in range(len(w))}:
+                    index.setdefault(d, []).append(w)
+            got = self._tables["deletes"] = {k: tuple(v) for k, v in index.items()}
+        assert isinstance(got, dict)
+        return got
+
+    def _buckets(self) -> dict[tuple[str, int], tuple[str, ...]]:
+        """Words two edits may reach, by (first letter, length)."""
+        got = self._tables.get("buckets")
+        if got is None:
+            index: dict[tuple[str, int], list[str]] = {}
+            for w in sorted(self._long()):
+                index.setdefault((w[0], len(w)), []).append(w)
+            got = self._tables["buckets"] = {k: tuple(v) for k, v in index.items()}
+        assert isinstance(got, dict)
+        return got
+
+    def _long(self) -> frozenset[str]:
+        zipf = self.zipf
+        return frozenset(
+            w
+            for w in self.words
+            if len(w) >= LONG_FIX_LEN - 2
+            and w.isalpha()
+            and (zipf.get(w, 0) >= LONG_FIX_MIN_ZIPF or w in self._curated_words)
+        )
+
+    def _piece_set(self) -> frozenset[str]:
+        got = self._tables.get("pieces")
+        if got is None:
+            zipf = self.zipf
+            base = {w for w in self.words if len(w) >= 3 and w.isalpha() and zipf.get(w, 0) >= SEGMENT_PIECE_ZIPF}
+            base |= {w for w in STOPWORDS if len(w) >= 2}
+            got = self._tables["pieces"] = frozenset(base | {w + "s" for w in base if len(w) >= 3} | SHORT_PIECES)
+        assert isinstance(got, frozenset)
+        return got
+
+    def prepare(self) -> None:
+        """Build the lazy tables now (they are otherwise built on first need)."""
+        self._deletes()
+        self._buckets()
+        self._piece_set()
+
+    def _segment(self, token: str) -> tuple[str, ...] | None:
+        """Fewest known pieces (plurals and a few two-letter words allowed), then the most frequent."""
+        n = len(token)
+        if n < 6:
+            return None
+        pieces_ok, zipf = self._piece_set(), self.zipf
+        best: list[tuple[int, int, int] | None] = [None] * (n + 1)
+        best[0] = (0, 0, -1)
+        for j in range(2, n + 1):
+            for i in range(max(0, j - MAX_PIECE_LEN), j - 1):
+                prev = best[i]
+                if prev is None or token[i:j] not in pieces_ok:
+                    continue
+                cand = (prev[0] + 1, prev[1] - zipf.get(token[i:j], 0), i)
+                cur = best[j]
+                if cur is None or cand[:2] < cur[:2]:
+                    best[j] = cand
+        whole = best[n]
+        if whole is None or whole[0] < 2:
+            return None
+        out: list[str] = []
+        j = n
+        while j > 0:
+            cut = best[j]
+            assert cut is not None  # every prefix on the chain has a cut
+            out.append(token[cut[2] : j])
+            j = cut[2]
+        out.reverse()
+        if all(p in STOPWORDS or p in SHORT_PIECES for p in out):
+            return None
+        return tuple(out)
+
+    # --- 2. and 3. ----------------------------------------------------------------------
+
+    def person(self, raw: list[str]) -> Classification | None:
+        """A person's name with nothing else to go by: Arts (people in the news)."""
+        words = self.names.name_words(raw)
+        if not words:
+            return None
+        cat, label = PERSON_CATEGORY
+        if cat not in self._index:
+            return None
+        first = next(t for t in raw if t in words)
+        return Classification(cat, (cat, label), first, 0.5)
+
+    def domain(self, raw: list[str]) -> Classification | None:
+        """A query or host naming a sector's top-level domain (``edu``, ``gov``, ``mil``)."""
+        for t in reversed(raw):
+            hit = DOMAIN_CATEGORIES.get(t)
+            if hit is not None and hit[0] in self._index:
+                cat, label = hit
+                return Classification(cat, (cat, label), t, 0.5)
+        return None
+
+
+def classify_with_fallback(
+    tokens: Tokens,
+    fallback: Fallback,
+    retry: Callable[[Tokens], Classification | None],
+) -> Classification | None:
+    """The fallback steps in order for a query whose own units decided nothing."""
+    raw = tokens.raw
+    person = fallback.person(raw)
+    if person is not None:
+        return person
+    repaired = fallback.repair(raw)
+    if repaired is not None:
+        got = retry(Tokens(repaired, None, None, raw))
+        if got is not None:
+            return got
+    return fallback.domain(raw)

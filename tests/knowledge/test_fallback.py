@@ -1,0 +1,72 @@
+"""The classifier's steps before giving up (knowledge/classifier/fallback.py): each rule, with its negatives."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.kb import classifier, kb_file
+
+from knowledge.classifier import Classifier
+
+
+def _category(query: str) -> str | None:
+    r = classifier().classify(query)
+    return None if r is None else r.category
+
+
+@pytest.mark.parametrize(
+    ("query", "category", "unit"),
+    [
+        ("wallmart", "Shopping", "walmart"),  # one edit to a curated word (the speller already does this)
+        ("ebya", "Shopping", "ebay"),  # ...four letters are enough (a swap)
+        ("hotmial", "Computers", "hotmail"),
+        ("travelosity", "Recreation", "travelocity"),  # two edits, eight letters or more
+    ],
+)
+def test_rare_misspellings_of_brands_are_corrected(query: str, category: str, unit: str) -> None:
+    """A rare token one edit from a curated term (two when long) takes that term's category."""
+    r = classifier().classify(query)
+    assert r is not None and (r.category, r.main_unit) == (category, unit)
+
+
+@pytest.mark.parametrize("token", ["pilates", "coolpix", "katy", "running", "xqzvbn"])
+def test_real_words_and_unknown_names_are_not_repaired(token: str) -> None:
+    """Negatives: common words, words with some currency (a brand the KB lacks), names, inflections and tokens
+    nothing is near stay as typed."""
+    assert classifier()._fallback.repair([token]) is None
+
+
+def test_letters_and_digits_are_split() -> None:
+    """``mazda5`` -> ``mazda 5``; a KB key with digits (``xbox 360``) is found once split."""
+    fb = classifier()._fallback
+    assert fb.repair(["mazda5"]) == ["mazda", "5"]
+    assert _category("mazda5") == "Recreation"
+    assert _category("xbox360") == "Games"
+    assert fb.repair(["12345"]) is None  # digits alone: nothing to split
+
+
+def test_glued_words_may_hold_plurals() -> None:
+    """Segmentation before giving up allows inflected pieces (the speller's does not)."""
+    assert classifier()._fallback.repair(["dirtbikes"]) == ["dirt", "bikes"]
+    assert _category("dirtbikes") == "Recreation"
+
+
+@pytest.mark.parametrize(
+    ("query", "category"),
+    [("xqzvbn edu", "Reference"), ("www.xqzvbn.gov", "Society"), ("xqzvbn.mil", "Society")],
+)
+def test_sector_domains(query: str, category: str) -> None:
+    """A query or host in .edu, .gov or .mil with nothing else to go by takes that sector's category."""
+    assert _category(query) == category
+
+
+def test_a_domain_never_outvotes_the_query() -> None:
+    """Negative: the domain is a last resort; a query with a topic keeps it (``nasa gov`` is Science)."""
+    assert _category("nasa gov") == "Science"
+
+
+def test_fallback_off_gives_paper_coverage() -> None:
+    """With ``fallback`` off the classifier gives up where paper 001 does."""
+    clf = Classifier.load(kb_file(), build_if_needed=False)
+    clf.fallback = False
+    assert clf.classify("ebya") is None and clf.classify("katy perry") is None
+    assert clf.classify("flu symptoms") is not None

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from adapters.microaggregate.log import UserLog, parse_rank, parse_time
+
+if TYPE_CHECKING:
+    from knowledge.classifier import Classifier
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.intp]
@@ -29,11 +33,19 @@ LEVELS = 5
 Classify = Callable[[list[str]], list[tuple[str, ...] | None]]
 
 
-def kb_classify(kb_path: Path | None = None) -> Classify:
-    """The knowledge base's classifier (default: ``$QUERYLOG_KB`` or the cache; built when missing or stale)."""
+@cache
+def _classifier(kb_path: Path) -> Classifier:
     from knowledge.classifier import Classifier
 
-    classifier = Classifier.load(kb_path, build_if_needed=True)
+    return Classifier.load(kb_path, build_if_needed=True)
+
+
+def kb_classify(kb_path: Path | None = None) -> Classify:
+    """The knowledge base's classifier (default: ``$QUERYLOG_KB`` or the cache; built when missing or stale),
+    loaded once per process and path (a blocked run classifies block after block)."""
+    from knowledge import default_kb_path  # the knowledge package loads in a third of a second: only when used
+
+    classifier = _classifier(kb_path or default_kb_path())
 
     def classify(strings: list[str]) -> list[tuple[str, ...] | None]:
         out: list[tuple[str, ...] | None] = []

@@ -11,10 +11,23 @@ from collections.abc import Callable
 
 from adapters.microaggregate.aggregate import Progress, Result, microaggregate_mdav
 from adapters.microaggregate.log import UserLog
-from adapters.microaggregate.odp import microaggregate_odp
-from adapters.microaggregate.semantic import microaggregate_semantic_mdav
 
 Method = Callable[[UserLog, int, random.Random, Progress | None], Result]
+
+
+def microaggregate_odp(log: UserLog, k: int, rng: random.Random, progress: Progress | None) -> Result:
+    """:func:`adapters.microaggregate.odp.microaggregate_odp` (scipy and the KB load only when it runs)."""
+    from adapters.microaggregate.odp import microaggregate_odp as run
+
+    return run(log, k, rng, progress)
+
+
+def microaggregate_semantic_mdav(log: UserLog, k: int, rng: random.Random, progress: Progress | None) -> Result:
+    """:func:`adapters.microaggregate.semantic.microaggregate_semantic_mdav` (loaded only when it runs)."""
+    from adapters.microaggregate.semantic import microaggregate_semantic_mdav as run
+
+    return run(log, k, rng, progress)
+
 
 #: Method name -> (function, one-line description for ``--help``).
 METHODS: dict[str, tuple[Method, str]] = {

@@ -31,7 +31,7 @@ from filters.dp_replace.domains import Domains
 from knowledge.classifier import Classifier, Unit
 from knowledge.concepts import ConceptTree
 from knowledge.store import KnowledgeBase
-from knowledge.text import NOUN_SUFFIXES
+from knowledge.text import NOUN_SUFFIXES, STOPWORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +53,34 @@ class Mapped:
     parts: tuple[Part, ...]
     units: int  # semantic units found (with or without a concept)
     single: int  # concepts left out because their domain holds them alone (single_concept: drop)
+    #: the output's skeleton for ``surface: shape`` / ``paper``: words kept as they are, and ``i`` (an int) where
+    #: the i-th replacement goes (built once per distinct query, see :func:`skeleton`)
+    shape: tuple[str | int, ...] = ()
+    paper: tuple[str | int, ...] = ()
 
 
 EMPTY = Mapped((), (), 0, 0)
+
+
+def skeleton(tokens: tuple[str, ...], parts: tuple[Part, ...], keep_all: bool) -> tuple[str | int, ...]:
+    """The query with each concept span (modifiers included) as its part index; other tokens kept when they are
+    stop words, or all of them with ``keep_all`` (paper 004's reconstruction also keeps the modifiers)."""
+    out: list[str | int] = []
+    i = k = 0
+    while i < len(tokens):
+        if k < len(parts) and i == parts[k].first:
+            p = parts[k]
+            if keep_all:
+                out.extend(tokens[p.first : p.head])
+            out.append(k)
+            i = p.end
+            k += 1
+            continue
+        tok = tokens[i]
+        if keep_all or tok in STOPWORDS:
+            out.append(tok)
+        i += 1
+    return tuple(out)
 
 
 class Mapper:
@@ -147,7 +172,8 @@ class Mapper:
         tokens, units = self.classifier.analyse(query)
         cat = self.category_index.get(category) if category else None
         parts, single = self._parts(tokens, units, cat, self.strict_category and cat is not None)
-        return Mapped(tuple(tokens), parts, len(units), single)
+        toks = tuple(tokens)
+        return Mapped(toks, parts, len(units), single, skeleton(toks, parts, False), skeleton(toks, parts, True))
 
     def _parts(
         self, tokens: list[str], units: list[Unit], cat: int | None, strict: bool

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -117,12 +118,13 @@ class Prepared:
         self.last = (eps, t)
         return t
 
-    def draw(self, r: int, eps: float) -> int:
-        """The output for ``r``, a uniform integer in ``[0, W[-1])``: the class ``k`` with
+    def draw(self, below: Callable[[int], int], eps: float) -> int:
+        """One output: ``r = below(W[-1])``, a uniform integer in ``[0, W[-1])``, gives the class ``k`` with
         ``W[k-1] <= r < W[k]``, then member ``(r - W[k-1]) // w[k]``. Both exact: class ``k`` has
         ``sizes[k] * w[k]`` values of ``r``, each member exactly ``w[k]`` of them, so one uniform integer gives
         the class with probability ``W_k / sum W`` and, within it, a uniform member."""
         cum, w = self.tables(eps)
+        r = below(cum[-1])
         k = bisect_right(cum, r)
         return self.member(k, (r - (cum[k - 1] if k else 0)) // w[k])
 

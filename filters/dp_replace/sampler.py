@@ -1,8 +1,10 @@
 """The class-based sampler: one replacement concept per input concept, never walking the domain.
 
 Per input concept (cached): its classes (:mod:`.classes`) and their integer
-weights per per-query epsilon (:mod:`.mechanism`). Per draw: one exact integer
-draw for the class, one for the member, two binary searches to find it.
+weights per per-query epsilon (:mod:`.mechanism`). Per draw: one exact CSPRNG
+integer, which gives both the class and the member (:meth:`.mechanism.Prepared.draw`),
+one bisection of the running weights, and four bisections to find the member
+the first time its class is drawn.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class Sampler:
             p = self.prepared(node)
             if p is None:
                 return -1
-        return p.draw(self.pool.below(p.tables(eps)[0][-1]), eps)
+        return p.draw(self.pool.below, eps)
 
     def class_probabilities(self, node: int, eps: float) -> npt.NDArray[np.float64]:
         """Exact class probabilities of the implemented sampler for input ``node``."""

@@ -29,7 +29,7 @@ from typing import Literal
 from filters.dp_replace.mapping import Mapped
 from knowledge.concepts import ConceptTree
 from knowledge.store import KnowledgeBase
-from knowledge.text import STOPWORDS, key_of
+from knowledge.text import key_of
 
 Surface = Literal["shape", "plain", "paper"]
 _VOWELS = frozenset("aeiou")
@@ -125,25 +125,10 @@ class Labeler:
 
 def render(mapped: Mapped, labels: Sequence[tuple[str, bool]], mode: Surface, inflector: Inflector) -> str:
     """The output query for ``mapped`` whose i-th concept is replaced by ``labels[i]`` (words, may be plural)."""
-    parts = mapped.parts
     if mode == "plain":
         return " ".join(lab for lab, _ in labels)
-    words = [inflector.plural(lab) if p.plural and countable else lab for p, (lab, countable) in zip(parts, labels)]
-    tokens = mapped.tokens
-    out: list[str] = []
-    i = 0
-    k = 0
-    while i < len(tokens):
-        if k < len(parts) and i == parts[k].first:
-            p = parts[k]
-            if mode == "paper":
-                out.extend(tokens[p.first : p.head])
-            out.append(words[k])
-            i = p.end
-            k += 1
-            continue
-        tok = tokens[i]
-        if mode == "paper" or tok in STOPWORDS:
-            out.append(tok)
-        i += 1
-    return " ".join(out)
+    words = [
+        inflector.plural(lab) if p.plural and countable else lab for p, (lab, countable) in zip(mapped.parts, labels)
+    ]
+    skeleton = mapped.paper if mode == "paper" else mapped.shape
+    return " ".join([words[x] if isinstance(x, int) else x for x in skeleton])

@@ -161,3 +161,51 @@ def test_cli_prescans_by_default_and_says_when_it_cannot(tmp_path: Path) -> None
     piped, err = cli("piped", stdin=True)
     assert "prescan_skipped" in err and "stdin" in err and "u1\t" not in err
     assert [p for p in piped if p in original]
+
+
+def test_prescan_runs_the_chains_own_filters_once_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first pass uses the pipeline's own hipaa_scrub (no second build), which then counts each event once,
+    as a replay without the first pass does; the scrubbed text reaches the pass (no pair of it is re-created)."""
+    import filters.hipaa_scrub as hipaa
+
+    built: list[object] = []
+    real_init = hipaa.HipaaScrubFilter.__init__
+
+    def counting_init(self: hipaa.HipaaScrubFilter, *args: object) -> None:
+        built.append(self)
+        real_init(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hipaa.HipaaScrubFilter, "__init__", counting_init)
+    src = tmp_path / "in.tsv"
+    rows = shared_text_log(src, 5, 600, 20, 8, 2)
+    lines = src.read_text(encoding="utf-8").splitlines()
+    # every third query carries a phone number the scrubber removes: its scrubbed text is shared by many users
+    lines[1:] = [
+        line.replace("\tq", "\tcall 555-867-5309 q", 1) if i % 3 == 0 else line for i, line in enumerate(lines[1:])
+    ]
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def counts(prescan: bool) -> tuple[dict[str, int], list[tuple[str, str]], int]:
+        cfg = tmp_path / f"c{int(prescan)}.yaml"
+        cfg.write_text(
+            f"state_dir: {tmp_path / f'state{int(prescan)}'}\ndead_letter_file: null\n"
+            "schema: {format: tsv, header: true}\nfilters:\n  - hipaa_scrub: {}\n"
+            "  - category_buffer: {k: 3, category_field: Cat, avoid_repeat_pairs: 0}\n",
+            encoding="utf-8",
+        )
+        out = tmp_path / f"out{int(prescan)}.tsv"
+        summary = replay(load_config(cfg), str(src), str(out), seed=4, prescan=prescan)
+        return summary.events_out + summary.events_held, protected_pairs(out), summary.events_in
+
+    before = len(built)
+    total, pairs, n = counts(True)
+    assert len(built) - before == 1  # one scrubber per chain, shared with the first pass
+    assert total == n == 600
+    scrub = hipaa.Scrubber().scrub
+    original = {(f[0], scrub(f[1])[0]) for f in (line.split("\t") for line in lines[1:])}
+    assert {q for _, q in original} > {q for _, q in rows}  # scrubbed texts are among the pairs
+    assert not [p for p in pairs if p in original]
+    scrubber = built[-1]
+    assert isinstance(scrubber, hipaa.HipaaScrubFilter)
+    assert scrubber.counts["found_phone"] == 200  # counted once per event, not once per pass
+    assert scrubber.counts["changed_query"] == 200

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from adapters.microaggregate.distance import LogSpace, QuerySet, host_labels
-from adapters.microaggregate.log import AOL_TIME, UserLog, parse_rank, parse_time
+from adapters.microaggregate.distance import LogSpace, QuerySet, host_labels, normalise
+from adapters.microaggregate.log import AOL_TIME, FlatLog, UserLog
 from adapters.microaggregate.mdav import mdav
 from sidecar.api import Event
 
@@ -67,62 +67,39 @@ class Aggregate:
 
 
 class UserSpace:
-    """The users of a log as MDAV records: paper 003's distance, §3.2.3's average record."""
+    """The users of a log as MDAV records: paper 003's distance, §3.2.3's average record.
 
-    def __init__(self, log: UserLog, rng: random.Random) -> None:
+    Normalised with ``log.bounds`` when the log is a block of a bigger one, else with its own bounds. ``threads``
+    is rapidfuzz's (``-1``: all cores; a parallel run gives each worker process one)."""
+
+    def __init__(self, log: UserLog, rng: random.Random, threads: int = -1) -> None:
         self.rng = rng
-        string_ids: dict[str, int] = {}
+        flat = FlatLog.of(log)
+        bounds = log.bounds or flat.bounds()
         domain_ids: dict[tuple[str, ...], int] = {}
-        sid: list[int] = []
-        times: list[float] = []
-        ranks: list[float] = []
-        doms: list[int] = []
-        self.urls: list[str] = []
-        counts: list[int] = []
-        for group in log.events:
-            counts.append(len(group))
-            for event in group:
-                sid.append(string_ids.setdefault(str(event.query), len(string_ids)))
-                times.append(parse_time(event.time))
-                ranks.append(parse_rank(event.rank))
-                self.urls.append("" if event.url is None else str(event.url))
-                labels = host_labels(str(event.url)) if event.url not in (None, "") else ()
-                for cut in range(1, len(labels) + 1):  # every suffix: the generalised URLs are domains too
-                    domain_ids.setdefault(labels[:cut], len(domain_ids))
-                doms.append(domain_ids[labels] if labels else -1)
-        self.strings = list(string_ids)
+        host_dom: dict[str, int] = {"": -1}
+        for url in dict.fromkeys(flat.url):
+            if url in host_dom:
+                continue
+            labels = host_labels(url)
+            for cut in range(1, len(labels) + 1):  # every suffix: the generalised URLs are domains too
+                domain_ids.setdefault(labels[:cut], len(domain_ids))
+            host_dom[url] = domain_ids[labels] if labels else -1
+        self.urls = flat.url
+        self.strings = flat.strings
         self.domains = list(domain_ids)
         self.domain_ids = domain_ids
-        self.space = LogSpace(self.strings, self.domains)
-        self.sid = np.array(sid, dtype=np.intp)
-        self.time = np.array(times, dtype=np.float64)
-        self.rank = np.array(ranks, dtype=np.float64)
-        self.dom = np.array(doms, dtype=np.intp)
-        self.counts = np.array(counts, dtype=np.intp)
-        self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.intp)
-        self.bounds = [
-            (float(np.nanmin(v)), float(np.nanmax(v))) if np.any(~np.isnan(v)) else (0.0, 0.0)
-            for v in (self.time, self.rank)
-        ]
-        self.count_bounds = (float(self.counts.min()), float(self.counts.max()))
-
-    # --- normalisation ---
-
-    @staticmethod
-    def _norm(values: Floats, bounds: tuple[float, float]) -> Floats:
-        low, high = bounds
-        return (values - low) / (high - low) if high > low else np.where(np.isnan(values), np.nan, 0.0)
-
-    def _norm_count(self, counts: Floats) -> Floats:
-        return self._norm(counts, self.count_bounds)
-
-    def _query_set(self, index: Ints) -> QuerySet:
-        return QuerySet(
-            self.sid[index],
-            self._norm(self.time[index], self.bounds[0]),
-            self._norm(self.rank[index], self.bounds[1]),
-            self.dom[index],
-        )
+        self.bounds = bounds
+        self.space = LogSpace(self.strings, self.domains, bounds.words, threads)
+        self.sid = flat.sid
+        self.time = flat.time
+        self.rank = flat.rank
+        self.dom = np.array([host_dom[u] for u in flat.url], dtype=np.intp)
+        self.counts = flat.counts
+        self.starts = flat.starts
+        self.ntime = normalise(self.time, bounds.time)
+        self.nrank = normalise(self.rank, bounds.rank)
+        self.ncount = normalise(self.counts.astype(np.float64), bounds.count)
 
     def _queries_of(self, users: Ints) -> tuple[Ints, Ints]:
         """The query indexes of ``users`` concatenated, and where each user's start in them."""
@@ -131,33 +108,29 @@ class UserSpace:
         index = np.repeat(self.starts[users] - offsets, counts) + np.arange(int(counts.sum()), dtype=np.intp)
         return index, offsets
 
+    def _query_set(self, index: Ints) -> QuerySet:
+        return QuerySet(self.sid[index], self.ntime[index], self.nrank[index], self.dom[index])
+
     # --- the Space protocol of mdav ---
 
     def to_record(self, record: int, members: Ints) -> Floats:
         a = self._query_set(np.arange(self.starts[record], self.starts[record] + self.counts[record], dtype=np.intp))
-        count = self._norm_count(np.array([float(self.counts[record])]))[0]
-        return self._distances(a, float(count), members)
+        return self._distances(a, float(self.ncount[record]), members)
 
     def to_average(self, members: Ints) -> Floats:
         agg = self.aggregate(members)
         a = QuerySet(
             np.array(agg.sid, dtype=np.intp),
-            self._norm(np.array(agg.time, dtype=np.float64), self.bounds[0]),
-            self._norm(np.array(agg.rank, dtype=np.float64), self.bounds[1]),
+            normalise(np.array(agg.time, dtype=np.float64), self.bounds.time),
+            normalise(np.array(agg.rank, dtype=np.float64), self.bounds.rank),
             np.array(agg.dom, dtype=np.intp),
         )
-        count = self._norm_count(np.array([float(len(agg.sid))]))[0]
+        count = normalise(np.array([float(len(agg.sid))]), self.bounds.count)[0]
         return self._distances(a, float(count), members)
 
     def _distances(self, a: QuerySet, count: float, members: Ints) -> Floats:
-        out = np.empty(len(members), dtype=np.float64)
-        step = max(1, (1 << 21) // max(1, len(a.sid) * max(1, int(self.counts.mean()))))
-        for lo in range(0, len(members), step):
-            block = members[lo : lo + step]
-            index, offsets = self._queries_of(block)
-            counts = self._norm_count(self.counts[block].astype(np.float64))
-            out[lo : lo + step] = self.space.user_distances(a, count, self._query_set(index), offsets, counts)
-        return out
+        index, offsets = self._queries_of(members)
+        return self.space.user_distances(a, count, self._query_set(index), offsets, self.ncount[members])
 
     # --- aggregation (§3.2.3) ---
 

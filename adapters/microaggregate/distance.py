@@ -1,19 +1,39 @@
-"""Paper 003's user distance (§3.2.1, eq. 1-4) over a whole log, vectorised with numpy and rapidfuzz.
+"""Paper 003's user distance (§3.2.1, eq. 1-4), exact, vectorised with numpy and rapidfuzz.
 
-Numeric parts (time, rank, queries per user, words per query) are min-max normalised over the log (the paper's
-``norm``, shifted to [0, 1]: distances only see differences). Two readings of the paper, stated here:
+Numeric parts (time, rank, queries per user, words per query) are min-max normalised over the *whole* log (the
+paper's ``norm``, shifted to [0, 1]: distances only see differences; a blocked run passes the whole log's
+:class:`~adapters.microaggregate.log.Bounds` to every block, so blocking never changes a distance). Readings of
+the paper, stated here:
 
-* eq. 1: the text says the Hausdorff part weighs double the word-count part ("we consider more important the
-  similarity of the string itself than the length"), so ``d_phi = (2 * d_H + |len1 - len2|) / 3``.
+* eq. 1 as printed weighs the word-count term double (``(2 |len1 - len2| + d_H) / 3``) while the prose beside it
+  says the opposite: "the Hausdorff distance has more weight than the distance between number of [terms] (double
+  weight) ... because we consider more important the similarity of the string itself than the length". We follow
+  the prose, ``d_phi = (2 * d_H + |len1 - len2|) / 3``: the prose gives the reason, it agrees with eq. 3 (where
+  the string part prevails), and with the printed form two single-word queries ``cat`` and ``zebra`` would be
+  closer (1/3) than ``cat`` and ``cat food`` (up to 2/3).
 * ``d_u``: the paper calls it a weighted mean with weights ``2^(m-i)``; the weights are divided by their sum
   ``2^(m+1) - 1`` so that it is one (``www.a.com`` vs ``www.b.com``: label ``a`` differs, weight 2/7).
+* A missing time, rank or URL is at distance 0 from another missing one and 1 from any value; an empty query
+  (no words) likewise for the Hausdorff part.
 
-A missing time, rank or URL is at distance 0 from another missing one and 1 from any value; an empty query
-(no words) likewise for the word part.
+How it is fast while exact (no term is approximated):
+
+* Eq. 4 between one user ``a`` and many users is one ``|a| x N`` matrix of eq. 3 (N: the queries of the others,
+  in column blocks of at most :data:`BLOCK_CELLS` cells), reduced per user with ``np.minimum.reduceat`` /
+  ``np.maximum.reduceat``: memory is bounded by the block, never users x users.
+* Eq. 1-2 are computed once per pair of *distinct* strings (a query's string part is gathered from them). The
+  word distances (normalised Levenshtein, rapidfuzz ``cdist`` on all cores) are rows "one word x the vocabulary",
+  kept in a bounded LRU cache (:data:`WORD_CACHE_BYTES`): MDAV's average records reuse the log's frequent words.
+  Both Hausdorff directions are then segment min/max over the words of each string.
+* Missing values are encoded as :data:`MISSING` (outside [0, 1]) so that ``min(|x - y|, 1)`` gives the rule above
+  in two array passes; everything is float32 (sums of at most 6 terms: ~1e-6 relative error), and the constant
+  ``1/6`` of eq. 3 is applied after the min/max reductions, which it commutes with.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,10 +42,18 @@ from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
 Floats = npt.NDArray[np.float64]
+F32 = npt.NDArray[np.float32]
 Ints = npt.NDArray[np.intp]
 
-#: Upper bound on the cells of one block of the word-level Hausdorff computation (memory stays bounded).
+#: Upper bound on the cells of one working matrix (float32: 16 MiB); a few of them live at once.
 BLOCK_CELLS = 1 << 22
+#: Memory for cached word-distance rows (one row: a word against the whole vocabulary), and as much again for
+#: domain-distance rows (a domain against all domains).
+WORD_CACHE_BYTES = 64 << 20
+#: Memory for cached query-string distance rows (eq. 1: a string against all the strings of the log or block).
+STRING_CACHE_BYTES = 192 << 20
+#: Stand-in for a missing normalised value: ``min(|MISSING - x|, 1) = 1`` for x in [0, 1], 0 for two missing.
+MISSING = 4.0
 
 
 def host_labels(url: str) -> tuple[str, ...]:
@@ -40,7 +68,7 @@ def host_labels(url: str) -> tuple[str, ...]:
 
 
 def domain_distance(x: tuple[str, ...], y: tuple[str, ...]) -> float:
-    """``d_u`` of two label tuples (right-most first); see the module note on the weights."""
+    """``d_u`` of two label tuples (right-most first); see the module note on the weights. One pair, for checks."""
     if not x and not y:
         return 0.0
     if not x or not y:
@@ -53,32 +81,8 @@ def domain_distance(x: tuple[str, ...], y: tuple[str, ...]) -> float:
     return total / (2.0 ** (m + 1) - 1.0)
 
 
-def domain_matrix(domains: list[tuple[str, ...]]) -> Floats:
-    """``d_u`` between all ``domains``, plus a last row and column for "no URL" (0 to itself, 1 to any)."""
-    n = len(domains)
-    out = np.ones((n + 1, n + 1), dtype=np.float64)
-    out[n, n] = 0.0
-    if not n:
-        return out
-    ids: dict[str, int] = {}
-    depth = max(len(d) for d in domains)
-    labels = np.full((n, depth), -1, dtype=np.intp)
-    for i, d in enumerate(domains):
-        labels[i, : len(d)] = [ids.setdefault(x, len(ids)) for x in d]
-    sizes = np.array([len(d) for d in domains], dtype=np.intp)
-    level = np.arange(depth, dtype=np.intp)
-    step = max(1, (1 << 22) // max(1, n * depth))
-    for lo in range(0, n, step):
-        a, sa = labels[lo : lo + step], sizes[lo : lo + step]
-        m = np.maximum(sa[:, None], sizes[None, :]) - 1  # block x n
-        same = (a[:, None, :] == labels[None, :, :]) & (a[:, None, :] >= 0)
-        weight = np.where(level[None, None, :] <= m[:, :, None], 2.0 ** (m[:, :, None] - level[None, None, :]), 0.0)
-        out[lo : min(lo + step, n), :n] = (weight * ~same).sum(axis=2) / (2.0 ** (m + 1) - 1.0)
-    return out
-
-
 def word_hausdorff(a: list[str], b: list[str]) -> float:
-    """``d_H`` of two word sets under the normalised Levenshtein distance (eq. 2); one-by-one, for checks."""
+    """``d_H`` of two word sets under the normalised Levenshtein distance (eq. 2); one pair, for checks."""
     if not a and not b:
         return 0.0
     if not a or not b:
@@ -87,116 +91,241 @@ def word_hausdorff(a: list[str], b: list[str]) -> float:
     return float(max(d.min(axis=1).max(), d.min(axis=0).max()))
 
 
-def _minmax(values: Floats) -> Floats:
-    """Min-max normalisation to [0, 1], NaN (missing) kept; a constant attribute becomes 0."""
-    if values.size == 0 or np.all(np.isnan(values)):
-        return values.copy()
-    low, high = float(np.nanmin(values)), float(np.nanmax(values))
-    span = high - low
-    return (values - low) / span if span > 0 else np.where(np.isnan(values), np.nan, 0.0)
-
-
-def _missing_aware(a: Floats, b: Floats) -> Floats:
-    """``|a - b|`` broadcast, with 0 for two missing values and 1 for one."""
-    na, nb = np.isnan(a), np.isnan(b)
-    d = np.abs(a - b)
-    return np.where(na & nb, 0.0, np.where(na | nb, 1.0, d))
+def normalise(values: Floats, bounds: tuple[float, float]) -> F32:
+    """Min-max normalisation to [0, 1] (a constant attribute becomes 0); NaN (missing) becomes :data:`MISSING`."""
+    low, high = bounds
+    out = ((values - low) / (high - low) if high > low else np.zeros_like(values)).astype(np.float32)
+    out[np.isnan(values)] = MISSING
+    return out
 
 
 @dataclass
 class QuerySet:
-    """Queries as parallel arrays: string id, normalised time and rank (NaN: missing), domain id (-1: none)."""
+    """Queries as parallel arrays: string id, normalised time and rank (:data:`MISSING`: none), domain id (-1)."""
 
     sid: Ints
-    time: Floats
-    rank: Floats
+    time: F32
+    rank: F32
     dom: Ints
 
 
-class LogSpace:
-    """The strings, domains and normalisation of one log; distances between query sets and users."""
+class RowCache:
+    """Rows ``f(i)`` of a matrix too big to hold (``i`` an int id), computed in batches and kept in a bounded
+    LRU cache."""
 
-    def __init__(self, strings: list[str], domains: list[tuple[str, ...]]) -> None:
-        words = [s.lower().split() for s in strings]
-        vocab: dict[str, int] = {"": 0}  # index 0 only pads (a vocabulary is never empty)
-        for ws in words:
-            for w in ws:
-                vocab.setdefault(w, len(vocab))
-        width = max((len(ws) for ws in words), default=0) or 1
-        self.words = np.full((len(strings), width), -1, dtype=np.intp)
-        for i, ws in enumerate(words):
-            self.words[i, : len(ws)] = [vocab[w] for w in ws]
-        self.vocab = list(vocab)
-        self.nwords = np.array([len(ws) for ws in words], dtype=np.intp)
-        self.length = _minmax(np.array([len(ws) for ws in words], dtype=np.float64))
-        self.dom_dist = domain_matrix(domains)
+    def __init__(self, width: int, cache_bytes: int, compute: Callable[[Ints], F32]) -> None:
+        self.width = width
+        self.capacity = max(1, cache_bytes // (4 * max(1, width)))
+        self.compute = compute
+        self.cache: OrderedDict[int, F32] = OrderedDict()
 
-    def string_distance(self, a: Ints, b: Ints) -> Floats:
-        """``d_phi`` (eq. 1) between the strings ``a`` and ``b``: a len(a) x len(b) matrix.
-
-        The word distances of the words of ``a`` to the whole vocabulary are computed once (rapidfuzz, a few
-        rows: memory never grows with the square of the vocabulary); each direction of the Hausdorff distance is
-        then a gather over the (padded) words of ``b`` and a masked min/max."""
-        wa = self.words[a]
-        words_a, slot = np.unique(wa[wa >= 0], return_inverse=True)
-        rows = process.cdist(
-            [self.vocab[w] for w in words_a.tolist()],
-            self.vocab,
-            scorer=Levenshtein.normalized_distance,
-            dtype=np.float32,  # half the memory traffic of the gathers below; sums are done in float64
-            workers=-1,
-        ).reshape(len(words_a), len(self.vocab))  # distinct words of a x vocabulary
-        # min over each a-string's words, per vocabulary word: for I_H(b, a)
-        per_a = np.full((len(a), rows.shape[1]), np.inf, dtype=np.float32)
-        where = np.nonzero(wa >= 0)  # row-major: the words of one a-string are adjacent
-        filled, starts = np.unique(where[0], return_index=True)
-        if len(filled):
-            per_a[filled] = np.minimum.reduceat(rows[slot.reshape(-1)], starts, axis=0)
-        slots = np.full((len(a), self.words.shape[1]), -1, dtype=np.intp)
-        slots[where] = slot.reshape(-1)
-        empty_a = self.nwords[a] == 0
-        out = np.empty((len(a), len(b)), dtype=np.float64)
-        step = max(1, BLOCK_CELLS // max(1, (len(a) + len(words_a)) * max(1, int(self.nwords.mean()))))
-        for lo in range(0, len(b), step):
-            sb = b[lo : lo + step]
-            full = np.nonzero(self.nwords[sb] > 0)[0]  # the b strings with words: segments of the flat word list
-            h = np.where(empty_a[:, None], 0.0, 1.0) * np.ones((1, len(sb)))  # empty b strings
-            if len(full):
-                counts = self.nwords[sb[full]]
-                seg = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
-                flat = self.words[np.repeat(sb[full], counts), np.arange(int(counts.sum())) - np.repeat(seg, counts)]
-                # I_H(a, b): per word of a, min over the words of b; then max over each a-string's words
-                per_word = np.minimum.reduceat(rows[:, flat], seg, axis=1)  # words_a x full
-                padded = np.vstack([per_word, np.full((1, len(full)), -np.inf, dtype=np.float32)])
-                i_ab = padded[slots].max(axis=1)  # a x full (slot -1: the -inf row)
-                # I_H(b, a): per word of b, min over the words of a; then max over each b-string's words
-                i_ba = np.maximum.reduceat(per_a[:, flat], seg, axis=1)
-                hf = np.maximum(i_ab, i_ba).astype(np.float64)
-                h[:, full] = np.where(np.isinf(hf), 1.0, hf)  # an empty a string against words: 1
-            lengths = np.abs(self.length[a][:, None] - self.length[sb][None, :])
-            out[:, lo : lo + step] = (2.0 * h + lengths) / 3.0
+    def rows(self, ids: Ints) -> F32:
+        """A ``len(ids) x width`` float32 matrix."""
+        wanted = ids.tolist()
+        missing = [i for i in dict.fromkeys(wanted) if i not in self.cache]
+        if missing:
+            for i, row in zip(missing, self.compute(np.array(missing, dtype=np.intp))):
+                self.cache[i] = row.copy()
+        out = np.empty((len(wanted), self.width), dtype=np.float32)
+        for n, i in enumerate(wanted):
+            out[n] = self.cache[i]
+            self.cache.move_to_end(i)
+        while len(self.cache) > self.capacity:
+            self.cache.popitem(last=False)
         return out
 
-    def query_distance(self, a: QuerySet, b: QuerySet) -> Floats:
-        """``d_varphi`` (eq. 3) between every query of ``a`` and every query of ``b``."""
-        ua, ia = np.unique(a.sid, return_inverse=True)
-        ub, ib = np.unique(b.sid, return_inverse=True)
-        strings = self.string_distance(ua, ub)[ia.reshape(-1)[:, None], ib.reshape(-1)[None, :]]
-        missing = self.dom_dist.shape[0] - 1
-        da = np.where(a.dom < 0, missing, a.dom)
-        db = np.where(b.dom < 0, missing, b.dom)
-        return (
-            _missing_aware(a.time[:, None], b.time[None, :])
-            + _missing_aware(a.rank[:, None], b.rank[None, :])
-            + self.dom_dist[da[:, None], db[None, :]]
-            + 3.0 * strings
-        ) / 6.0
 
-    def user_distances(self, a: QuerySet, a_count: float, b: QuerySet, starts: Ints, counts: Floats) -> Floats:
+def word_rows(vocab: list[str], threads: int = -1) -> Callable[[Ints], F32]:
+    """The normalised Levenshtein distances of some words of ``vocab`` to all of it (rapidfuzz ``cdist``)."""
+
+    def compute(words: Ints) -> F32:
+        rows: F32 = process.cdist(
+            [vocab[w] for w in words.tolist()],
+            vocab,
+            scorer=Levenshtein.normalized_distance,
+            dtype=np.float32,
+            workers=threads,
+        )
+        return rows
+
+    return compute
+
+
+def _segments(ptr: Ints, items: Ints, ids: Ints) -> tuple[Ints, Ints]:
+    """The items of ``ids`` in a CSR layout (``ptr``/``items``) concatenated, and where each id's run starts."""
+    counts = ptr[ids + 1] - ptr[ids]
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
+    index = np.repeat(ptr[ids] - starts, counts) + np.arange(int(counts.sum()), dtype=np.intp)
+    return items[index], starts
+
+
+def _reduce_rows(matrix: F32, idx: Ints, ufunc: np.ufunc) -> F32:
+    """``ufunc`` over the rows ``idx[0, i], idx[1, i], ...`` of ``matrix``, for each column ``i`` of ``idx``."""
+    acc: F32 = matrix[idx[0]]
+    for j in range(1, len(idx)):
+        ufunc(acc, matrix[idx[j]], out=acc)
+    return acc
+
+
+class LogSpace:
+    """The distinct strings and domains of one log (or block): eq. 1-4 between query sets and users."""
+
+    def __init__(
+        self, strings: list[str], domains: list[tuple[str, ...]], words_bounds: tuple[float, float], threads: int = -1
+    ) -> None:
+        tokens = [s.lower().split() for s in strings]
+        vocab: dict[str, int] = {}
+        flat = [vocab.setdefault(w, len(vocab)) for ws in tokens for w in ws]
+        self.nwords = np.array([len(ws) for ws in tokens], dtype=np.intp)
+        self.ptr = np.concatenate([[0], np.cumsum(self.nwords)]).astype(np.intp)
+        self.flat = np.array(flat, dtype=np.intp)
+        self.length = normalise(self.nwords.astype(np.float64), words_bounds)
+        self.words = RowCache(len(vocab), WORD_CACHE_BYTES, word_rows(list(vocab), threads))
+        self.strings = RowCache(len(strings), STRING_CACHE_BYTES, self._string_rows)
+        self.groups = [
+            (ids, words) for ids, words in self._by_size(np.arange(len(strings), dtype=np.intp)) if len(words)
+        ]
+        depth = max((len(d) for d in domains), default=0)
+        label_ids: dict[str, int] = {}
+        self.labels = np.full((len(domains), max(1, depth)), -1, dtype=np.int32)
+        for i, d in enumerate(domains):
+            self.labels[i, : len(d)] = [label_ids.setdefault(x, len(label_ids)) for x in d]
+        self.dsize = np.array([len(d) for d in domains], dtype=np.intp)
+        self.domains = RowCache(len(domains) + 1, WORD_CACHE_BYTES, self._domain_rows)
+
+    # --- eq. 1-2: query strings ---
+
+    def string_distance(self, a: Ints, b: Ints) -> F32:
+        """``d_phi`` (eq. 1) between the strings ``a`` and ``b``: a ``len(a) x len(b)`` float32 matrix."""
+        return np.take(self.strings.rows(a), b, axis=1)
+
+    def _string_rows(self, a: Ints) -> F32:
+        """``d_phi`` (eq. 1) of the strings ``a`` to every string."""
+        full = self.nwords[a] > 0
+        h = np.ones((len(a), len(self.nwords)), dtype=np.float32)  # an empty string: 1 to a non-empty one...
+        h[np.ix_(~full, self.nwords == 0)] = 0.0  # ... and 0 to another
+        if full.any():
+            self._hausdorff(a[full], h, np.flatnonzero(full))
+        h *= 2.0
+        h += np.abs(self.length[a][:, None] - self.length[None, :])
+        h /= 3.0
+        return h
+
+    def _by_size(self, strings: Ints, words: Ints | None = None) -> list[tuple[Ints, Ints]]:
+        """The strings grouped by word count ``L``: positions in ``strings`` and an ``L x n`` matrix of word ids
+        (or, given the sorted distinct ``words``, of positions in it)."""
+        sizes = self.nwords[strings]
+        order = np.argsort(sizes, kind="stable")
+        groups = []
+        for pos in np.split(order, np.flatnonzero(np.diff(sizes[order])) + 1):
+            flat, _ = _segments(self.ptr, self.flat, strings[pos])
+            if words is not None:
+                flat = np.searchsorted(words, flat)
+            groups.append((pos, np.ascontiguousarray(flat.reshape(len(pos), int(sizes[pos[0]])).T)))
+        return groups
+
+    def _hausdorff(self, a: Ints, out: F32, out_rows: Ints) -> None:
+        """``d_H`` (eq. 2) of the non-empty strings ``a`` to every non-empty string, into ``out[out_rows]``.
+
+        Strings are grouped by word count ``L`` (an ``L x n`` word matrix each), so every per-string min or max is
+        ``L - 1`` element-wise passes over gathered rows or columns; ``a`` in groups of about 256 words."""
+        a_step = max(1, 256 // max(1, int(self.nwords[a].max())))
+        for alo in range(0, len(a), a_step):
+            sa = a[alo : alo + a_step]
+            words_a = np.unique(self.flat[np.concatenate([np.arange(self.ptr[s], self.ptr[s + 1]) for s in sa])])
+            groups_a = self._by_size(sa, words_a)
+            rows = self.words.rows(words_a)  # distinct words of sa x vocabulary
+            # per vocabulary word, min over each a-string's words: for I_H(b, a)
+            per_a = np.empty((len(sa), rows.shape[1]), dtype=np.float32)
+            for pos_a, idx in groups_a:
+                per_a[pos_a] = _reduce_rows(rows, idx, np.minimum)
+            target = out_rows[alo : alo + a_step]
+            for ids, cols in self.groups:
+                step = max(1, BLOCK_CELLS // (len(words_a) + len(sa)))
+                for lo in range(0, len(ids), step):
+                    part = cols[:, lo : lo + step]  # word j of each b-string: part[j]
+                    # I_H(a, b): per word of a, min over the words of b; then max over each a-string's words
+                    per_word = np.take(rows, part[0], axis=1)
+                    # I_H(b, a): per word of b, min over the words of a; then max over each b-string's words
+                    i_ba = np.take(per_a, part[0], axis=1)
+                    for j in range(1, len(part)):
+                        np.minimum(per_word, np.take(rows, part[j], axis=1), out=per_word)
+                        np.maximum(i_ba, np.take(per_a, part[j], axis=1), out=i_ba)
+                    i_ab = np.empty_like(i_ba)
+                    for pos_a, idx in groups_a:
+                        i_ab[pos_a] = _reduce_rows(per_word, idx, np.maximum)
+                    out[np.ix_(target, ids[lo : lo + step])] = np.maximum(i_ab, i_ba)
+
+    # --- d_u: clicked domains ---
+
+    def domain_rows(self, doms: Ints) -> F32:
+        """``d_u`` of each of ``doms`` (-1: no URL) to every domain, plus a last column for "no URL" (rows cached)."""
+        return self.domains.rows(doms)
+
+    def _domain_rows(self, doms: Ints) -> F32:
+        n = len(self.dsize)
+        out = np.ones((len(doms), n + 1), dtype=np.float32)
+        out[doms < 0, n] = 0.0
+        have = np.nonzero(doms >= 0)[0]
+        if not len(have) or not n:
+            return out
+        la, sa = self.labels[doms[have]], self.dsize[doms[have]]
+        level = np.arange(self.labels.shape[1], dtype=np.intp)
+        step = max(1, BLOCK_CELLS // max(1, len(have) * self.labels.shape[1]))
+        for lo in range(0, n, step):
+            lb, sb = self.labels[lo : lo + step], self.dsize[lo : lo + step]
+            m = np.maximum(sa[:, None], sb[None, :]) - 1
+            same = (la[:, None, :] == lb[None, :, :]) & (la[:, None, :] >= 0)
+            weight = np.where(level <= m[:, :, None], 2.0 ** (m[:, :, None] - level), 0.0)
+            out[have, lo : lo + len(sb)] = (weight * ~same).sum(axis=2) / (2.0 ** (m + 1) - 1.0)
+        return out
+
+    # --- eq. 3-4 ---
+
+    def query_distance(self, a: QuerySet, b: QuerySet) -> Floats:
+        """``d_varphi`` (eq. 3) between every query of ``a`` and every query of ``b`` (for checks: unblocked)."""
+        return self._six_times_eq3(a, b).astype(np.float64) / 6.0
+
+    def _six_times_eq3(self, a: QuerySet, b: QuerySet) -> F32:
+        """``6 * d_varphi``: ``len(a) x len(b)``, float32."""
+        ua, ia = np.unique(a.sid, return_inverse=True)
+        d = np.take(self.strings.rows(ua), b.sid, axis=1)
+        ia = ia.reshape(-1)
+        if len(ua) < len(ia) or np.any(ia[1:] < ia[:-1]):
+            d = d[ia]
+        d *= 3.0
+        da, ida = np.unique(a.dom, return_inverse=True)
+        dom = np.take(self.domains.rows(da), np.where(b.dom < 0, len(self.dsize), b.dom), axis=1)
+        ida = ida.reshape(-1)
+        d += dom[ida] if len(da) < len(ida) or np.any(ida[1:] < ida[:-1]) else dom
+        tmp = np.subtract(a.time[:, None], b.time[None, :])
+        np.abs(tmp, out=tmp)
+        np.minimum(tmp, 1.0, out=tmp)
+        d += tmp
+        np.subtract(a.rank[:, None], b.rank[None, :], out=tmp)
+        np.abs(tmp, out=tmp)
+        np.minimum(tmp, 1.0, out=tmp)
+        d += tmp
+        return d
+
+    def user_distances(self, a: QuerySet, a_count: float, b: QuerySet, starts: Ints, counts: F32) -> Floats:
         """Eq. 4 between one user ``a`` (normalised query count ``a_count``) and the users whose queries are
-        concatenated in ``b`` (user j's start at ``starts[j]``, normalised counts ``counts``)."""
-        d = self.query_distance(a, b)
-        i_ab = np.minimum.reduceat(d, starts, axis=1).max(axis=0)
-        i_ba = np.maximum.reduceat(d.min(axis=0), starts)
-        result: Floats = 0.5 * (np.abs(a_count - counts) + np.maximum(i_ab, i_ba))
+        concatenated in ``b`` (user j's start at ``starts[j]``, normalised counts ``counts``), in column blocks."""
+        users = len(starts)
+        ends = np.append(starts[1:], len(b.sid))
+        hausdorff = np.empty(users, dtype=np.float64)
+        per_block = max(1, BLOCK_CELLS // max(1, len(a.sid)))
+        lo = 0
+        while lo < users:
+            hi = int(np.searchsorted(ends, starts[lo] + per_block, side="right"))
+            hi = min(users, max(hi, lo + 1))
+            q = slice(int(starts[lo]), int(ends[hi - 1]))
+            part = QuerySet(b.sid[q], b.time[q], b.rank[q], b.dom[q])
+            d = self._six_times_eq3(a, part)
+            local = starts[lo:hi] - starts[lo]
+            i_ab = np.minimum.reduceat(d, local, axis=1).max(axis=0)
+            i_ba = np.maximum.reduceat(d.min(axis=0), local)
+            hausdorff[lo:hi] = np.maximum(i_ab, i_ba)
+            lo = hi
+        result: Floats = 0.5 * (np.abs(a_count - counts.astype(np.float64)) + hausdorff / 6.0)
         return result

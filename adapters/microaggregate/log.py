@@ -10,10 +10,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, Any
 
+import numpy as np
+import numpy.typing as npt
+
 from sidecar.api import BadRecord, Event, SchemaConfig
 from sidecar.codecs import JsonlCodec, TsvCodec, codec_for
 
 AOL_TIME = "%Y-%m-%d %H:%M:%S"
+
+Floats = npt.NDArray[np.float64]
 
 
 def parse_time(value: Any) -> float:
@@ -36,6 +41,25 @@ def parse_time(value: Any) -> float:
     return math.nan
 
 
+def parse_times(values: list[Any]) -> Floats:
+    """:func:`parse_time` of each value; AOL ``YYYY-MM-DD HH:MM:SS`` texts at once with numpy's parser (UTC, as
+    :func:`parse_time`), the rest (and a batch numpy rejects) value by value."""
+    out = np.full(len(values), np.nan, dtype=np.float64)
+    aol = [i for i, v in enumerate(values) if isinstance(v, str) and len(v) == 19 and v[10] == " "]
+    done = np.zeros(len(values), dtype=bool)
+    if aol:
+        try:
+            stamps = np.array([values[i] for i in aol], dtype="datetime64[s]")
+        except ValueError:
+            pass
+        else:
+            out[aol] = stamps.astype(np.int64).astype(np.float64)
+            done[aol] = True
+    for i in np.nonzero(~done)[0].tolist():
+        out[i] = parse_time(values[i])
+    return out
+
+
 def parse_rank(value: Any) -> float:
     """A rank as a number; NaN when there is none."""
     try:
@@ -45,14 +69,39 @@ def parse_rank(value: Any) -> float:
     return number if math.isfinite(number) else math.nan
 
 
+def _span(values: Floats) -> tuple[float, float]:
+    present = values[~np.isnan(values)]
+    return (float(present.min()), float(present.max())) if len(present) else (0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Minimum and maximum, over a whole log, of the attributes paper 003 normalises (§3.2): time (seconds),
+    rank, queries per user and words per query. A block of users is normalised with its whole log's bounds."""
+
+    time: tuple[float, float]
+    rank: tuple[float, float]
+    count: tuple[float, float]
+    words: tuple[float, float]
+
+    @classmethod
+    def of(cls, time: Floats, rank: Floats, counts: Floats, words: Floats) -> Bounds:
+        """The bounds of these values (NaN: missing, ignored)."""
+        return cls(_span(time), _span(rank), _span(counts), _span(words))
+
+
 @dataclass
 class UserLog:
-    """Every event of a log, by user in order of first appearance."""
+    """Every event of a log, by user in order of first appearance.
+
+    ``bounds`` is set on a block cut from a bigger log (:mod:`~adapters.microaggregate.blocks`): the whole log's
+    normalisation bounds, which ``mdav`` then uses instead of the block's own."""
 
     codec: TsvCodec | JsonlCodec
     users: list[Any] = field(default_factory=list)
     events: list[list[Event]] = field(default_factory=list)
     bad_records: int = 0
+    bounds: Bounds | None = None
 
     @property
     def numeric_time(self) -> bool:
@@ -62,6 +111,43 @@ class UserLog:
                 if event.time not in (None, ""):
                     return isinstance(event.time, int | float) or _is_number(str(event.time))
         return False
+
+
+@dataclass
+class FlatLog:
+    """A log's queries as flat arrays in user order (user ``u``'s are ``starts[u] : starts[u] + counts[u]``):
+    ``sid`` indexes ``strings``; ``time`` (seconds) and ``rank`` are NaN when missing; ``url`` is ``""`` if none."""
+
+    strings: list[str]
+    sid: npt.NDArray[np.intp]
+    time: Floats
+    rank: Floats
+    url: list[str]
+    counts: npt.NDArray[np.intp]
+    starts: npt.NDArray[np.intp]
+
+    @classmethod
+    def of(cls, log: UserLog) -> FlatLog:
+        """Flatten ``log`` (an empty query and a missing one are the string ``""``)."""
+        ids: dict[str, int] = {}
+        sid: list[int] = []
+        times: list[Any] = []
+        ranks: list[float] = []
+        urls: list[str] = []
+        for group in log.events:
+            for event in group:
+                sid.append(ids.setdefault("" if event.query is None else str(event.query), len(ids)))
+                times.append(event.time)
+                ranks.append(parse_rank(event.rank))
+                urls.append("" if event.url is None else str(event.url))
+        counts = np.array([len(g) for g in log.events], dtype=np.intp)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
+        return cls(list(ids), np.array(sid, dtype=np.intp), parse_times(times), np.array(ranks), urls, counts, starts)
+
+    def bounds(self) -> Bounds:
+        """This log's normalisation bounds."""
+        words = np.array([len(s.split()) for s in self.strings], dtype=np.float64)
+        return Bounds.of(self.time, self.rank, self.counts.astype(np.float64), words)
 
 
 def _is_number(text: str) -> bool:

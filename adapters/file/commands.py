@@ -126,13 +126,13 @@ def _run_scaled(
 ) -> None:
     """``replay --workers N`` / ``--scheduler``: partitions on Dask (imported only here)."""
     try:
-        from adapters.scale.replay import ScaleError, scaled_replay
+        from adapters.file.scale.replay import ScaleError, scaled_replay
     except ImportError as exc:
         click.echo(f"--workers/--scheduler need Dask: pip install 'querylog-sidecar[dask]' ({exc.name})", err=True)
         sys.exit(EXIT_USAGE)
     from adapters.file.prescan import PrescanError
-    from adapters.scale.inputs import InputError
-    from adapters.scale.partition import PartitionKeyError
+    from adapters.file.scale.inputs import InputError
+    from adapters.file.scale.partition import PartitionKeyError
 
     cfg = load(config_file)
     setup_logs(cfg)

@@ -1,7 +1,7 @@
 """The partitions' outputs into the replay's output: one same-schema log, or one file per partition.
 
 Merged, records are ordered by the key each partition wrote (the input position at which the record left
-its chain; see :mod:`adapters.scale.worker`); equal keys keep partition order, then each partition's order.
+its chain; see :mod:`adapters.file.scale.worker`); equal keys keep partition order, then each partition's order.
 For a chain that neither holds nor reorders events every key is the record's own input position, so the
 merged log is the one-process replay's, byte for byte. Outputs are written to a temporary file, fsynced
 and renamed: a reader never sees half a log.
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from adapters.scale.job import fsync_dir
+from adapters.file.scale.job import fsync_dir
 
 #: bytes of output collected before a write
 WRITE_BYTES = 1 << 20

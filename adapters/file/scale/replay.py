@@ -1,8 +1,8 @@
 """``replay --workers N`` / ``--scheduler``: the input partitioned by user, each partition on a Dask worker.
 
-Three steps: split tasks (one per input chunk, :mod:`adapters.scale.split`) write one shard per partition;
-partition tasks (:mod:`adapters.scale.worker`) each run the configured chain with their own state store
-(``STATE_DIR/partitions/PPPP-of-NNNN``); the client merges their outputs (:mod:`adapters.scale.merge`).
+Three steps: split tasks (one per input chunk, :mod:`adapters.file.scale.split`) write one shard per partition;
+partition tasks (:mod:`adapters.file.scale.worker`) each run the configured chain with their own state store
+(``STATE_DIR/partitions/PPPP-of-NNNN``); the client merges their outputs (:mod:`adapters.file.scale.merge`).
 Work files live in ``STATE_DIR/partitions/run-of-NNNN`` until the run completes. The scheduler is Dask's
 local process pool (default), its thread pool or synchronous scheduler, or a ``distributed`` scheduler
 address (``tcp://HOST:PORT``); the state folder and the input must then be on a filesystem every worker sees.
@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.scale.inputs import Chunk, expand, plan, read_header
-from adapters.scale.job import Job, partition_dir, write_json
-from adapters.scale.merge import merge, write_split
-from adapters.scale.partition import partition_key
-from adapters.scale.split import SplitResult, dead_letter_name, split_task
-from adapters.scale.worker import PartResult, output_name, partition_task
+from adapters.file.scale.inputs import Chunk, expand, plan, read_header
+from adapters.file.scale.job import Job, partition_dir, write_json
+from adapters.file.scale.merge import merge, write_split
+from adapters.file.scale.partition import partition_key
+from adapters.file.scale.split import SplitResult, dead_letter_name, split_task
+from adapters.file.scale.worker import PartResult, output_name, partition_task
 from sidecar.config import load_config
 from sidecar.state import remove_state_database
 

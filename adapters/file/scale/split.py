@@ -19,9 +19,9 @@ from typing import IO
 
 import numpy as np
 
-from adapters.scale.inputs import LINE_BITS, Chunk
-from adapters.scale.job import Job, write_json
-from adapters.scale.partition import owner
+from adapters.file.scale.inputs import LINE_BITS, Chunk
+from adapters.file.scale.job import Job, write_json
+from adapters.file.scale.partition import owner
 from sidecar.codecs import codec_for
 from sidecar.deadletter import DeadLetters
 

@@ -3,7 +3,7 @@
 The partition's input is its shards in chunk order (records in input order). Its output is written as
 ``KEY<TAB>RECORD`` lines to a temporary file: ``KEY`` is the input position at which the record left the
 chain (its own position when it went straight through; the position of the last record of the batch that
-released it, when a buffer held it; :data:`~adapters.scale.inputs.END` for the final flush), and lines are
+released it, when a buffer held it; :data:`~adapters.file.scale.inputs.END` for the final flush), and lines are
 in key order. Every ``Job.commit_lines`` input lines the output is fsynced and its size committed with the
 filters' state and the input position, in one SQLite transaction of the partition's state store: a task
 that is killed and retried (by Dask, on any worker) cuts the output back to the last commit and continues
@@ -26,10 +26,10 @@ import sqlite_utils
 
 from adapters.file.prescan import PrescanError, run_prescan
 from adapters.file.reader import open_log
+from adapters.file.scale.inputs import END
+from adapters.file.scale.job import Job, fsync_dir, write_json
+from adapters.file.scale.split import SplitResult, shard_name
 from adapters.file.sink import TextWriter
-from adapters.scale.inputs import END
-from adapters.scale.job import Job, fsync_dir, write_json
-from adapters.scale.split import SplitResult, shard_name
 from sidecar.api import BadRecord, Event
 from sidecar.commandkit import setup_logs
 from sidecar.pipeline import Pipeline

@@ -104,7 +104,7 @@ def one_worker(config: Path, log: Path, out: Path, seed: int) -> tuple[float, fl
 @click.option("--seed", default=1, show_default=True, help="Seed of the log and of the chain's random choices.")
 def COMMAND(events: int, users: int, workers_list: str, seed: int) -> None:
     """Events/s, speedup and peak memory per worker of `replay --workers N` with the k-anonymity chain."""
-    from adapters.scale.replay import scaled_replay
+    from adapters.file.scale.replay import scaled_replay
     from sidecar.logs import configure_logging
 
     configure_logging("warning", "json")

@@ -19,7 +19,7 @@ import pytest
 from helpers import ROOT
 
 from adapters.file.replay import replay
-from adapters.scale.replay import ScaleSummary, scaled_replay
+from adapters.file.scale.replay import ScaleSummary, scaled_replay
 from sidecar.config import load_config
 
 distributed = pytest.importorskip("distributed")
@@ -133,7 +133,7 @@ def test_resume_after_the_client_is_killed(tmp_path: Path, log_file: Path, confi
     want_profiles = _one_process_profiles(cfg, log_file, tmp_path / "one.tsv", tmp_path / "one")
     out = tmp_path / "many.tsv"
     code = (
-        "from adapters.scale.replay import scaled_replay\n"
+        "from adapters.file.scale.replay import scaled_replay\n"
         f"scaled_replay({str(cfg)!r}, {str(log_file)!r}, {str(out)!r}, workers=2, scheduler='synchronous',"
         " commit_lines=300, resume=True)\n"
     )

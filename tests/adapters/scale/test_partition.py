@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.scale.partition import (
+from adapters.file.scale.partition import (
     DEFAULT_KEY,
     KEY_ENV,
     PartitionKeyError,

@@ -15,8 +15,8 @@ import pytest
 from helpers import ROOT
 
 from adapters.file.replay import replay
-from adapters.scale.partition import DEFAULT_KEY, owner
-from adapters.scale.replay import scaled_replay
+from adapters.file.scale.partition import DEFAULT_KEY, owner
+from adapters.file.scale.replay import scaled_replay
 from sidecar.cli import main
 from sidecar.config import load_config
 
@@ -76,7 +76,7 @@ def test_a_big_file_is_split_in_chunks_and_merged_in_order(
     tmp_path: Path, log_text: str, monkeypatch: pytest.MonkeyPatch, config: Config
 ) -> None:
     """A plain file cut into many byte ranges (chunks end mid-line): every record once, in input order."""
-    import adapters.scale.inputs as inputs
+    import adapters.file.scale.inputs as inputs
 
     monkeypatch.setattr(inputs, "MIN_CHUNK_BYTES", 4096)
     monkeypatch.setattr(inputs, "MAX_CHUNK_BYTES", 50_000)

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from adapters.microaggregate.log import UserLog, parse_rank, parse_time
+from adapters.microaggregate.log import FlatLog, UserLog
 
 if TYPE_CHECKING:
     from knowledge.classifier import Classifier
@@ -93,41 +93,10 @@ class Queries:
         return (np.repeat(self.starts[users] - offsets, counts) + np.arange(total, dtype=np.intp)).astype(np.intp)
 
 
-def parse_times(values: list[Any]) -> Floats:
-    """:func:`~adapters.microaggregate.log.parse_time` of each value, AOL ``YYYY-MM-DD HH:MM:SS`` texts at once
-    (numpy's parser, UTC like ``parse_time``; a batch it rejects goes value by value)."""
-    out = np.full(len(values), np.nan, dtype=np.float64)
-    aol = [i for i, v in enumerate(values) if isinstance(v, str) and len(v) == 19 and v[10] == " "]
-    done = np.zeros(len(values), dtype=bool)
-    if aol:
-        try:
-            stamps = np.array([values[i] for i in aol], dtype="datetime64[s]")
-        except ValueError:
-            pass
-        else:
-            out[aol] = stamps.astype(np.int64).astype(np.float64)
-            done[aol] = True
-    for i in np.nonzero(~done)[0].tolist():
-        out[i] = parse_time(values[i])
-    return out
-
-
 def read_queries(log: UserLog, classify: Classify) -> Queries:
-    """Flatten ``log`` and classify each distinct query string once."""
-    string_ids: dict[str, int] = {}
-    sid: list[int] = []
-    times: list[Any] = []
-    ranks: list[float] = []
-    urls: list[str] = []
-    counts: list[int] = []
-    for group in log.events:
-        counts.append(len(group))
-        for event in group:
-            sid.append(string_ids.setdefault("" if event.query is None else str(event.query), len(string_ids)))
-            times.append(event.time)
-            ranks.append(parse_rank(event.rank))
-            urls.append("" if event.url is None else str(event.url))
-    strings = list(string_ids)
+    """Flatten ``log`` (:class:`~adapters.microaggregate.log.FlatLog`) and classify each distinct string once."""
+    flat = FlatLog.of(log)
+    strings = flat.strings
     paths = classify(strings)
     node_ids: dict[tuple[str, ...], int] = {}
     levels: list[int] = []
@@ -146,20 +115,18 @@ def read_queries(log: UserLog, classify: Classify) -> Queries:
                 parents.append(parent)
             nodes[s, level] = node
             parent = node
-    sids = np.array(sid, dtype=np.intp)
-    count_arr = np.array(counts, dtype=np.intp)
     missing = nodes[:, 0] < 0
     return Queries(
         strings=strings,
-        sid=sids,
-        time=parse_times(times),
-        rank=np.array(ranks, dtype=np.float64),
-        url=urls,
-        counts=count_arr,
-        starts=np.concatenate([[0], np.cumsum(count_arr)[:-1]]).astype(np.intp),
+        sid=flat.sid,
+        time=flat.time,
+        rank=flat.rank,
+        url=flat.url,
+        counts=flat.counts,
+        starts=flat.starts,
         nodes=nodes,
         node_level=np.array(levels, dtype=np.intp),
         node_parent=np.array(parents, dtype=np.intp),
-        uncategorised=int(missing[sids].sum()) if len(sids) else 0,
+        uncategorised=int(missing[flat.sid].sum()) if len(flat.sid) else 0,
         uncategorised_strings=int(missing.sum()),
     )

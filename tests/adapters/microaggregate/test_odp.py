@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from adapters.microaggregate import odp
 from adapters.microaggregate.aggregate import Result, output_events
-from adapters.microaggregate.classified import parse_times, read_queries
-from adapters.microaggregate.log import UserLog, parse_time, read_log
+from adapters.microaggregate.classified import read_queries
+from adapters.microaggregate.log import UserLog, read_log
 from adapters.microaggregate.odp import (
     Incidence,
     algorithm5,
@@ -116,23 +116,6 @@ def reference_partition(sim: npt.NDArray[np.int64], k: int) -> list[list[int]]:
         score = [sim[u, c].sum() if len(c) < 2 * k - 1 else -np.inf for c in clusters]
         clusters[int(np.argmax(score))].append(u)
     return clusters
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    st.lists(
-        st.one_of(
-            st.datetimes().map(lambda d: d.strftime("%Y-%m-%d %H:%M:%S")),
-            st.sampled_from(["", "2006-13-01 10:00:00", "2006-03-01T10:00:00", "1141207200", "abcdefghij klmnopqr"]),
-            st.none(),
-            st.integers(0, 2**31),
-        ),
-        max_size=8,
-    )
-)
-def test_batch_time_parsing_equals_parse_time(values: list[object]) -> None:
-    """The numpy fast path gives parse_time's seconds (UTC), and NaN where it does, a bad value in the batch too."""
-    assert np.array_equal(parse_times(values), np.array([parse_time(v) for v in values], dtype=np.float64), True)
 
 
 class TestMatrices:

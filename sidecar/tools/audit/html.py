@@ -64,7 +64,7 @@ def _audited(result: dict[str, Any]) -> str:
             (
                 "Chain config",
                 f"{escape(c['name'])} — {c['bytes']:,} bytes — SHA-256 <code>{c['sha256']}</code>"
-                f"<pre>{escape(c['text'])}</pre>",
+                f"<br><span class='words'>{escape(c['path'])}; its full text is at the end of this report</span>",
             )
         )
     elif not params:
@@ -331,6 +331,13 @@ def _micro(result: dict[str, Any]) -> str:
     )
 
 
+def _config_text(result: dict[str, Any]) -> str:
+    c = result.get("provenance", {}).get("config")
+    if not c:
+        return ""
+    return f"<h2>Chain config: {escape(c['name'])} (full text)</h2><pre>{escape(c['text'])}</pre>"
+
+
 def render_html(result: dict[str, Any]) -> str:
     """A self-contained page (inline CSS, PNG plots as data URIs) for a privacy officer."""
     ok, text = headline(result)
@@ -367,5 +374,6 @@ that text.{per_record_note}</p>
 {_attacks(result)}
 {_micro(result)}
 {images}
+{_config_text(result)}
 </body></html>
 """

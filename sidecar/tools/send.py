@@ -9,6 +9,7 @@ byte-identical file. Events the sidecar drops or holds do not come back.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import sys
 import threading
@@ -25,7 +26,7 @@ from adapters.file.sink import FileSink, FileSinkConfig
 from adapters.grpc.client import Reassembler, to_batch
 from adapters.grpc.codec import EventBatch
 from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
-from sidecar.api import BuildContext
+from sidecar.api import BuildContext, Event
 from sidecar.codecs import SchemaConfig
 from sidecar.commandkit import EXIT_USAGE, check_address, fail_config, load, setup_logs
 from sidecar.config import ConfigError
@@ -113,6 +114,96 @@ def send_file(
     return summary
 
 
+def send_routed(
+    chans: list[grpc.Channel],
+    input_path: str,
+    output_path: str,
+    schema: SchemaConfig | None = None,
+    batch_size: int = 1000,
+    max_record_bytes: int = 65536,
+    dead: DeadLetters | None = None,
+    timeout: float | None = None,
+) -> SendSummary:
+    """Stream ``input_path`` to several sidecar replicas, each event to the replica that owns its user.
+
+    Replica ``i`` of ``n`` (``chans[i]``) owns the users whose keyed hash falls in its range
+    (:func:`adapters.file.scale.partition.owner`, key from ``QUERYLOG_PARTITION_KEY`` or the documented
+    default): all of a user's events reach one replica, so per-user state (profiles, budgets) is whole there.
+    One ``Filter`` stream per replica; what comes back is written as it arrives (each replica's events in
+    their order, replicas interleaved)."""
+    from adapters.file.scale.partition import owner, partition_key
+
+    started = time.perf_counter()
+    schema = schema or SchemaConfig()
+    dead = dead or DeadLetters(None)
+    summary = SendSummary()
+    key, n = partition_key(), len(chans)
+    log_in = open_log(input_path, schema, dead, max_record_bytes, batch_size)
+    codec, header, batches, reader = log_in.codec, log_in.header, log_in.batches, log_in.reader
+    sink = FileSink(
+        FileSinkConfig(path=output_path, mode="truncate"),
+        BuildContext(config_dir=Path.cwd(), dead_letters=dead),
+        schema,
+    )
+    sink.start(header, codec)
+    lock = threading.Lock()
+    reassemblers = [Reassembler() for _ in chans]
+    queues: list[queue.Queue[EventBatch | None]] = [queue.Queue(maxsize=16) for _ in chans]
+    errors: list[BaseException] = []
+
+    def requests(i: int) -> Iterator[EventBatch]:
+        while (item := queues[i].get()) is not None:
+            yield item
+
+    def stream(i: int) -> None:
+        try:
+            for response in QueryLogFilterStub(chans[i]).Filter(requests(i), timeout=timeout):
+                with lock:
+                    out = reassemblers[i].take(response)
+                    summary.received += len(out)
+                    sink.write(out)
+        except BaseException as exc:  # handed to the reading thread, which raises it
+            errors.append(exc)
+            while queues[i].get() is not None:  # drain, so the reader never blocks on a dead stream
+                pass
+
+    threads = [threading.Thread(target=stream, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    seq = 1
+    try:
+        for number, batch in enumerate(batches):
+            bad: list[tuple[int, str]] = []
+            events = codec.decode_many(batch.lines, "\n", bad)
+            for idx, reason in bad:
+                dead.add(reason, input_path, batch.line_number(idx), batch.lines[idx])
+            groups: list[list[Event]] = [[] for _ in chans]
+            for ev in events:
+                groups[owner(ev.user, n, key)].append(ev)
+            for i, group in enumerate(groups):
+                if not group:
+                    continue
+                with lock:
+                    reassemblers[i].add(group, seq)
+                    summary.sent += len(group)
+                queues[i].put(to_batch(group, seq, f"{number}.{i}"))
+                seq += len(group)
+            if errors:
+                break
+    finally:
+        for q in queues:
+            q.put(None)
+        for t in threads:
+            t.join()
+        sink.close()
+    if errors:
+        raise errors[0]
+    summary.records_in = reader.lines_seen - (1 if header is not None else 0)
+    summary.dead_lettered = dead.total
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
 def _token(token_file: str | None, token_env: str | None) -> str | None:
     """The bearer token from --token-file or --token-env (never echoed); None when neither is given."""
     if token_file and token_env:
@@ -137,7 +228,16 @@ def _token(token_file: str | None, token_env: str | None) -> str | None:
 
 
 @click.command("send")
-@click.option("--address", "-a", required=True, metavar="HOST:PORT", help="Sidecar address.")
+@click.option(
+    "--address",
+    "-a",
+    "addresses",
+    required=True,
+    multiple=True,
+    metavar="HOST:PORT",
+    help="Sidecar address. Repeated: replicas, the i-th owning the users whose keyed hash is in the i-th of N "
+    "equal ranges; each event goes to its user's replica (docs/SCALE.md).",
+)
 @click.option(
     "--batch-size", default=1000, show_default=True, type=click.IntRange(1, 100_000), help="Events per batch."
 )
@@ -175,7 +275,7 @@ def _token(token_file: str | None, token_env: str | None) -> str | None:
 )
 @click.argument("input_path", metavar="INPUT")
 def send_cmd(
-    address: str,
+    addresses: tuple[str, ...],
     batch_size: int,
     tls_ca: str | None,
     tls_cert: str | None,
@@ -191,7 +291,8 @@ def send_cmd(
     from adapters.grpc.client import channel
     from sidecar.gctune import tune_gc
 
-    check_address(address, "--address")
+    for address in addresses:
+        check_address(address, "--address")
     schema, limit = SchemaConfig(), 65536
     if config_file:
         cfg = load(config_file)
@@ -205,15 +306,21 @@ def send_cmd(
         sys.exit(EXIT_USAGE)
     token = _token(token_file, token_env)
     tune_gc()
-    chan = channel(address, tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
+    chans = [channel(a, tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token) for a in addresses]
     deadline = None if timeout is None else time.monotonic() + timeout
+    waiting = [addresses[0]]  # the address being connected to (named when it times out)
     try:
         if deadline is not None:
-            grpc.channel_ready_future(chan).result(timeout=timeout)
+            for i, chan in enumerate(chans):
+                waiting[0] = addresses[i]
+                grpc.channel_ready_future(chan).result(timeout=max(0.001, deadline - time.monotonic()))
         left = None if deadline is None else max(0.001, deadline - time.monotonic())
-        summary = send_file(chan, input_path, output, schema, batch_size, limit, timeout=left)
+        if len(chans) == 1:
+            summary = send_file(chans[0], input_path, output, schema, batch_size, limit, timeout=left)
+        else:
+            summary = send_routed(chans, input_path, output, schema, batch_size, limit, timeout=left)
     except grpc.FutureTimeoutError:
-        click.echo(f"send: no connection to {address} within {timeout} s", err=True)
+        click.echo(f"send: no connection to {waiting[0]} within {timeout} s", err=True)
         sys.exit(1)
     except grpc.RpcError as exc:
         if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -224,5 +331,6 @@ def send_cmd(
     except ConfigError as exc:
         fail_config(exc)
     finally:
-        chan.close()
+        for chan in chans:
+            chan.close()
     click.echo(summary.line(), err=True)

@@ -59,9 +59,27 @@ def write_log(path: Path, events: int, users: int, seed: int) -> int:
     return made
 
 
-def bench_config(work: Path) -> Path:
-    """config/k-anonymity.yaml with its state in ``work``, warnings-only logs, no sources or sinks."""
+def knowledge_base(work: Path) -> Path:
+    """A current knowledge base, built before any timing: the default one when current, else one in ``work``
+    (a stale KB would be rebuilt inside the timed replay, by every worker)."""
+    from knowledge import default_kb_path
+    from knowledge.build import build
+    from knowledge.loading import kb_status
+
+    path = default_kb_path()
+    if kb_status(path)[0] is not None:
+        return path
+    path = work / "kb.qlkb"
+    build(path)
+    return path
+
+
+def bench_config(work: Path, kb: Path) -> Path:
+    """config/k-anonymity.yaml with its state in ``work``, warnings-only logs, no sources or sinks, ``kb``."""
     data = yaml.safe_load((REPO / "config" / "k-anonymity.yaml").read_text(encoding="utf-8"))
+    for f in data["filters"]:
+        if "classify" in f:
+            f["classify"] = {**(f["classify"] or {}), "kb_path": str(kb), "rebuild": False}
     data["state_dir"] = str(work / "state")
     data["dead_letter_file"] = None
     data["logging"] = {"level": "warning", "format": "json"}
@@ -119,9 +137,10 @@ def COMMAND(events: int, users: int, workers_list: str, seed: int) -> None:
             f"(generated in {time.perf_counter() - t0:.0f} s); chain: config/k-anonymity.yaml; "
             f"{os.cpu_count()} cores"
         )
+        kb = knowledge_base(work)
         base: float | None = None
         for n in counts:
-            cfg = bench_config(work / f"w{n}")
+            cfg = bench_config(work / f"w{n}", kb)
             out = work / f"out{n}.tsv"
             if n == 1:
                 seconds, rss = one_worker(cfg, log, out, seed)

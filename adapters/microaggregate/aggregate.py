@@ -70,27 +70,28 @@ class UserSpace:
     """The users of a log as MDAV records: paper 003's distance, §3.2.3's average record.
 
     Normalised with ``log.bounds`` when the log is a block of a bigger one, else with its own bounds. ``threads``
-    is rapidfuzz's (``-1``: all cores; a parallel run gives each worker process one)."""
+    is rapidfuzz's (default: :data:`~adapters.microaggregate.distance.THREADS`)."""
 
-    def __init__(self, log: UserLog, rng: random.Random, threads: int = -1) -> None:
+    def __init__(self, log: UserLog, rng: random.Random, threads: int | None = None) -> None:
         self.rng = rng
         flat = FlatLog.of(log)
         bounds = log.bounds or flat.bounds()
         domain_ids: dict[tuple[str, ...], int] = {}
         host_dom: dict[str, int] = {"": -1}
-        for url in dict.fromkeys(flat.url):
-            if url in host_dom:
-                continue
-            labels = host_labels(url)
-            for cut in range(1, len(labels) + 1):  # every suffix: the generalised URLs are domains too
+        for url in dict.fromkeys(flat.url):  # the clicked domains first: they are the distance's columns
+            if url not in host_dom:
+                labels = host_labels(url)
+                host_dom[url] = domain_ids.setdefault(labels, len(domain_ids)) if labels else -1
+        hosts = len(domain_ids)
+        for labels in list(domain_ids):  # every suffix: the generalised URLs are domains too
+            for cut in range(1, len(labels)):
                 domain_ids.setdefault(labels[:cut], len(domain_ids))
-            host_dom[url] = domain_ids[labels] if labels else -1
         self.urls = flat.url
         self.strings = flat.strings
         self.domains = list(domain_ids)
         self.domain_ids = domain_ids
         self.bounds = bounds
-        self.space = LogSpace(self.strings, self.domains, bounds.words, threads)
+        self.space = LogSpace(self.strings, self.domains, bounds.words, threads, hosts)
         self.sid = flat.sid
         self.time = flat.time
         self.rank = flat.rank
@@ -177,19 +178,19 @@ class UserSpace:
 
 @dataclass
 class Result:
-    """The clusters (user indexes), each one's aggregate, and the query strings the aggregates' ``sid`` index."""
+    """The clusters (user indexes), each one's aggregate, the query strings the aggregates' ``sid`` index, and the
+    number of blocks the users were cut into (:mod:`~adapters.microaggregate.blocks`)."""
 
     clusters: list[Ints]
     aggregates: list[Aggregate]
     strings: list[str]
+    blocks: int = 1
 
 
 def microaggregate_mdav(log: UserLog, k: int, rng: random.Random, progress: Progress | None = None) -> Result:
     """Cluster the users of ``log`` with MDAV (k..2k-1 users each) and aggregate every cluster."""
     space = UserSpace(log, rng)
-    clusters = mdav(space, len(log.users), k)
-    if progress is not None:
-        progress(len(log.users))
+    clusters = mdav(space, len(log.users), k, progress)
     return Result(clusters, [space.aggregate(c) for c in clusters], space.strings)
 
 

@@ -52,6 +52,8 @@ BLOCK_CELLS = 1 << 22
 WORD_CACHE_BYTES = 64 << 20
 #: Memory for cached query-string distance rows (eq. 1: a string against all the strings of the log or block).
 STRING_CACHE_BYTES = 192 << 20
+#: rapidfuzz threads for the word distances (-1: all cores); a parallel run sets 1 in each worker process.
+THREADS = -1
 #: Stand-in for a missing normalised value: ``min(|MISSING - x|, 1) = 1`` for x in [0, 1], 0 for two missing.
 MISSING = 4.0
 
@@ -171,8 +173,15 @@ class LogSpace:
     """The distinct strings and domains of one log (or block): eq. 1-4 between query sets and users."""
 
     def __init__(
-        self, strings: list[str], domains: list[tuple[str, ...]], words_bounds: tuple[float, float], threads: int = -1
+        self,
+        strings: list[str],
+        domains: list[tuple[str, ...]],
+        words_bounds: tuple[float, float],
+        threads: int | None = None,
+        hosts: int | None = None,
     ) -> None:
+        """``domains[:hosts]`` are the ones queries click (the columns of :meth:`domain_rows`, default: all); the
+        others only generalised URLs of average records have (rows only). ``threads``: default :data:`THREADS`."""
         tokens = [s.lower().split() for s in strings]
         vocab: dict[str, int] = {}
         flat = [vocab.setdefault(w, len(vocab)) for ws in tokens for w in ws]
@@ -180,7 +189,9 @@ class LogSpace:
         self.ptr = np.concatenate([[0], np.cumsum(self.nwords)]).astype(np.intp)
         self.flat = np.array(flat, dtype=np.intp)
         self.length = normalise(self.nwords.astype(np.float64), words_bounds)
-        self.words = RowCache(len(vocab), WORD_CACHE_BYTES, word_rows(list(vocab), threads))
+        self.words = RowCache(
+            len(vocab), WORD_CACHE_BYTES, word_rows(list(vocab), THREADS if threads is None else threads)
+        )
         self.strings = RowCache(len(strings), STRING_CACHE_BYTES, self._string_rows)
         self.groups = [
             (ids, words) for ids, words in self._by_size(np.arange(len(strings), dtype=np.intp)) if len(words)
@@ -191,7 +202,8 @@ class LogSpace:
         for i, d in enumerate(domains):
             self.labels[i, : len(d)] = [label_ids.setdefault(x, len(label_ids)) for x in d]
         self.dsize = np.array([len(d) for d in domains], dtype=np.intp)
-        self.domains = RowCache(len(domains) + 1, WORD_CACHE_BYTES, self._domain_rows)
+        self.hosts = len(domains) if hosts is None else hosts
+        self.domains = RowCache(self.hosts + 1, WORD_CACHE_BYTES, self._domain_rows)
 
     # --- eq. 1-2: query strings ---
 
@@ -259,25 +271,30 @@ class LogSpace:
     # --- d_u: clicked domains ---
 
     def domain_rows(self, doms: Ints) -> F32:
-        """``d_u`` of each of ``doms`` (-1: no URL) to every domain, plus a last column for "no URL" (rows cached)."""
+        """``d_u`` of each of ``doms`` (-1: no URL) to every clicked domain, plus a last column for "no URL" (rows
+        cached)."""
         return self.domains.rows(doms)
 
     def _domain_rows(self, doms: Ints) -> F32:
-        n = len(self.dsize)
+        """``d_u = 2^m / (2^(m+1) - 1) * sum_i [x_i != y_i] 2^-i`` (a label only one domain has differs; levels
+        both lack are equal), one level at a time over ``len(doms) x`` all domains."""
+        n = self.hosts
         out = np.ones((len(doms), n + 1), dtype=np.float32)
         out[doms < 0, n] = 0.0
         have = np.nonzero(doms >= 0)[0]
         if not len(have) or not n:
             return out
         la, sa = self.labels[doms[have]], self.dsize[doms[have]]
-        level = np.arange(self.labels.shape[1], dtype=np.intp)
-        step = max(1, BLOCK_CELLS // max(1, len(have) * self.labels.shape[1]))
+        depth = self.labels.shape[1]
+        scale = (2.0 ** np.arange(depth + 1) / (2.0 ** np.arange(1, depth + 2) - 1.0)).astype(np.float32)  # by m
+        step = max(1, BLOCK_CELLS // len(have))
         for lo in range(0, n, step):
-            lb, sb = self.labels[lo : lo + step], self.dsize[lo : lo + step]
-            m = np.maximum(sa[:, None], sb[None, :]) - 1
-            same = (la[:, None, :] == lb[None, :, :]) & (la[:, None, :] >= 0)
-            weight = np.where(level <= m[:, :, None], 2.0 ** (m[:, :, None] - level), 0.0)
-            out[have, lo : lo + len(sb)] = (weight * ~same).sum(axis=2) / (2.0 ** (m + 1) - 1.0)
+            lb, sb = self.labels[lo : min(n, lo + step)], self.dsize[lo : min(n, lo + step)]
+            total = np.zeros((len(have), len(sb)), dtype=np.float32)
+            for i in range(depth):
+                total += np.not_equal(la[:, i, None], lb[None, :, i]) * np.float32(2.0**-i)
+            total *= scale[np.maximum(sa[:, None], sb[None, :]) - 1]
+            out[have, lo : lo + len(sb)] = total
         return out
 
     # --- eq. 3-4 ---
@@ -295,7 +312,7 @@ class LogSpace:
             d = d[ia]
         d *= 3.0
         da, ida = np.unique(a.dom, return_inverse=True)
-        dom = np.take(self.domains.rows(da), np.where(b.dom < 0, len(self.dsize), b.dom), axis=1)
+        dom = np.take(self.domains.rows(da), np.where(b.dom < 0, self.hosts, b.dom), axis=1)
         ida = ida.reshape(-1)
         d += dom[ida] if len(da) < len(ida) or np.any(ida[1:] < ida[:-1]) else dom
         tmp = np.subtract(a.time[:, None], b.time[None, :])

@@ -6,6 +6,7 @@ average record, and the distances of all of them to one of them. Both come from 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -35,8 +36,9 @@ def _cluster_around(space: Space, center: int, rest: Indices, k: int) -> tuple[I
     return rest[order[:k]], dist
 
 
-def mdav(space: Space, n: int, k: int) -> list[Indices]:
-    """Partition records ``0..n-1`` into clusters of k..2k-1 records (Algorithm 1). Needs ``n >= k >= 1``."""
+def mdav(space: Space, n: int, k: int, progress: Callable[[int], None] | None = None) -> list[Indices]:
+    """Partition records ``0..n-1`` into clusters of k..2k-1 records (Algorithm 1). Needs ``n >= k >= 1``.
+    ``progress`` is called with the number of records placed after each cluster."""
     if k < 1 or n < k:
         raise ValueError("MDAV needs at least k records and k >= 1")
     rest: Indices = np.arange(n, dtype=np.intp)
@@ -46,6 +48,8 @@ def mdav(space: Space, n: int, k: int) -> list[Indices]:
         nonlocal rest
         clusters.append(cluster)
         rest = rest[~np.isin(rest, cluster)]
+        if progress is not None:
+            progress(n - len(rest))
 
     while len(rest) >= 3 * k:
         r = int(rest[int(np.argmax(space.to_average(rest)))])
@@ -58,5 +62,5 @@ def mdav(space: Space, n: int, k: int) -> list[Indices]:
         r = int(rest[int(np.argmax(space.to_average(rest)))])
         take(_cluster_around(space, r, rest, k)[0])
     if len(rest):
-        clusters.append(rest)
+        take(rest)
     return clusters

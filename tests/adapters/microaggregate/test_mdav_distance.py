@@ -129,3 +129,27 @@ def test_fast_distance_is_the_same_in_tiny_blocks_and_caches(
         _check(users)
     finally:
         distance.BLOCK_CELLS, distance.WORD_CACHE_BYTES, distance.STRING_CACHE_BYTES = saved
+
+
+@settings(max_examples=40, deadline=None)
+@given(logs, st.integers(0, 2**32 - 1))
+def test_distance_to_the_average_record_is_eq4_to_the_aggregate(
+    users: list[list[tuple[str, int | None, int | None, str]]], seed: int
+) -> None:
+    """MDAV's average record (§3.2.3: mean times and ranks, generalised domains) measured like any user."""
+    log = _user_log(users)
+    space = UserSpace(log, random.Random(0))
+    members = np.arange(len(users), dtype=np.intp)
+    space.rng = random.Random(seed)
+    agg = space.aggregate(members)
+    space.rng = random.Random(seed)
+    fast = space.to_average(members)
+    with_average = _user_log(users)
+    with_average.users.append("average")
+    with_average.events.append(
+        [
+            Event("average", space.strings[s], "" if t != t else repr(t), None if r != r else repr(r), url or None)
+            for s, t, r, url in zip(agg.sid, agg.time, agg.rank, agg.url)
+        ]
+    )
+    assert fast == pytest.approx(reference(with_average)[-1, :-1], abs=2e-6)

@@ -82,9 +82,11 @@ def audit_cmd(
     a verdict per guarantee, and the files' sizes and SHA-256 with the date and version.
     """
     from sidecar.commandkit import load
+    from sidecar.logs import configure_logging
     from sidecar.tools.audit.provenance import ParamsError, parse_params
     from sidecar.tools.audit.report import AuditInputError, classifier_paths, json_view, render_html, run_audit
 
+    configure_logging("info", "auto")  # to stderr: a knowledge-base rebuild's log lines never mix into --json
     try:
         params = parse_params(params_text)
     except ParamsError as exc:

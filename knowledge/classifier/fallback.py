@@ -12,7 +12,7 @@ the coverage (an improvement on the paper; measured with ``querylog kb evaluate`
    * corrected with a looser hand than step 1 of the paper (:mod:`.spelling`): one
      edit to a *curated* word (a brand, a site) for tokens of four letters or more (``ebya``
      -> ``ebay``, ``wallmart`` -> ``walmart``), two edits to a curated or a common word for
-     tokens of eight letters or more with the same first letter (``travelosity`` ->
+     tokens of six letters or more with the same first letter (``travelosity`` ->
      ``travelocity``; rapidfuzz's Damerau-Levenshtein), the closest then the most frequent
      candidate first;
    * segmented with inflected pieces allowed (``dirtbikes`` -> ``dirt bikes``,
@@ -49,7 +49,7 @@ _ALNUM_RUNS = re.compile(r"[^\W\d_]+|\d+")
 #: ``amazom`` 0), whereas a word with some currency is likelier a name the KB lacks (``coolpix`` 2.0).
 MAX_TYPO_ZIPF = 170
 SHORT_FIX_LEN = 4  # tokens this long get one edit to a curated word
-LONG_FIX_LEN = 8  # tokens at least this long get up to two edits
+LONG_FIX_LEN = 6  # tokens at least this long get up to two edits
 LONG_FIX_MIN_ZIPF = 400  # ...to a word at least this common (Zipf x 100)
 SEGMENT_PIECE_ZIPF = 200  # pieces of a glued token (3+ letters) are at least this common
 MAX_PIECE_LEN = 20
@@ -121,7 +121,7 @@ class Fallback:
         return self._segment(token) or (token,)
 
     def _correct(self, token: str) -> tuple[str, ...] | None:
-        """One edit to a curated word (4+ letters), else two edits to a curated or common word (8+ letters)."""
+        """One edit to a curated word (4+ letters), else two edits to a curated or common word (6+ letters)."""
         n = len(token)
         if n < SHORT_FIX_LEN:
             return None

@@ -68,5 +68,5 @@ def test_fallback_off_gives_paper_coverage() -> None:
     """With ``fallback`` off the classifier gives up where paper 001 does."""
     clf = Classifier.load(kb_file(), build_if_needed=False)
     clf.fallback = False
-    assert clf.classify("ebya") is None and clf.classify("katy perry") is None
+    assert clf.classify("ebya") is None and clf.classify("dwayne perry") is None
     assert clf.classify("flu symptoms") is not None

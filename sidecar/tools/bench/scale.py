@@ -8,8 +8,10 @@ runs of ``events / users`` lines, each run a user of its own) goes through ``con
 * N workers: ``replay --workers N`` on Dask's local process pool, split and merge included.
 
 For each: wall seconds of the replay (config and knowledge base loading included, interpreter start not),
-events/s, speedup over 1 worker, and the resident-set high-water mark of every worker process. The machine's
-other load counts against the figures: they are indicative; rerun the command to re-measure.
+events/s, speedup over 1 worker, and the resident-set high-water mark of every worker process. Then
+``querylog microaggregate -k 5 --workers N`` (MDAV in blocks, issue 14) on generated logs of ``--micro-users``
+users: wall seconds (reading and writing included) and speedup. The machine's other load counts against the
+figures: they are indicative; rerun the command to re-measure.
 """
 
 from __future__ import annotations
@@ -113,6 +115,21 @@ def one_worker(config: Path, log: Path, out: Path, seed: int) -> tuple[float, fl
     return float(m.group(1)), peak / 1024.0
 
 
+def microaggregate(log: Path, out: Path, workers: int, seed: int) -> tuple[float, float]:
+    """``querylog microaggregate -k 5 --workers N`` (MDAV in blocks, the microaggregate helper's entry point
+    ``adapters.microaggregate.blocks.run_blocked``) in a child process: (wall seconds, peak RSS MiB of the
+    largest process, the child or a Dask worker it reaped)."""
+    import resource
+
+    cmd = [QUERYLOG, "microaggregate", str(log), "-k", "5", "-o", str(out), "--seed", str(seed)]
+    started = time.perf_counter()
+    run = subprocess.run([*cmd, "--workers", str(workers)], capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if run.returncode != 0:
+        raise click.ClickException(f"microaggregate failed: {run.stderr.strip().splitlines()[-1:]}")
+    return seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+
+
 @click.command("scale")
 @click.option("--events", default=1_000_000, show_default=True, help="Events in the generated log.")
 @click.option("--users", default=100_000, show_default=True, help="Users in the generated log.")
@@ -120,7 +137,13 @@ def one_worker(config: Path, log: Path, out: Path, seed: int) -> tuple[float, fl
     "--workers", "workers_list", default="1,2", show_default=True, help="Worker counts to run, comma separated."
 )
 @click.option("--seed", default=1, show_default=True, help="Seed of the log and of the chain's random choices.")
-def COMMAND(events: int, users: int, workers_list: str, seed: int) -> None:
+@click.option(
+    "--micro-users",
+    default="10000,100000",
+    show_default=True,
+    help="Also microaggregate generated logs of these many users (comma separated; empty: skip).",
+)
+def COMMAND(events: int, users: int, workers_list: str, seed: int, micro_users: str) -> None:
     """Events/s, speedup and peak memory per worker of `replay --workers N` with the k-anonymity chain."""
     from adapters.file.scale.replay import scaled_replay
     from sidecar.logs import configure_logging
@@ -159,3 +182,18 @@ def COMMAND(events: int, users: int, workers_list: str, seed: int) -> None:
                 f"workers={n}: {seconds:,.1f} s, {rate:,.0f} events/s{speed}; peak RSS per worker MiB: {mem} ({how})"
             )
         click.echo("targets: speedup >= 1.7x on 2 cores; >= 40,000 events/s with 2 workers (paper 001's rate)")
+        for m in [int(u) for u in micro_users.split(",") if u.strip()]:
+            from sidecar.tools.generate.synthetic import generate_log
+
+            mlog = work / f"micro{m}.tsv"
+            with open(mlog, "w", encoding="utf-8") as f:
+                lines = generate_log(m, seed, f).lines
+            first: float | None = None
+            for n in counts:
+                seconds, rss = microaggregate(mlog, work / f"micro{m}-{n}.tsv", n, seed)
+                first = seconds if n == 1 else first
+                speed = f", speedup {first / seconds:.2f}x" if first is not None and n != 1 else ""
+                click.echo(
+                    f"microaggregate mdav k=5, {m:,} users ({lines:,} lines), workers={n}: {seconds:,.1f} s"
+                    f"{speed}; peak RSS of the largest process so far MiB: {rss:,.0f}"
+                )

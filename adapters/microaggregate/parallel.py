@@ -37,7 +37,7 @@ def run_on_dask(
         client: Any = Client(scheduler)  # type: ignore[no-untyped-call]  # distributed has no annotations here
     else:
         cluster = LocalCluster(  # type: ignore[no-untyped-call]
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
         )
         client = Client(cluster)  # type: ignore[no-untyped-call]
     try:

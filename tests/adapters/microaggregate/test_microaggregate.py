@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.microaggregate.aggregate import UserSpace, microaggregate_mdav, output_events
+from adapters.microaggregate.blocks import run_blocked
 from adapters.microaggregate.distance import domain_distance, word_hausdorff
 from adapters.microaggregate.log import read_log, write_log
 from adapters.microaggregate.mdav import mdav
@@ -25,6 +26,7 @@ from sidecar.cli import main
 from sidecar.tools.generate.synthetic import generate_log
 
 HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
+AOL = Path(__file__).resolve().parents[4] / "shared" / "data" / "aol-sample.tsv"
 
 
 class Points:
@@ -143,6 +145,14 @@ def test_cli_on_json_lines_writes_json_lines_with_the_same_keys(tmp_path: Path) 
     assert {r["AnonID"] for r in written} == {1, 2, 3, 4}
 
 
+def _released(path: Path) -> dict[str, Counter[tuple[str, ...]]]:
+    rows: dict[str, Counter[tuple[str, ...]]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+        user, *rest = line.split("\t")
+        rows.setdefault(user, Counter())[tuple(rest)] += 1
+    return rows
+
+
 def test_bad_input_single_queries_empty_queries_and_identical_users(tmp_path: Path) -> None:
     rows = [("1", "", "2006-03-01 10:00:00", "", ""), ("2", "", "2006-03-01 10:00:00", "", "")]
     rows += [("3", "same", "2006-03-01 10:00:00", "1", "http://x.org"), ("4", "same", "2006-03-01 10:00:00", "1", "")]
@@ -153,6 +163,36 @@ def test_bad_input_single_queries_empty_queries_and_identical_users(tmp_path: Pa
     assert run.exit_code == 0, run.output
     users = Counter(line.split("\t")[0] for line in out.read_text(encoding="utf-8").splitlines()[1:])
     assert set(users) == {"1", "2", "3", "4", "5"}
+    assert "2 clusters of 2..3 users" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("case", "queries"),
+    [
+        ("identical users", [["weather", "news today", "weather"]] * 7),
+        ("one query each", [[f"query {u}"] for u in range(7)]),
+        ("only empty queries", [[""], ["", ""], [""], [""], ["", "", ""], [""], [""]]),
+    ],
+)
+def test_degenerate_logs_still_give_k_anonymous_output(tmp_path: Path, case: str, queries: list[list[str]]) -> None:
+    """Zero distances, one-query users and empty strings: every released multiset is shared by >= k users."""
+    rows = [
+        (str(u), q, f"2006-03-0{1 + i % 9} 10:00:00", "1" if i % 2 else "", "http://a.com" if i % 2 else "")
+        for u, qs in enumerate(queries)
+        for i, q in enumerate(qs)
+    ]
+    path = _write(tmp_path / "log.tsv", rows)
+    out = tmp_path / "out.tsv"
+    run = CliRunner().invoke(main, ["microaggregate", str(path), "-k", "3", "-o", str(out), "--seed", "4"])
+    assert run.exit_code == 0, (case, run.output)
+    released = _released(out)
+    assert set(released) == {str(u) for u in range(7)}
+    groups = Counter(tuple(sorted(m.items())) for m in released.values())
+    assert all(n >= 3 for n in groups.values()), case  # identical clusters may release identical rows
+    if case == "one query each":
+        assert all(sum(m.values()) == 1 for m in released.values())
+    if case == "only empty queries":
+        assert all(key[0] == "" for m in released.values() for key in m)
 
 
 def test_k_below_2_and_fewer_users_than_k_are_clear_errors(tmp_path: Path) -> None:
@@ -161,3 +201,25 @@ def test_k_below_2_and_fewer_users_than_k_are_clear_errors(tmp_path: Path) -> No
     assert low.exit_code == 2 and "at least 2" in low.output
     few = CliRunner().invoke(main, ["microaggregate", str(path), "-k", "3"])
     assert few.exit_code == 1 and "fewer than k=3" in few.output and "impossible" in few.output
+    small = CliRunner().invoke(main, ["microaggregate", str(path), "-k", "3", "--block-size", "5"])
+    assert small.exit_code == 2 and "at least 2k = 6" in small.output
+    with pytest.raises(ValueError, match="fewer than k=3"):
+        run_blocked(read_log(str(path)), 3, "mdav", 1)
+    with pytest.raises(ValueError, match="at least 2"):
+        run_blocked(read_log(str(path)), 1, "mdav", 1)
+
+
+def test_the_summary_goes_to_stderr_without_a_progress_bar_off_a_terminal(tmp_path: Path) -> None:
+    path = _generated(tmp_path, 12)
+    run = CliRunner().invoke(main, ["microaggregate", str(path), "-k", "2", "-o", str(tmp_path / "o.tsv")])
+    assert run.exit_code == 0, run.output
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("microaggregate (mdav, k=2): 12 users")
+
+
+@pytest.mark.skipif(not AOL.exists(), reason="../shared/data is absent")
+def test_aol_sample_output_is_k_anonymous(tmp_path: Path) -> None:
+    """The real sample (132 users, hundreds of queries each), k=5: only counts are asserted, nothing printed."""
+    log = read_log(str(AOL))
+    result = run_blocked(log, 5, "mdav", 1)
+    assert all(5 <= len(c) <= 9 for c in result.clusters)
+    assert sorted(np.concatenate(result.clusters).tolist()) == list(range(len(log.users)))

@@ -12,6 +12,7 @@ from sidecar.tools.bench import (
     dp,
     forward,
     http_source,
+    microaggregate,
     passthrough,
     profile,
     scale,
@@ -28,3 +29,4 @@ def bench() -> None:
 for _module in (passthrough, buffer, profile, classify, scrub, anonymity, default, dp, forward, vector, http_source):
     bench.add_command(_module.COMMAND)
 bench.add_command(scale.COMMAND)
+bench.add_command(microaggregate.COMMAND)

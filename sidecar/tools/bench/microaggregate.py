@@ -10,7 +10,10 @@ as it is. Every (log, method, workers) runs in a child process of its own throug
 * **cpu** — user + system seconds of the child and of every process under it (Dask workers), which, on a
   machine shared with other work, says more than the wall time;
 * **peak RSS** — the child's resident-set high-water mark (``getrusage``) and, with Dask, the largest worker's
-  (sampled every 0.1 s with psutil).
+  (sampled every 0.1 s with psutil);
+* **PEL and ILR** — paper 003's mean profile exposure level and information loss ratio over the users
+  (``querylog audit``'s definitions), so that the cost of blocking shows: run the same log with a block size
+  above its number of users (one block: plain MDAV) and with a smaller one.
 
 Nothing of the logs is printed, only counts and figures. Timings depend on the machine's other load: rerun to
 re-measure.
@@ -82,6 +85,7 @@ def child(path: str, k: int, method: str, workers: int, block_size: int, seed: i
         result = run_blocked(log, k, method, seed, block_size, workers)
         run = time.perf_counter() - started
     own = resource.getrusage(resource.RUSAGE_SELF)
+    pel, ilr = _pel_ilr(log, result)
     sizes = [len(c) for c in result.clusters]
     figures = {
         "users": len(log.users),
@@ -95,8 +99,30 @@ def child(path: str, k: int, method: str, workers: int, block_size: int, seed: i
         "smallest": min(sizes),
         "largest": max(sizes),
         "blocks": result.blocks,
+        "pel": pel,
+        "ilr": ilr,
     }
     print(json.dumps(figures))
+
+
+def _pel_ilr(log: Any, result: Any) -> tuple[float, float]:
+    """Mean PEL and ILR (paper 003 §4.1-4.2, as ``querylog audit`` computes them) of the users, in percent."""
+    from collections import Counter
+
+    from adapters.microaggregate.aggregate import output_events
+    from sidecar.tools.audit.measures_microagg import ilr, pel
+
+    protected: dict[Any, Counter[str]] = {}
+    for event in output_events(log, result):
+        protected.setdefault(event.user, Counter())[str(event.query or "")] += 1
+    pels, ilrs = [], []
+    for user, events in zip(log.users, log.events):
+        original = Counter(str(e.query or "") for e in events)
+        if (p := pel(original, protected[user])) is not None:
+            pels.append(p)
+        if (i := ilr(original, protected[user])) is not None:
+            ilrs.append(i)
+    return 100 * sum(pels) / max(1, len(pels)), 100 * sum(ilrs) / max(1, len(ilrs))
 
 
 def measure(path: Path, k: int, method: str, workers: int, block_size: int, seed: int) -> dict[str, Any]:
@@ -175,5 +201,6 @@ def COMMAND(
                         f"{label} ({f['users']:,} users, {f['lines']:,} lines), {name}, k={k}, workers={n_workers}, "
                         f"block size {block_size:,}: run {f['run']:,.1f} s (read {f['read']:,.1f} s, "
                         f"cpu {f['cpu']:,.1f} s), peak RSS {f['rss']:,.0f} MiB{worker}; "
-                        f"{f['clusters']:,} clusters of {f['smallest']}..{f['largest']}, {f['blocks']} block(s)"
+                        f"{f['clusters']:,} clusters of {f['smallest']}..{f['largest']}, {f['blocks']} block(s); "
+                        f"PEL {f['pel']:.1f}%, ILR {f['ilr']:.1f}%"
                     )

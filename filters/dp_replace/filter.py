@@ -6,6 +6,7 @@ docstring (:mod:`filters.dp_replace`) and in ``filters/dp_replace/README.md``.
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 from collections.abc import Iterable
 from fractions import Fraction
@@ -88,6 +89,10 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
         self._window = -1
         self._warned_prescan = False
         self._ready = True
+        # The KB, the taxonomy arrays and the labels live as long as the process: move them (and whatever else
+        # exists now) out of the cyclic collector's reach, so its full collections stop rescanning them (a fifth
+        # of the filter's CPU time on a cold stream, measured with `querylog bench dp`).
+        gc.freeze()
         singles = self.domains.single_concept_domains()
         if singles:
             log.warning("single_concept_domains", filter=self.NAME, count=singles, policy=config.single_concept)
@@ -195,6 +200,7 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
         draw, label, surface, inflector = self.sampler.draw_node, self.labeler.label, cfg.surface, self.inflector
         category_of, names = self._category_of, self.categories
         mapper_map = self.mapper.map
+        clear = self._clear_dependent
         eps_float = self._eps_float
         tally: Counter[str] = Counter()
         replaced = concepts = released = 0
@@ -230,7 +236,7 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
                     eps_q = eps_float[cost] = float_below(cost)
                 acc.price(cost, budget, eps_q)
             n = len(parts)
-            if not acc.can_spend(n):
+            if acc.used + n > acc.allowed:  # Account.can_spend, inlined
                 tally["suppressed_budget"] += 1
                 self._suppress(ev, acc, out)
                 continue
@@ -242,21 +248,22 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
                     released += 1
                     x = part.node
                 nodes.append(x)
-            acc.spend(n)
-            acc.count(REPLACED)
+            acc.used += n  # Account.spend and .count(REPLACED), inlined
+            acc.units += n
+            acc.outcomes[REPLACED] += 1
+            acc.dirty = True
             words = [label(x) for x in nodes]
             ev.query = render(mapped, words, surface, inflector)
-            self._clear_dependent(ev)
+            clear(ev)
             cat = category_of[nodes[0]]
             name = names[cat] if cat >= 0 else None
-            new_meta = dict(meta) if meta else {}
-            new_meta.update(
-                category=name,
-                category_path=(name,) if name else (),
-                main_unit=words[0][0],
-                category_confidence=0.0,
-            )
-            ev.meta = new_meta
+            ev.meta = {
+                **(meta or {}),
+                "category": name,
+                "category_path": (name,) if name else (),
+                "main_unit": words[0][0],
+                "category_confidence": 0.0,
+            }
             replaced += 1
             concepts += n
             out.append(ev)

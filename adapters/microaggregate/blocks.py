@@ -159,15 +159,15 @@ def run_blocked(
     progress: Progress | None = None,
 ) -> Result:
     """Microaggregate ``log`` with ``method`` (a name in :data:`METHODS`) block by block; in parallel on Dask
-    with ``workers > 1`` (a local cluster of that many processes) or a ``scheduler`` address. With one worker and
-    no scheduler nothing of Dask is imported. Raises ValueError for k < 2, fewer than k users, or a block size
-    under 2k."""
+    with ``workers > 1`` (a local cluster of that many processes; not for a single block) or a ``scheduler``
+    address. With one worker and no scheduler nothing of Dask is imported. Raises ValueError for k < 2, fewer
+    than k users, or a block size under 2k."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     flat = FlatLog.of(log)
     bounds = log.bounds or flat.bounds()
     blocks = cut_blocks(user_order(flat), flat.counts, k, block_size)
-    if workers > 1 or scheduler:
+    if scheduler or (workers > 1 and len(blocks) > 1):  # one block: nothing to run in parallel
         from adapters.microaggregate.parallel import run_on_dask
 
         packed = [PackedBlock.of(log, users, bounds) for users in blocks]

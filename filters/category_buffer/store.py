@@ -58,7 +58,6 @@ def _fallback(obj: Any) -> Any:
 
 
 ROLE_COUNT = 5  # user, query, time, rank, url: the head of a packed event
-_NO_HEAD = [None] * ROLE_COUNT
 
 
 class EventPacker:
@@ -68,7 +67,7 @@ class EventPacker:
     fields (TSV) is written compactly, with an 11th item: per role, the index of the field that *is* the
     role's value (the same object: decoding took it from there), or -1; such a role's own slot is then
     empty, and ``raw`` is ``true`` when it is the fields joined by tabs. That halves what the role values,
-    record and raw line repeated of each other (about 40% of a generated archive's bytes per row, and as
+    record and raw line repeated of each other (a third of a generated archive's bytes per row, and as
     much of the state database's writes and checkpoints). Rows without the 11th item (written before) are
     read as they are.
     """
@@ -77,6 +76,9 @@ class EventPacker:
         self._pack = msgpack.Packer(default=_fallback, use_bin_type=True, autoreset=True).pack
         #: per format, the field index where each role's value was last found
         self._where: dict[str | None, list[int]] = {}
+        #: per format, those indices when the last lookup found every role, and the largest of them
+        self._found: dict[str | None, tuple[int, ...]] = {}
+        self._top: dict[str | None, int] = {}
 
     def pack(self, ev: Event) -> tuple[bytes, bool]:
         """The row's blob; the flag is False when the record could not be kept (then rebuilt from roles).
@@ -89,15 +91,31 @@ class EventPacker:
         pack = self._pack
         codec = ev.codec
         fmt = codec.format if codec is not None else None
-        head = [ev.user, ev.query, ev.time, ev.rank, ev.url]
         meta = ev.meta or None
         record = ev.record
         if type(record) is list:
+            raw: str | bool | None = ev.raw
+            if raw is not None and raw == "\t".join(record):
+                raw = True
             try:
+                found = self._found.get(fmt)
+                if found is not None:  # the usual case: every role where it was last time, five identity checks
+                    u, q, t, r, li = found
+                    if (
+                        len(record) > self._top[fmt]
+                        and record[u] is ev.user
+                        and record[q] is ev.query
+                        and record[t] is ev.time
+                        and record[r] is ev.rank
+                        and record[li] is ev.url
+                    ):
+                        return pack([None, None, None, None, None, record, raw, ev.eol, fmt, meta, found]), True
+                head = [ev.user, ev.query, ev.time, ev.rank, ev.url]
                 refs = self._refer(head, record, fmt)
-                return pack([*head, record, self._raw(ev.raw, record), ev.eol, fmt, meta, refs]), True
+                return pack([*head, record, raw, ev.eol, fmt, meta, refs]), True
             except (TypeError, ValueError, OverflowError):
                 return pack([ev.user, ev.query, ev.time, ev.rank, ev.url, None, None, ev.eol, fmt, meta]), False
+        head = [ev.user, ev.query, ev.time, ev.rank, ev.url]
         if type(record) is dict:  # a JSON object: kept as it is
             try:
                 return pack([*head, record, ev.raw, ev.eol, fmt, meta]), True
@@ -119,20 +137,6 @@ class EventPacker:
         where = self._where.get(fmt)
         if where is None:
             where = self._where[fmt] = [-1] * ROLE_COUNT
-        elif min(where) >= 0:  # the usual case, every role where it was last time: five identity checks
-            u, q, t, r, li = where
-            try:
-                if (
-                    fields[u] is head[0]
-                    and fields[q] is head[1]
-                    and fields[t] is head[2]
-                    and fields[r] is head[3]
-                    and fields[li] is head[4]
-                ):
-                    head[:] = _NO_HEAD
-                    return where[:]
-            except IndexError:  # fewer fields than last time: look each role up
-                pass
         refs = [-1] * ROLE_COUNT
         n = len(fields)
         for r, value in enumerate(head):
@@ -144,12 +148,10 @@ class EventPacker:
                 where[r] = j
             refs[r] = j
             head[r] = None
+        if min(refs) >= 0:  # every role found: the next event of this format is checked against these first
+            self._found[fmt] = tuple(refs)
+            self._top[fmt] = max(refs)
         return refs
-
-    @staticmethod
-    def _raw(raw: str | None, fields: list[Any]) -> str | bool | None:
-        """``True`` for a raw line that is the fields joined by tabs (rebuilt on load), else the line."""
-        return True if raw is not None and raw == "\t".join(fields) else raw
 
 
 def pack_event(ev: Event, packer: EventPacker | None = None) -> tuple[bytes, bool]:

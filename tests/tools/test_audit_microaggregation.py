@@ -287,7 +287,8 @@ def microaggregated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
 
 def test_cli_measures_a_microaggregated_log(microaggregated: tuple[Path, Path]) -> None:
     """`querylog audit --json --params` on MDAV output at k=3: provenance with SHA-256, the measures, groups of at
-    least 3, PEL near 1/3, SRP L1..L3, clusterings, and the k-anonymity guarantee met."""
+    least 3, PEL near 1/3, SRP L1..L3, clusterings, and the k-anonymity guarantee met; the text summary says the
+    same; a --params k below 2 is refused (exit 2)."""
     from sidecar.cli import main
 
     src, dst = microaggregated
@@ -304,5 +305,10 @@ def test_cli_measures_a_microaggregated_log(microaggregated: tuple[Path, Path]) 
     assert m["clustering"] and len(m["top_queries"]["rows"]) == 10 and "pel_values" not in m
     kanon = next(g for g in data["verdicts"]["guarantees"] if g["guarantee"].startswith("User k-anonymity"))
     assert kanon["status"] == "ok"
+    text = CliRunner().invoke(main, [a for a in args if a != "--json"])
+    assert text.exit_code == 0, text.output
+    assert "microaggregation measures (papers 003, 002; looks microaggregated) over 30 users" in text.output
+    assert "[ok] User k-anonymity, k = 3 (from --params)" in text.output
+    assert "identifiers left in protected queries:" in text.output
     bad = CliRunner().invoke(main, [*args[:-1], "k=1"])
     assert bad.exit_code == 2 and "k must be an integer" in bad.output

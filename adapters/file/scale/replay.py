@@ -52,6 +52,10 @@ class ScaleSummary:
     parts: list[PartResult] = field(default_factory=list)
     #: the run had completed before (``--resume`` after the end): nothing was replayed
     already_done: bool = False
+    #: wall seconds: the longest split task, the longest partition task, the merge (or --split) in the client
+    split_seconds: float = 0.0
+    partition_seconds: float = 0.0
+    merge_seconds: float = 0.0
 
     @property
     def events_per_second(self) -> float:
@@ -73,7 +77,8 @@ class ScaleSummary:
             f"records in={self.records_in} out={self.events_out} held={self.events_held} "
             f"dropped={self.events_dropped} dead_letter={self.dead_lettered} partitions={self.partitions} "
             f"scheduler={self.scheduler} seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f} "
-            f"peak_rss_mib={rss}"
+            f"peak_rss_mib={rss} (longest split task {self.split_seconds:.1f} s, partition task "
+            f"{self.partition_seconds:.1f} s, merge {self.merge_seconds:.1f} s)"
         )
 
 
@@ -134,11 +139,15 @@ def scaled_replay(
     parts_paths = [run_dir / output_name(p) for p in range(workers)]
     last = next((s for s in splits if s.chunk == chunks[-1].index), None)
     ends_open = last is not None and last.no_final_newline
+    merging = time.perf_counter()
     if split:
         summary.outputs = write_split(parts_paths, output, header)
     else:
         merge(parts_paths, output, header, last.last_position if ends_open and last else None)
         summary.outputs = [output]
+    summary.merge_seconds = time.perf_counter() - merging
+    summary.split_seconds = max((s.seconds for s in splits), default=0.0)
+    summary.partition_seconds = max((r.seconds for r in parts), default=0.0)
     _keep_dead_letters(job, job.config().dead_letter_path, chunks)
     for r in sorted(parts, key=lambda r: r.partition):
         summary.parts.append(r)

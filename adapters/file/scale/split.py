@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -26,6 +27,8 @@ from sidecar.codecs import codec_for
 from sidecar.deadletter import DeadLetters
 
 BLOCK = 1 << 20
+#: users whose partition is remembered within a split task (the memo is emptied when full)
+OWNER_CACHE = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class SplitResult:
     last_position: int
     #: the chunk is the input's last and its last line has no newline
     no_final_newline: bool
+    #: wall seconds of the task
+    seconds: float = 0.0
 
 
 def shard_name(chunk: int, p: int) -> str:
@@ -52,6 +57,7 @@ def split_task(job: Job, chunk: Chunk) -> SplitResult:
     done = job.path(f"split/c{chunk.index:06d}.json")
     if done.exists():
         return SplitResult(**json.loads(done.read_text()))
+    started = time.perf_counter()
     cfg = job.config()
     schema, limits = cfg.sidecar.schema, cfg.sidecar.limits
     codec = codec_for(schema, chunk.path)
@@ -68,6 +74,7 @@ def split_task(job: Job, chunk: Chunk) -> SplitResult:
     records, last_position = 0, -1
     base = chunk.index << LINE_BITS
     reader = _ChunkReader(chunk, dead, source, limits.max_record_bytes)
+    owners: dict[str, int] = {}  # a user's events come in runs (sessions): hash each user once per run
     try:
         for numbers, lines, raws in reader.blocks():
             if chunk.first and job.header is not None and numbers and numbers[0] == 1:  # the header: no record
@@ -81,7 +88,15 @@ def split_task(job: Job, chunk: Chunk) -> SplitResult:
                 dead.add(reason, source, numbers[i], lines[i])
             good = [i for i in range(len(lines)) if i not in skip] if skip else range(len(lines))
             for i, ev in zip(good, events, strict=True):
-                shards[owner(ev.user, n, key)].add(raws[i], base | numbers[i])
+                user = ev.user
+                p = owners.get(user) if isinstance(user, str) else None
+                if p is None:
+                    p = owner(user, n, key)
+                    if isinstance(user, str):
+                        if len(owners) >= OWNER_CACHE:
+                            owners.clear()
+                        owners[user] = p
+                shards[p].add(raws[i], base | numbers[i])
             records += len(events)
             if events:
                 last_position = base | numbers[good[-1]]
@@ -89,7 +104,14 @@ def split_task(job: Job, chunk: Chunk) -> SplitResult:
             shard.close()
     finally:
         dead.close()
-    result = SplitResult(chunk.index, records, dead.total, last_position, reader.no_final_newline and chunk.last)
+    result = SplitResult(
+        chunk.index,
+        records,
+        dead.total,
+        last_position,
+        reader.no_final_newline and chunk.last,
+        time.perf_counter() - started,
+    )
     write_json(done, asdict(result))
     return result
 

@@ -36,9 +36,18 @@ def eval_group() -> None:
 )
 @click.option("--epsilons", default="0.1,0.5,1,2,5,10", show_default=True, help="Comma-separated epsilon values.")
 @click.option(
-    "--other-bin",
-    is_flag=True,
-    help="Count protected concepts outside the profile topics in an extra `other` bin (default: left out).",
+    "--other-bin/--drop-other",
+    default=True,
+    show_default=True,
+    help="Protected concepts outside the profile topics: count them in an extra `other` bin (a loss of profile "
+    "mass), or leave them out of the profile (an emptied profile counts as JSD 1).",
+)
+@click.option(
+    "--stay-sample",
+    default=200,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Evaluation concepts sampled for the where-replacements-land table (0: skip it).",
 )
 @click.option("--kb", "kb_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="KB file.")
 @click.option(
@@ -58,6 +67,7 @@ def dp_cmd(
     settings: str,
     epsilons: str,
     other_bin: bool,
+    stay_sample: int,
     kb_path: Path | None,
     config_file: str | None,
 ) -> None:
@@ -90,6 +100,7 @@ def dp_cmd(
             runs=runs,
             seed=seed,
             other_bin=other_bin,
+            stay_sample=stay_sample,
         )
     except ValueError as exc:
         click.echo(f"eval dp: {exc}", err=True)

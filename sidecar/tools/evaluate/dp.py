@@ -1,22 +1,34 @@
 """``querylog eval dp``: paper 004's utility evaluation (Figures 2-4) with the shipped mechanism.
 
-The evaluation set (paper 004 §4): every query of the log is mapped to concepts
-exactly as ``dp_replace`` maps them (:mod:`filters.dp_replace.mapping`, sense
-choice restricted to the profile topics), and the concepts that fall under one
-of the 19 profile topics are kept: specialisations of the four domains
-*disease*, *scientific discipline* (``science.n.01``), *sport* and *social
-event* — the paper names some (respiratory and genetic diseases, natural and
-social science, contact and water sports, shows, competitions) and not all;
-the 19 used here are the largest child subtrees of each domain (:data:`TOPICS19`).
+The evaluation set (paper 004 §4: "we have selected those queries that belong
+to four general topics"): every query of the log is mapped to concepts exactly
+as ``dp_replace`` maps them (:mod:`filters.dp_replace.mapping`, sense choice
+restricted to the four domains), and the concepts under *disease*, *scientific
+discipline* (``science.n.01``), *sport* or *social event* are kept.
+
+**The 19 profile topics** (:data:`TOPICS19`) partition those four domains, so
+that rho (eq. 6) puts every evaluation concept in exactly one topic, as the
+paper's profiling does. The paper names some of its 19 (respiratory and genetic
+diseases, natural and social science, contact and water sports, shows,
+competitions) but not all, and WordNet's children of the four domains do not
+cover them (disease has 39 children; the six largest hold 60% of it). So each
+domain's topics are its largest children (the paper's named ones included) plus
+the domain itself as a residual topic ("other diseases": the domain's concepts
+under none of its listed children; a deeper listed synset wins). *This is our
+choice where the paper is silent*; the earlier list (19 children only) left
+22% of the domains' concepts in no topic, which made Setting A lose profile mass
+to replacements the profiles could not place.
 
 Utility loss (eq. 9-11): the mean over users of the Jensen-Shannon divergence
 (base 2) between the user's topic profile from the original concepts and from
-the protected ones. A protected concept outside every profile topic cannot be
-categorised (rho maps into P) and is left out of the profile, as in the paper;
-a user left with an empty protected profile counts as JSD 1 (the maximum).
-``--other-bin`` counts such concepts in one extra ``other`` bin instead (a
-stricter reading: a replacement that leaves the topics is a loss). Settings
-(paper Figure 1):
+the protected ones. **A protected concept outside every profile topic** counts
+in one extra ``other`` bin (default): a replacement that leaves the profile
+topics is a loss of profile mass. This is the reading under which the paper's
+statements on HBDP hold (Setting C about as bad as B, because the histograms are
+the same size; B worse than A); with ``--drop-other`` such concepts are left out
+of the profile instead (a user left with an empty profile counts as JSD 1), and
+HBDP then scores the same in A and B and better in C than in B, contradicting
+the paper. ``docs/DP_EVAL.md`` has both tables. Settings (paper Figure 1):
 
 * **A** — D(q) = the input's domain among the four; profiles over the 19 topics;
 * **B** — D(q) = ``abstraction.n.06`` for all; profiles over the 19 topics;
@@ -25,18 +37,28 @@ stricter reading: a replacement that leaves the topics is a loss). Settings
 
 Methods: SQC1, SQC2 (rho = the profile topics), NSQC — each through the
 filter's own class sampler (:class:`filters.dp_replace.sampler.Sampler`) — and
-HBDP, the histogram baseline: per user, a histogram over every concept of the
-query domains (all of them at once), two-sided geometric (discrete Laplace)
-noise of scale Delta/eps on every bin with Delta = the largest number of
-queries of a user (as in the paper), negative counts clipped to 0, the profile
-summed from the noisy bins. The bins without a query are summed exactly without
+HBDP, the histogram baseline (§4): per user, a histogram over every concept of
+the query domains (all of them at once: "one bin per concept"), two-sided
+geometric (discrete Laplace) noise of scale Delta/eps on every bin with Delta =
+the largest number of concepts of a user (the paper: "the maximum number of
+queries of any log in the data set"), the whole histogram released with eps
+("we can use the same eps to distort the counting of each bin"), negative counts
+clipped to 0 (a released count; the paper does not say), the profile summed from
+the noisy bins through rho. The bins without a query are summed exactly without
 drawing each one: the number that come out positive is binomial, their sum a
 negative binomial.
 
-Budget (``--budget``): ``user`` (default, Proposition 3: eps/m per concept, m
-the user's concepts in the evaluation set) or ``query`` (eps per concept). HBDP
-spends eps per user either way. Randomness: a seeded generator (this is a
-measurement, not a release); each figure is the mean of ``--runs`` runs.
+**Staying in the topic** (:func:`stay_rates`): for a sample of evaluation
+concepts, the share of draws of each criterion that land in the input's profile
+topic and in any profile topic, per eps per concept, beside the bound every
+exponential mechanism obeys whatever its quality function: with all weights in
+``[1, e^(eps/2)]``, a set of ``t`` of ``N`` candidates is hit with probability at
+most ``t e^(eps/2) / (t e^(eps/2) + N - t)``. This is what decides Settings B/C.
+
+Budget (``--budget``): ``user`` (Proposition 3: eps/m per concept, m the user's
+concepts in the evaluation set) or ``query`` (eps per concept). HBDP spends eps
+per user either way. Randomness: a seeded generator (this is a measurement, not a
+release); each figure is the mean of ``--runs`` runs (3 in the paper).
 """
 
 from __future__ import annotations
@@ -57,29 +79,29 @@ import numpy.typing as npt
 EPSILONS: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0)
 DOMAINS4: tuple[str, ...] = ("disease.n.01", "science.n.01", "sport.n.01", "social_event.n.01")
 TOPICS19: tuple[str, ...] = (
-    # disease.n.01
+    # disease.n.01: the residual topic (other diseases) and five children, the paper's respiratory and genetic ones
+    "disease.n.01",
     "communicable_disease.n.01",
     "skin_disease.n.01",
     "genetic_disease.n.01",
     "malignancy.n.01",
-    "inflammatory_disease.n.01",
     "respiratory_disease.n.01",
-    # science.n.01 (scientific discipline)
+    # science.n.01 (scientific discipline): residual, natural and social science (the paper's), two more
+    "science.n.01",
     "natural_science.n.01",
-    "mathematics.n.01",
     "social_science.n.01",
+    "mathematics.n.01",
     "linguistics.n.01",
-    "psychology.n.01",
-    # sport.n.01
-    "athletic_game.n.01",
-    "water_sport.n.01",
+    # sport.n.01: residual, contact and water sports (the paper's), two more
+    "sport.n.01",
     "contact_sport.n.01",
+    "water_sport.n.01",
+    "athletic_game.n.01",
     "outdoor_sport.n.01",
-    "blood_sport.n.01",
-    # social_event.n.01
-    "contest.n.01",
+    # social_event.n.01: residual (it and affair.n.03), shows and competitions (the paper's)
+    "social_event.n.01",
     "show.n.03",
-    "affair.n.03",
+    "contest.n.01",
 )
 ABSTRACTION = "abstraction.n.06"
 METHODS: tuple[str, ...] = ("SQC1", "SQC2", "NSQC", "HBDP")
@@ -106,22 +128,21 @@ EQUAL = {
 
 
 def jsd(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> float:
-    """Jensen-Shannon divergence, base 2, of two count vectors (eq. 9-10); 1.0 when one is empty."""
-    sp, sq = p.sum(), q.sum()
+    """Jensen-Shannon divergence, base 2, of two count vectors (eq. 9-10); 1.0 when exactly one is empty.
+
+    scipy's ``jensenshannon`` is the distance (the square root): squared here, as paper 004 uses the divergence.
+    """
+    from scipy.spatial.distance import jensenshannon  # type: ignore[import-untyped]  # scipy ships no stubs
+
+    sp, sq = float(p.sum()), float(q.sum())
     if sp <= 0 or sq <= 0:
         return 0.0 if sp == sq else 1.0
-    a, b = p / sp, q / sq
-    m = (a + b) / 2.0
-    out = 0.0
-    for x in (a, b):
-        nz = x > 0
-        out += 0.5 * float(np.sum(x[nz] * np.log2(x[nz] / m[nz])))
-    return max(0.0, min(1.0, out))
+    return max(0.0, min(1.0, float(jensenshannon(p, q, base=2.0)) ** 2))
 
 
 @dataclass
 class EvalSet:
-    """Users' concepts (nodes) under the 19 topics, in log order."""
+    """Users' concepts (nodes) under the four domains (= the 19 topics), in log order."""
 
     users: list[list[int]]
     queries: int  # records read
@@ -130,13 +151,13 @@ class EvalSet:
 
 
 def build_eval_set(records: Sequence[tuple[str, str]], kb: Any) -> EvalSet:
-    """Map (user, query) records to concepts under the 19 topics (sense choice restricted to them)."""
+    """Map (user, query) records to concepts under the four domains (sense choice restricted to them)."""
     from filters.dp_replace.domains import Domains
     from filters.dp_replace.mapping import Mapper
     from knowledge.concepts import concept_tree
 
     tree = concept_tree(kb)
-    mapper = Mapper(kb, tree, Domains(tree, "topics", topics=TOPICS19), 200_000, drop_single=False)
+    mapper = Mapper(kb, tree, Domains(tree, "topics", topics=DOMAINS4), 200_000, drop_single=False)
     by_user: dict[str, list[int]] = {}
     mapped = 0
     for user, query in records:
@@ -151,7 +172,7 @@ def build_eval_set(records: Sequence[tuple[str, str]], kb: Any) -> EvalSet:
 class Evaluation:
     """Runs the methods of paper 004 §4 on an evaluation set."""
 
-    def __init__(self, kb: Any, data: EvalSet, seed: int, other_bin: bool = False) -> None:
+    def __init__(self, kb: Any, data: EvalSet, seed: int, other_bin: bool = True) -> None:
         from filters.dp_replace.domains import Domains
         from knowledge.concepts import concept_tree
 
@@ -248,12 +269,14 @@ def run_evaluation(
     budgets: Sequence[str] = ("user", "query"),
     runs: int = 3,
     seed: int = 0,
-    other_bin: bool = False,
+    other_bin: bool = True,
+    stay_epsilons: Sequence[float] = (1.0, 5.0, 10.0, 20.0, 50.0),
+    stay_sample: int = 200,
 ) -> dict[str, Any]:
     """Every figure's table: ``{budget: {setting: {variant: {method: [mean JSD per eps]}}}}`` plus the data set."""
     data = build_eval_set(records, kb)
     if not data.users:
-        raise ValueError("no query of the log maps to a concept under the 19 profile topics")
+        raise ValueError("no query of the log maps to a concept under the four domains of paper 004 §4")
     ev = Evaluation(kb, data, seed, other_bin)
     tables: dict[str, Any] = {}
     for budget in budgets:
@@ -274,6 +297,9 @@ def run_evaluation(
                 fig[variant] = rows
             tables[budget][name] = fig
     m = [len(u) for u in data.users]
+    stay = {}
+    if stay_sample:
+        stay = {name: stay_rates(ev, SETTINGS[name], stay_epsilons, stay_sample) for name in settings}
     return {
         "epsilons": list(epsilons),
         "runs": runs,
@@ -288,7 +314,54 @@ def run_evaluation(
         "topics19": list(TOPICS19),
         "domains4": list(DOMAINS4),
         "tables": tables,
+        "stay_epsilons": list(stay_epsilons),
+        "stay": stay,
     }
+
+
+def stay_rates(ev: Evaluation, setting: Setting, epsilons: Sequence[float], sample: int, draws: int = 50) -> Any:
+    """Where replacements land, per eps *per concept*: the share of draws in the input's profile topic
+    (``same``) and in any profile topic (``in_P``) for each criterion, over ``sample`` evaluation concepts
+    (``draws`` each), beside the bound of any exponential mechanism with weights in ``[1, e^(eps/2)]``: the
+    topics' ``t`` concepts among the domain's ``N`` are hit with probability at most
+    ``t e^(eps/2) / (t e^(eps/2) + N - t)`` (``bound_in_P``, for the input's domain; mean over the sample)."""
+    from filters.dp_replace.rand import RandomPool
+    from filters.dp_replace.sampler import Sampler
+
+    d = ev.domains(setting)
+    lab = ev.labels(setting.profile)
+    k = len(setting.profile)
+    nodes = [x for u in ev.data.users for x in u]
+    rng = random.Random(f"{ev.seed}/stay/{setting.name}")
+    chosen = rng.sample(nodes, min(sample, len(nodes)))
+    out: dict[str, Any] = {}
+    for criterion in ("sqc1", "sqc2", "nsqc"):
+        sampler = Sampler(d, criterion, RandomPool(rng.randbytes))
+        same_row, in_row = [], []
+        for eps in epsilons:
+            same = inside = total = 0
+            for x in chosen:
+                for _ in range(draws):
+                    o = sampler.draw(x, eps).node
+                    same += int(lab[o] == lab[x])
+                    inside += int(lab[o] < k)
+                    total += 1
+            same_row.append(same / total)
+            in_row.append(inside / total)
+        out[criterion.upper()] = {"same": same_row, "in_P": in_row}
+    bounds = []
+    for eps in epsilons:
+        vals = []
+        for x in chosen:
+            t_dom = d.of(x)
+            members = d.members(t_dom).members
+            n_all = len(members)
+            t = int(np.count_nonzero(lab[members] < k))
+            g = math.exp(eps / 2.0)
+            vals.append(t * g / (t * g + n_all - t))
+        bounds.append(float(np.mean(vals)))
+    out["bound_in_P"] = bounds
+    return out
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -297,13 +370,28 @@ def markdown(result: dict[str, Any]) -> str:
     out = []
     d = result["data"]
     out.append(
-        f"{d['records']:,} records, {d['records_with_an_evaluation_concept']:,} with a concept under the 19 topics; "
+        f"{d['records']:,} records, {d['records_with_an_evaluation_concept']:,} with a concept under the four domains; "
         f"{d['users']:,} users, {d['concepts']:,} concepts (per user: mean {d['concepts_per_user']['mean']:.1f}, "
         f"median {d['concepts_per_user']['median']:.0f}, max {d['concepts_per_user']['max']}); "
         f"mean of {result['runs']} runs; concepts outside the profile topics "
         + ("count in an `other` bin." if result["other_bin"] else "are left out of the profile (paper 004's rho).")
     )
     figure = {"A": "Figure 2 (Setting A)", "B": "Figure 3 (Setting B)", "C": "Figure 4 (Setting C)"}
+    if result.get("stay"):
+        se = result["stay_epsilons"]
+        out.append("")
+        out.append(
+            "**Where replacements land** (eps per concept): share of draws in the input's profile topic / in any "
+            "profile topic, and the bound on the latter for any exponential mechanism over the domain"
+        )
+        out.append("")
+        out.append("| setting | criterion | " + " | ".join(f"eps={e:g}" for e in se) + " |")
+        out.append("|---|---|" + "---:|" * len(se))
+        for name, rows in result["stay"].items():
+            for crit in ("SQC1", "SQC2", "NSQC"):
+                cells = [f"{a:.2f} / {b:.2f}" for a, b in zip(rows[crit]["same"], rows[crit]["in_P"])]
+                out.append(f"| {name} | {crit} | " + " | ".join(cells) + " |")
+            out.append(f"| {name} | bound (in P) | " + " | ".join(f"{v:.2f}" for v in rows["bound_in_P"]) + " |")
     for budget, figs in result["tables"].items():
         label = "eps per user (eps/m per concept)" if budget == "user" else "eps per concept"
         for name, fig in figs.items():

@@ -312,3 +312,29 @@ def test_cli_measures_a_microaggregated_log(microaggregated: tuple[Path, Path]) 
     assert "identifiers left in protected queries:" in text.output
     bad = CliRunner().invoke(main, [*args[:-1], "k=1"])
     assert bad.exit_code == 2 and "k must be an integer" in bad.output
+
+
+def test_held_events_read_from_the_chains_state(tmp_path: Path) -> None:
+    """The k-anonymity chain replayed over a generated log holds some events; `querylog audit --config` reads that
+    count from the chain's state database (read-only) and it equals replay's own held count; the records missing
+    from the output are the held plus the dropped ones."""
+    import re
+
+    from sidecar.cli import main
+
+    config = tmp_path / "kanon.yaml"
+    text = (Path(__file__).parents[2] / "config" / "k-anonymity.yaml").read_text()
+    config.write_text(re.sub(r"(?m)^state_dir:.*$", f"state_dir: {tmp_path / 'state'}", text))
+    src, out = tmp_path / "gen.tsv", tmp_path / "out.tsv"
+    runner = CliRunner()
+    assert runner.invoke(main, ["generate", "-n", "60", "-o", str(src)]).exit_code == 0
+    res = runner.invoke(main, ["replay", "-c", str(config), str(src), "-o", str(out), "--seed", "1"])
+    assert res.exit_code == 0, res.output
+    held, dropped = (int(re.search(rf"\b{w}=(\d+)", res.output).group(1)) for w in ("held", "dropped"))  # type: ignore[union-attr]
+    assert held > 0
+    res = runner.invoke(main, ["audit", "--original", str(src), "--protected", str(out), "-c", str(config), "--json"])
+    assert res.exit_code == 0, res.output
+    events = json.loads(res.output)["events"]
+    assert events["held_in_state"]["held_events"] == held
+    assert sum(events["held_in_state"]["by_category"].values()) == held
+    assert events["missing"] == held + dropped and "category_buffer" in events["filters"]

@@ -197,6 +197,9 @@ def _microaggregation_lines(result: dict[str, Any]) -> None:
             f"ILR {100 * m['ilr']['mean']:.1f}%; SRP {srp or 'n/a'}; Rand/Jaccard {clus or 'n/a'}; "
             f"smallest group of identical profiles {m['identical_groups']['smallest']}"
         )
+    state = result["events"].get("held_in_state")
+    if state is not None and "held_events" in state:
+        click.echo(f"events still held by category_buffer (its state database): {state['held_events']:,}")
     ids = result.get("identifiers")
     if ids is not None:
         p = ids["protected"]

@@ -188,6 +188,18 @@ def _events(result: dict[str, Any]) -> str:
         ),
         ("Filters in the chain", escape(", ".join(ev["filters"])) if ev["filters"] else "unknown (no --config)"),
     ]
+    state = ev.get("held_in_state")
+    if state is not None:
+        if "held_events" in state:
+            cats = ", ".join(f"{escape(c)} {n:,}" for c, n in state["by_category"].items()) or "none"
+            value = (
+                f"{state['held_events']:,} events ({state['held_user_halves']:,} user halves still owed a query); "
+                f"by category: {cats}<br><span class='words'>read from {escape(state['database'])}: what the "
+                "state holds now, which may include other runs into the same state_dir</span>"
+            )
+        else:
+            value = f"no readable state database at {escape(state['database'])}"
+        rows.append(("Events still held by category_buffer (its state database)", value))
     why = "".join(f"<li>{escape(r)}</li>" for r in ev["reasons"]) or (
         "<li>no config or parameters given: the logs alone cannot tell held events from dropped ones</li>"
     )

@@ -180,6 +180,10 @@ def run_audit(
             "protected": identifier_counts(r.query for r in protected),
         }
     result["events"] = provenance.events_accounting(result)
+    if config_file is not None and "category_buffer" in result["events"]["filters"]:
+        from sidecar.tools.audit.held import held_in_state
+
+        result["events"]["held_in_state"] = held_in_state(config_file)
     return result
 
 

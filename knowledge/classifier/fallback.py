@@ -13,7 +13,8 @@ the coverage (an improvement on the paper; measured with ``querylog kb evaluate`
      edit to a *curated* word (a brand, a site) for tokens of four letters or more (``ebya``
      -> ``ebay``, ``wallmart`` -> ``walmart``), two edits to a curated or a common word for
      tokens of six letters or more with the same first letter (``travelosity`` ->
-     ``travelocity``; rapidfuzz's Damerau-Levenshtein), the closest then the most frequent
+     ``travelocity``; rapidfuzz's optimal string alignment distance: insertions, deletions,
+     substitutions and swaps of neighbours, as typos are), the closest then the most frequent
      candidate first;
    * segmented with inflected pieces allowed (``dirtbikes`` -> ``dirt bikes``,
      ``tvshowsondvd`` -> ``tv shows on dvd``).
@@ -35,7 +36,7 @@ import re
 from collections.abc import Callable
 
 from rapidfuzz import process
-from rapidfuzz.distance import DamerauLevenshtein
+from rapidfuzz.distance import OSA
 
 from knowledge.classifier.model import Classification, Tokens
 from knowledge.classifier.names import NameTables
@@ -62,7 +63,7 @@ DOMAIN_CATEGORIES: dict[str, tuple[str, str]] = {
     "mil": ("Society", "military"),
 }
 PERSON_CATEGORY = ("Arts", "people")
-#: Lazy tables by KB hash (``deletes``, ``buckets``, ``pieces``), shared by the classifiers of one KB.
+#: Lazy tables by KB hash (``deletes``, ``windows``, ``pieces``), shared by the classifiers of one KB.
 _SHARED: dict[str, dict[str, object]] = {}
 
 
@@ -137,13 +138,10 @@ class Fallback:
             return (min(near, key=lambda w: (-zipf.get(w, 0), w)),)
         if n < LONG_FIX_LEN:
             return None
-        buckets = self._buckets()
-        pool: list[str] = []
-        for length in range(n - 2, n + 3):  # the same first letter (typos seldom hit it), a length within reach
-            pool.extend(buckets.get((token[0], length), ()))
+        pool = self._windows().get((token[0], n), ())  # same first letter, length within two
         if not pool:
             return None
-        found = process.extract(token, pool, scorer=DamerauLevenshtein.distance, score_cutoff=2, limit=None)
+        found = process.extract(token, pool, scorer=OSA.distance, score_cutoff=2, limit=None)
         if not found:
             return None
         best = min(found, key=lambda m: (m[1], -zipf.get(m[0], 0), m[0]))
@@ -161,14 +159,19 @@ class Fallback:
         assert isinstance(got, dict)
         return got
 
-    def _buckets(self) -> dict[tuple[str, int], tuple[str, ...]]:
-        """Words two edits may reach, by (first letter, length)."""
-        got = self._tables.get("buckets")
+    def _windows(self) -> dict[tuple[str, int], tuple[str, ...]]:
+        """Words two edits may reach from a token, by its (first letter, length): same first letter, length +-2."""
+        got = self._tables.get("windows")
         if got is None:
-            index: dict[tuple[str, int], list[str]] = {}
+            by_len: dict[tuple[str, int], list[str]] = {}
             for w in sorted(self._long()):
-                index.setdefault((w[0], len(w)), []).append(w)
-            got = self._tables["buckets"] = {k: tuple(v) for k, v in index.items()}
+                by_len.setdefault((w[0], len(w)), []).append(w)
+            index: dict[tuple[str, int], tuple[str, ...]] = {}
+            for first, length in {(f, n + d) for f, n in by_len for d in range(-2, 3)}:
+                words = [w for d in range(-2, 3) for w in by_len.get((first, length + d), ())]
+                if words and length >= LONG_FIX_LEN:
+                    index[(first, length)] = tuple(words)
+            got = self._tables["windows"] = index
         assert isinstance(got, dict)
         return got
 
@@ -195,7 +198,7 @@ class Fallback:
     def prepare(self) -> None:
         """Build the lazy tables now (they are otherwise built on first need)."""
         self._deletes()
-        self._buckets()
+        self._windows()
         self._piece_set()
 
     def _segment(self, token: str) -> tuple[str, ...] | None:

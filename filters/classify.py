@@ -115,7 +115,7 @@ class ClassifyFilter(Filter[ClassifyConfig]):
 
     def process(self, batch: list[Event]) -> list[Event]:
         assert self.classifier is not None, "built with validate_only: never run"
-        classify = self.classifier.classify
+        classify = self.classifier.lookup
         use_url = self.config.use_url
         keep: list[Event] = []
         for ev in batch:

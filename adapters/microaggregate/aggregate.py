@@ -191,6 +191,7 @@ def microaggregate_mdav(log: UserLog, k: int, rng: random.Random, progress: Prog
     """Cluster the users of ``log`` with MDAV (k..2k-1 users each) and aggregate every cluster."""
     space = UserSpace(log, rng)
     clusters = mdav(space, len(log.users), k, progress)
+    space.space.clear()
     return Result(clusters, [space.aggregate(c) for c in clusters], space.strings)
 
 

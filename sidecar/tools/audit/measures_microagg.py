@@ -47,7 +47,7 @@ from knowledge.text import STOPWORDS
 
 Path = tuple[str, ...]
 LEVELS = (1, 2, 3, 4, 5)
-KAPPAS = (2, 5, 10, 20, 50, 100)
+KAPPAS = (2, 5, 10, 20, 50, 100, 200, 500)
 _WORD = re.compile(r"[^\W_]+")
 
 

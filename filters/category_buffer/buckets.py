@@ -129,11 +129,11 @@ class Bucket:
         if last is not h:
             slots[i] = last
         if not slots:
-            self._forget(name)
+            self.forget(name)
         h.ubucket = None
         return h
 
-    def _forget(self, name: str) -> None:
+    def forget(self, name: str) -> None:
         """``name`` holds no user half here any more (O(1): the last name takes its place)."""
         del self.by_name[name]
         names = self.names
@@ -148,7 +148,7 @@ class Bucket:
         slots = self.by_name[h.sender]
         slots.remove(h)
         if not slots:
-            self._forget(h.sender)
+            self.forget(h.sender)
         h.ubucket = None
 
     def pop_query(self, i: int) -> Held:

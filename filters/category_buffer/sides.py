@@ -79,15 +79,20 @@ class Sides:
         """
         src = q.event
         uv = u.uvalues if u.uvalues is not None else self.user_values(u.event, self.codec_of(u))
-        if self.time == "release" and stream_time is not None:
+        time = self.time
+        if time == "release" and stream_time is not None:
             t = stream_time
-        elif self.time == "user":
+        elif time == "user":
             t = uv[-1]
         else:
             t = src.time
-        ev = Event(uv[0], src.query, t, src.rank, src.url, src.record, src.raw, self.codec_of(q), src.eol)
-        if src.meta:
-            ev.meta = dict(src.meta)
+        codec = src.codec  # self.codec_of(q), written out
+        if codec is None:
+            codec = self.codecs.get(q.fmt)
+        ev = Event(uv[0], src.query, t, src.rank, src.url, src.record, src.raw, codec, src.eol)
+        meta = src.meta
+        if meta:
+            ev.meta = meta.copy() if type(meta) is dict else dict(meta)
         if self.simple:
             return ev
         n = len(self.roles) + 1

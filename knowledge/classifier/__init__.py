@@ -31,6 +31,12 @@ Per query:
    name than as words: ``katy perry``), an identifier rather than a topic; a query
    left with no voting unit is uncategorisable.
 
+5. **Before giving up** (:mod:`~knowledge.classifier.fallback`, an improvement on the
+   paper, on by default; ``Classifier.fallback = False`` gives the paper's coverage): a
+   person's name alone goes to Arts/people; rare tokens are repaired (letters/digits
+   split, one edit to a curated term, two edits from six letters, glued words with
+   plural pieces) and the units voted again; ``edu``/``gov``/``mil`` domains.
+
 Queries made mostly of words common in other languages and rare in English go to
 the ``foreign`` category (ODP's World); a lone such word must be far commoner there
 than in English (``trabajo``, not the brand-like ``sentra``). A query with no unit is uncategorisable:
@@ -41,6 +47,7 @@ Modules, in the order of the steps: :mod:`~knowledge.classifier.spelling`
 :mod:`~knowledge.classifier.foreign` (other languages and scripts),
 :mod:`~knowledge.classifier.names` (person names),
 :mod:`~knowledge.classifier.vote` (main unit and category),
+:mod:`~knowledge.classifier.fallback` (before giving up),
 :mod:`~knowledge.classifier.classifier` (the :class:`Classifier` and its caches);
 value types in :mod:`~knowledge.classifier.model`.
 """

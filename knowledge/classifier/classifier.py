@@ -58,7 +58,7 @@ def tables_for(kb: KnowledgeBase) -> Tables:
 class Classifier:
     """Classify queries with a compiled :class:`~knowledge.KnowledgeBase` (thread-compatible, cached).
 
-    ``cache_size`` bounds the per-query caches and the per-token spelling cache (cleared when full).
+    ``cache_size`` bounds the per-query caches and the per-token spelling and repair caches (cleared when full).
     The per-query cache is a least-recently-used map of the text as given (``functools.lru_cache``,
     C-implemented: a hit costs well under a microsecond), in front of a map of the normalised text
     (case-folded word tokens joined by one space, everything a classification depends on; cleared when
@@ -79,6 +79,7 @@ class Classifier:
         #: Try the steps of :mod:`~knowledge.classifier.fallback` before giving up (off: paper 001's coverage).
         self.fallback = True
         self._fallback = Fallback(kb, t.words, t.names, self._speller.is_word)
+        self._fallback.cache_size = cache_size
         self._cache_size = cache_size
         self._make_caches()
 
@@ -96,6 +97,7 @@ class Classifier:
     def cache_size(self, size: int) -> None:
         self._cache_size = size
         self._speller.cache_size = size
+        self._fallback.cache_size = size
         self._make_caches()
 
     def _make_caches(self) -> None:

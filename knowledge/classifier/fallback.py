@@ -83,7 +83,8 @@ class Fallback:
         #: Correction candidates by edit limit, then by first/last letter and length, and the pieces of glued
         #: tokens: built on first need (or by :meth:`prepare`), shared by the classifiers of one KB.
         self._tables = _SHARED.setdefault(kb.sha256, {})
-        self._fixes: dict[str, tuple[str, ...]] = {}
+        self._fixes: dict[str, tuple[str, ...]] = {}  # repaired tokens, at most ``cache_size`` (cleared when full)
+        self.cache_size = 100_000
         self._index = {c: i for i, c in enumerate(kb.categories)}
 
     # --- 1. token repair ----------------------------------------------------------------
@@ -104,7 +105,7 @@ class Fallback:
         fixed = self._fixes.get(token)
         if fixed is None:
             fixed = self._repair_new(token)
-            if len(self._fixes) >= 100_000:
+            if len(self._fixes) >= self.cache_size:
                 self._fixes.clear()
             self._fixes[token] = fixed
         return fixed

@@ -36,9 +36,11 @@ mechanism is (eps_q + overrun)-DP per query with overrun = 9.8e-14 at eps_q = 1
 parent (:mod:`knowledge.concepts`), and similarity, domains and sensitivity are
 computed on that tree.
 
-**Budget.** Exact fractions in the SQLite ledger (:mod:`.budget`), written with
-each batch's output; spent budget -> ``budget_spent`` (suppressed by default),
-counted.
+**Budget.** Exact fractions in a SQLite ledger of its own (:mod:`.budget`),
+committed *before* a batch is released, so a crash or a failed delivery (after
+which the runtime processes the same events again, with fresh draws) can waste
+budget but never let a user spend more than epsilon; spent budget ->
+``budget_spent`` (suppressed by default), counted.
 
 **Empty queries** (``""`` or only spaces) have no concept: they follow
 ``no_concept`` (dropped by default) and are counted as ``empty_query`` too; a

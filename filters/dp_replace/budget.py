@@ -1,10 +1,10 @@
-"""The per-user budget ledger in the SQLite state store (paper 004 §3.2), exact and durable.
+"""The per-user budget ledger (paper 004 §3.2), exact and durable, **charged before anything is released**.
 
 One row per (user, window): the epsilon the user has spent (an exact fraction,
 stored as text: ``"1/3"``), the concepts replaced, and how many of the user's
 events were replaced, suppressed (budget spent), dropped (no concept) or let
 through unprotected (``no_concept: keep``). Users are stored as keyed hashes
-(HMAC-SHA256 with a random per-database salt, first 16 bytes), never as ids; the
+(HMAC-SHA256 with a random per-ledger salt, first 16 bytes), never as ids; the
 audit reads the ledger for its per-user epsilon figures.
 
 **Accounting is exact.** Each concept costs ``eps_q`` = epsilon/m (batch) or
@@ -12,11 +12,24 @@ epsilon/max_queries (stream) as a :class:`fractions.Fraction`; a user may spend
 while ``spent + n * eps_q <= epsilon`` holds exactly, so a budget is never
 exceeded by rounding. The sampler gets the largest float not above ``eps_q``.
 
-**Durability.** A batch's spending is written in ``SAVEPOINT dp_replace`` inside
-the runtime's transaction when there is one, so it commits together with the
-output it paid for; a restart (even kill -9) resumes with the spending of every
-batch that was delivered. ``meta`` keeps the salt and the configuration last
-used (epsilon, budget mode, window...), for the audit.
+**Durability: charge first, release after.** The ledger is its own SQLite
+database, ``dp_ledger.db`` beside the sidecar's state database (WAL,
+``synchronous=FULL``, mode 0600), and each batch's spending is committed there
+*before* ``process`` returns, i.e. before any sink sees the batch. The runtime's
+own transaction (held events, outbox, source position) commits after delivery,
+and a crash or a failed delivery rolls it back, so the same events are processed
+again after a restart: the mechanism then draws afresh, and a second,
+independent draw of a query is a second release of it. With the charge already
+durable, that second draw is paid for again (the user's budget runs out sooner:
+fail-safe); had the charge rolled back with the runtime's transaction (the first
+version did), the second release would have been free and the user's real
+privacy loss above the ledger's. A kill -9 therefore never lets a user spend more
+than epsilon per window; it may waste budget on output that was never delivered.
+
+A state directory whose database still holds the ledger tables (the first
+version kept them there) has them copied into ``dp_ledger.db`` on first start.
+``meta`` keeps the salt and the configuration last used (epsilon, budget mode,
+window...), for the audit.
 """
 
 from __future__ import annotations
@@ -24,32 +37,29 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from fractions import Fraction
-
-import sqlite_utils
+from pathlib import Path
 
 from sidecar.api import StateStoreLike
 
-COMPONENT = "dp_replace"
 LEDGER = "dp_replace_ledger"
 META = "dp_replace_meta"
 OUTCOMES = ("replaced", "suppressed", "dropped", "unprotected")
 
 
-def _create(db: sqlite_utils.Database) -> None:
-    db.execute(
+def _create(conn: sqlite3.Connection) -> None:
+    conn.execute(
         f"CREATE TABLE IF NOT EXISTS {LEDGER} ("
         " user BLOB NOT NULL, window INTEGER NOT NULL, spent TEXT NOT NULL, units INTEGER NOT NULL,"
         " replaced INTEGER NOT NULL, suppressed INTEGER NOT NULL, dropped INTEGER NOT NULL,"
         " unprotected INTEGER NOT NULL, PRIMARY KEY (user, window)) WITHOUT ROWID"
     )
-    db.execute(f"CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
-
-
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_create]
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
 
 
 def float_below(x: Fraction) -> float:
@@ -117,38 +127,80 @@ class Account:
             self.used = 0
 
 
+LEDGER_FILE = "dp_ledger.db"
+
+
+def ledger_file(conn: sqlite3.Connection) -> Path | None:
+    """``dp_ledger.db`` beside the database of ``conn`` (None for an in-memory database)."""
+    for _, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return Path(file).with_name(LEDGER_FILE) if file else None
+    return None
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    os.chmod(path, 0o600)
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")  # a committed charge survives a power cut, not only a kill
+    conn.execute("PRAGMA busy_timeout=10000")
+    for suffix in ("-wal", "-shm"):
+        side = Path(str(path) + suffix)
+        if side.exists():
+            os.chmod(side, 0o600)
+    _create(conn)
+    return conn
+
+
 class Ledger:
-    """Accounts by (hashed user, window), cached in memory (bounded) and written once per batch."""
+    """Accounts by (hashed user, window), cached in memory (bounded), committed to ``dp_ledger.db`` per batch."""
 
     def __init__(self, state: StateStoreLike, token_bytes: Callable[[int], bytes], cache_size: int = 200_000) -> None:
-        self.state = state
-        state.migrate(COMPONENT, MIGRATIONS)
-        with state.lock:
-            row = state.conn.execute(f"SELECT value FROM {META} WHERE key = 'salt'").fetchone()
-            if row is None:
-                salt = token_bytes(16).hex()
-                with self._savepoint() as conn:
-                    conn.execute(f"INSERT INTO {META}(key, value) VALUES ('salt', ?)", (salt,))
-            else:
-                salt = row[0]
+        path = ledger_file(state.conn)
+        if path is None:
+            raise ValueError("the budget ledger needs a state database on disk (state_dir)")
+        self.path = path
+        self.conn = _open(path)
+        self.lock = threading.RLock()
+        self._adopt_old(state)
+        row = self.conn.execute(f"SELECT value FROM {META} WHERE key = 'salt'").fetchone()
+        if row is None:
+            salt = token_bytes(16).hex()
+            with self._transaction() as conn:
+                conn.execute(f"INSERT INTO {META}(key, value) VALUES ('salt', ?)", (salt,))
+        else:
+            salt = row[0]
         self._salt = bytes.fromhex(salt)
         self._keys: dict[str, bytes] = {}
         self._accounts: dict[tuple[bytes, int], Account] = {}
         self._batch: dict[bytes, Account] = {}  # the accounts of the batch being processed
         self.cache_size = cache_size
 
+    def _adopt_old(self, state: StateStoreLike) -> None:
+        """Copy a first-version ledger (tables in the state database) into this file, once."""
+        with state.lock:
+            tables = {r[0] for r in state.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if LEDGER not in tables or self.conn.execute(f"SELECT COUNT(*) FROM {META}").fetchone()[0]:
+                return
+            meta = state.conn.execute(f"SELECT key, value FROM {META}").fetchall()
+            rows = state.conn.execute(f"SELECT * FROM {LEDGER}").fetchall()
+        with self._transaction() as conn:
+            conn.executemany(f"INSERT INTO {META}(key, value) VALUES (?, ?)", meta)
+            conn.executemany(f"INSERT INTO {LEDGER} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
     @contextmanager
-    def _savepoint(self) -> Iterator[sqlite3.Connection]:
-        conn = self.state.conn
-        with self.state.lock:
-            conn.execute("SAVEPOINT dp_replace")
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self.conn
+        with self.lock:
+            conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
             except BaseException:
-                conn.execute("ROLLBACK TO dp_replace")
-                conn.execute("RELEASE dp_replace")
+                conn.execute("ROLLBACK")
                 raise
-            conn.execute("RELEASE dp_replace")
+            conn.execute("COMMIT")
 
     def key(self, user: str) -> bytes:
         k = self._keys.get(user)
@@ -161,7 +213,7 @@ class Ledger:
         return k
 
     def accounts(self, keys: Iterable[bytes], window: int) -> dict[bytes, Account]:
-        """The accounts of ``keys`` in ``window`` (loaded from the store when not cached; new ones empty)."""
+        """The accounts of ``keys`` in ``window`` (loaded from the ledger when not cached; new ones empty)."""
         out: dict[bytes, Account] = {}
         self._batch = out
         missing = []
@@ -172,8 +224,8 @@ class Ledger:
             else:
                 out[k] = acc
         if missing:
-            conn = self.state.conn
-            with self.state.lock:
+            conn = self.conn
+            with self.lock:
                 for i in range(0, len(missing), 500):
                     chunk = missing[i : i + 500]
                     marks = ",".join("?" * len(chunk))
@@ -189,14 +241,14 @@ class Ledger:
         return out
 
     def commit(self, window: int) -> None:
-        """Write every changed account (one savepoint) and bound the cache."""
+        """Write every changed account and commit (durably, before the batch is released); bound the cache."""
         rows = []
         for k, a in self._batch.items():
             if a.dirty:
                 a.settle()
                 rows.append((k, window, f"{a.num}/{a.den}", a.units, *a.outcomes))
         if rows:
-            with self._savepoint() as conn:
+            with self._transaction() as conn:
                 conn.executemany(
                     f"INSERT INTO {LEDGER}(user, window, spent, units, replaced, suppressed, dropped, unprotected) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(user, window) DO UPDATE SET spent = excluded.spent, "
@@ -211,15 +263,18 @@ class Ledger:
             self._accounts.clear()
 
     def forget_other_windows(self, window: int) -> None:
-        """Drop cached accounts of other windows (they are in the store)."""
+        """Drop cached accounts of other windows (they are in the ledger)."""
         self._accounts = {kw: a for kw, a in self._accounts.items() if kw[1] == window}
 
     def write_meta(self, values: dict[str, str]) -> None:
-        with self._savepoint() as conn:
+        with self._transaction() as conn:
             conn.executemany(
                 f"INSERT INTO {META}(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 sorted(values.items()),
             )
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def read_ledger(conn: sqlite3.Connection) -> tuple[dict[str, str], list[tuple[bytes, int, Fraction, int, list[int]]]]:

@@ -1,6 +1,6 @@
 """The audit of a ``dp_replace`` release: epsilon spent per user and what became of the queries.
 
-Read from the filter's budget ledger in the sidecar's state database (users are
+Read from the filter's budget ledger (``dp_ledger.db`` in the state folder; users are
 keyed hashes there; the audit adds up a user's windows and shows distributions
 and counts only, never a key). With ``budget: batch`` every user's spending is
 at most epsilon by construction (epsilon/m per concept, m concepts); with
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from filters.dp_replace.budget import OUTCOMES, read_ledger
+from filters.dp_replace.budget import LEDGER_FILE, OUTCOMES, read_ledger
 from filters.dp_replace.mechanism import overrun
 
 DB_NAME = "querylog.db"
@@ -35,13 +35,20 @@ def dp_summary(state: str | Path) -> dict[str, Any]:
         path = path / DB_NAME
     if not path.is_file():
         raise DpStateError(f"{path}: no state database")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        meta, rows = read_ledger(conn)
-    finally:
-        conn.close()
+    meta: dict[str, str] = {}
+    rows: list[tuple[bytes, int, Fraction, int, list[int]]] = []
+    # the ledger's own database beside the state database; a first-version state kept it inside
+    for candidate in (path.with_name(LEDGER_FILE), path):
+        if candidate.is_file():
+            conn = sqlite3.connect(f"file:{candidate}?mode=ro", uri=True)
+            try:
+                meta, rows = read_ledger(conn)
+            finally:
+                conn.close()
+            if meta:
+                break
     if not meta:
-        raise DpStateError(f"{path}: no dp_replace budget ledger in this state database")
+        raise DpStateError(f"{path}: no dp_replace budget ledger in this state")
     epsilon = Fraction(meta["epsilon"]) if "epsilon" in meta else None
     per_window = [spent for _, _, spent, _, _ in rows]
     totals: dict[bytes, Fraction] = {}

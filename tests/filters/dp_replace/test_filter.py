@@ -140,7 +140,7 @@ def test_query_without_concept(tmp_path: Path, state: StateStore, policy: str, k
         assert [e.query for e in out] == ["", ""] and out[0].url == ""
     if policy == "keep":
         assert out[0].query == "zzyzxq qwxzv" and f.counts["kept_unprotected"] == 2
-    _, rows = read_ledger(state.conn)
+    _, rows = read_ledger(f.ledger.conn)  # type: ignore[union-attr]  # built with a state
     assert sum(r[4][2] + r[4][3] for r in rows) == 2  # dropped + unprotected
 
 
@@ -218,10 +218,11 @@ def test_stream_budget_is_spent_then_suppressed_and_survives_restart(tmp_path: P
     f = build(state)
     out = f.process(decode_tsv(lines(("1", "dogs", "", ""), ("2", "cats", "", ""))))
     assert [e.user for e in out] == ["2"] and f.counts["suppressed_budget"] == 1
-    meta, rows = read_ledger(state.conn)
+    assert f.ledger is not None
+    meta, rows = read_ledger(f.ledger.conn)
     assert meta["epsilon"] == "1.0" and "salt" not in meta
     assert sorted(r[2] for r in rows) == [Fraction(2, 3), Fraction(1)]  # exactly epsilon, never more
-    raw = state.conn.execute(f"SELECT user FROM {LEDGER}").fetchall()
+    raw = f.ledger.conn.execute(f"SELECT user FROM {LEDGER}").fetchall()
     assert all(len(bytes(u)) == 16 for (u,) in raw)  # keyed hashes, never user ids
     now[0] += 3600
     out = f.process(decode_tsv(lines(("1", "dogs", "", ""))))
@@ -240,7 +241,7 @@ def test_batch_budget_uses_the_prescan(tmp_path: Path, state: StateStore) -> Non
     assert f.prescanned == {"1": 3, "2": 1}
     out = f.process(decode_tsv(text))
     assert len(out) == 3 and f.counts["dropped_no_concept"] == 1
-    _, rows = read_ledger(state.conn)
+    _, rows = read_ledger(f.ledger.conn)  # type: ignore[union-attr]  # built with a state
     assert sorted((r[2], r[3]) for r in rows) == [(Fraction(2), 1), (Fraction(2), 3)]
     out = f.process(decode_tsv(text))  # a second release of the same users: their budget is spent
     assert out == [] and f.counts["suppressed_budget"] == 3
@@ -274,17 +275,27 @@ def test_logs_and_counts_hold_no_values(
     assert counts["replaced"] == len(out) and counts["replaced"] > 0.8 * len(events) * 0.5
 
 
-def test_ledger_rows_commit_with_the_runtime_transaction(tmp_path: Path, state: StateStore) -> None:
-    """The ledger writes inside SAVEPOINT: an outer transaction rolled back (the runtime's, when delivery fails)
-    takes the spending with it, so budget is charged only for output that was delivered."""
-    f = make(tmp_path, state, epsilon=1.0, max_queries=2)
+def test_budget_is_charged_before_release_and_survives_a_rolled_back_batch(tmp_path: Path, state: StateStore) -> None:
+    """The spending is committed to dp_ledger.db before process() returns (another connection sees it while the
+    runtime's transaction is still open), and stays when that transaction rolls back (a failed delivery or a
+    crash: the runtime will process the same events again, and a fresh draw is a new release that must be paid
+    for). With max_queries 2, the third draw of the same event is suppressed: never more than epsilon."""
+    from filters.dp_replace.budget import LEDGER_FILE
+
+    f = make(tmp_path, state, epsilon=1.0, max_queries=2, window_seconds=None)
+    ledger = Path(state.path).with_name(LEDGER_FILE)
     conn = state.conn
-    with state.lock:
-        conn.execute("BEGIN")
-        f.process(decode_tsv(lines(("1", "dogs", "", ""))))
-        conn.execute("ROLLBACK")
-    f.ledger._accounts.clear()  # type: ignore[union-attr]  # a restart forgets the in-memory accounts
-    assert conn.execute(f"SELECT COUNT(*) FROM {LEDGER}").fetchone() == (0,)
+    for _ in range(2):
+        with state.lock:
+            conn.execute("BEGIN IMMEDIATE")
+            assert len(f.process(decode_tsv(lines(("1", "dogs", "", ""))))) == 1
+            with sqlite3.connect(ledger) as other:  # durable already, before the batch is handed on
+                (spent,) = other.execute(f"SELECT spent FROM {LEDGER}").fetchone()
+            conn.execute("ROLLBACK")  # delivery failed: the runtime's state rolls back, the charge does not
+    assert Fraction(spent) == Fraction(1)
     f.close()
-    with sqlite3.connect(state.path) as other:
-        assert other.execute(f"SELECT COUNT(*) FROM {LEDGER}").fetchone() == (0,)
+    g = make(tmp_path, state, epsilon=1.0, max_queries=2, window_seconds=None)  # a restart
+    assert g.process(decode_tsv(lines(("1", "dogs", "", "")))) == []
+    assert g.counts["suppressed_budget"] == 1
+    assert oct(ledger.stat().st_mode & 0o777) == "0o600"
+    g.close()

@@ -5,6 +5,10 @@ user contributes in proportion to their number of queries (largest remainders), 
 strings keep their frequencies (largest remainders again, ties broken by the random source). Each chosen query
 string gets the arithmetic mean time and rank of that string's queries in the group and their clicked URL
 generalised to the right-most common domain part. The same aggregation is MDAV's average record.
+
+The distance (eq. 1-4) is :mod:`~adapters.microaggregate.distance`'s; a log is normalised with its own bounds, a
+block of a bigger log with the whole log's (:mod:`~adapters.microaggregate.blocks`). ``docs/MICROAGGREGATION.md``
+has the whole picture.
 """
 
 from __future__ import annotations

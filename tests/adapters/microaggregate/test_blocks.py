@@ -212,3 +212,33 @@ def test_the_same_seed_gives_the_same_output_and_progress_counts_every_user(tmp_
     assert first.blocks == again.blocks >= 4
     assert released(log, first) == released(log, again)
     assert seen == sorted(seen) and seen[-1] == 50 and len(seen) > first.blocks
+
+
+def test_any_registered_method_runs_per_block_and_merges_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in method (clusters of k in block order, each releasing its first user's first query) sees only
+    its block's users; the merged result maps block-local users and strings back to the whole log."""
+    from adapters.microaggregate.aggregate import Aggregate
+    from adapters.microaggregate.methods import METHODS
+
+    seen: list[list[str]] = []
+
+    def chunks(log: UserLog, k: int, rng: Any, progress: Any) -> Result:
+        seen.append(list(log.users))
+        n = len(log.users)
+        cuts = [np.arange(i, min(i + k, n), dtype=np.intp) for i in range(0, n - n % k, k)]
+        if n % k:
+            cuts[-1] = np.concatenate([cuts[-1], np.arange(n - n % k, n, dtype=np.intp)])
+        strings = sorted({str(e.query) for g in log.events for e in g}, reverse=True)  # a block-local order
+        aggs = [Aggregate([strings.index(str(log.events[c[0]][0].query))], [0.0], [1.0], [-1], [""]) for c in cuts]
+        return Result(cuts, aggs, strings)
+
+    monkeypatch.setitem(METHODS, "chunks", (chunks, "test stand-in"))
+    rows = [(f"u{u}", f"q{u % 5} x{u}") for u in range(23) for _ in range(1 + u % 3)]
+    log = read_log(str(_log(rows, tmp_path)))
+    result = run_blocked(log, 3, "chunks", 1, block_size=8)
+    assert result.blocks == len(seen) >= 3 and sorted(u for block in seen for u in block) == sorted(log.users)
+    for members, agg in zip(result.clusters, result.aggregates):
+        first = log.events[int(members[0])][0]
+        assert result.strings[agg.sid[0]] == first.query  # the string survived the re-indexing
+        assert {log.users[int(u)] for u in members} <= set(next(b for b in seen if log.users[int(members[0])] in b))
+    assert_k_anonymous(log, result, 3)

@@ -54,18 +54,22 @@ def test_hipaa_chain_output_is_byte_identical_to_one_process(
         assert (tmp_path / "state" / "partitions" / f"{p:04d}-of-{workers:04d}" / "querylog.db").exists()
 
 
-def test_golden_crlf_no_final_newline_and_gzip(tmp_path: Path) -> None:
-    """The golden chain (keyed pseudonymize + truncate_url) over 2 partitions on the golden input (CRLF lines,
-    no final newline), plain and gzip in and out: the reviewed output, byte for byte."""
+@pytest.mark.parametrize(
+    ("src", "expected"), [("aol.tsv", "aol.expected.tsv"), ("events.jsonl", "events.expected.jsonl")]
+)
+def test_golden_crlf_no_final_newline_and_gzip(tmp_path: Path, src: str, expected: str) -> None:
+    """The golden chain (keyed pseudonymize + truncate_url) over 2 and 3 partitions on the golden inputs (TSV
+    with CRLF lines and no final newline; JSON lines), plain and gzip in and out: the reviewed output, byte for
+    byte."""
     for name in ("golden.yaml", "golden.key"):
         shutil.copy(GOLDEN / name, tmp_path / name)
-    want = (GOLDEN / "aol.expected.tsv").read_bytes()
-    out = tmp_path / "out.tsv"
-    scaled_replay(str(tmp_path / "golden.yaml"), str(GOLDEN / "aol.tsv"), str(out), workers=2, scheduler="threads")
+    want = (GOLDEN / expected).read_bytes()
+    out = tmp_path / f"out-{expected}"
+    scaled_replay(str(tmp_path / "golden.yaml"), str(GOLDEN / src), str(out), workers=2, scheduler="threads")
     assert out.read_bytes() == want
-    gz_in = tmp_path / "aol.tsv.gz"
-    gz_in.write_bytes(gzip.compress((GOLDEN / "aol.tsv").read_bytes()))
-    gz_out = tmp_path / "out.tsv.gz"
+    gz_in = tmp_path / f"{src}.gz"
+    gz_in.write_bytes(gzip.compress((GOLDEN / src).read_bytes()))
+    gz_out = tmp_path / f"out-{expected}.gz"
     scaled_replay(
         str(tmp_path / "golden.yaml"), str(gz_in), str(gz_out), workers=3, scheduler="synchronous", fresh_state=True
     )

@@ -153,6 +153,7 @@ def test_epsilon_must_be_positive_and_is_required() -> None:
         with pytest.raises(ConfigError) as err:
             build_config(DpReplaceFilter.Config, options, doc, "filters[0].dp_replace")
         assert problem in str(err.value) and "epsilon" in err.value.key
+        assert str(err.value).startswith("<test>:2: filters[0].dp_replace.epsilon")  # file, line, key
 
 
 def test_unknown_synset_is_a_located_error(tmp_path: Path, state: StateStore) -> None:
@@ -299,3 +300,54 @@ def test_budget_is_charged_before_release_and_survives_a_rolled_back_batch(tmp_p
     assert g.counts["suppressed_budget"] == 1
     assert oct(ledger.stat().st_mode & 0o777) == "0o600"
     g.close()
+
+
+def test_query_to_concepts_follows_section_3_4(tmp_path: Path, state: StateStore) -> None:
+    """Paper 004 §3.4: a complex query becomes several concepts (one per noun phrase), stop words are no concepts
+    but keep their place, plurals are normalised (and remembered for the output), and a phrase WordNet lacks is
+    trimmed from the left (`new apple` -> apple, `big red fire trucks` -> fire truck)."""
+    f = make(tmp_path, state)
+    names = f.tree.names
+
+    def concepts(q: str) -> list[tuple[str, int, bool]]:
+        return [(names[p.node], p.head - p.first, p.plural) for p in f.mapper.map(q).parts]
+
+    assert concepts("stores offering the new apple phones") == [
+        ("shop.n.01", 0, True),
+        ("offer.n.02", 0, False),
+        ("apple.n.01", 1, False),  # `new` trimmed off as a modifier
+        ("telephone.n.01", 0, True),
+    ]
+    assert concepts("big red fire trucks") == [("fire_engine.n.01", 2, True)]
+    mapped = f.mapper.map("symptoms of the flu")
+    assert mapped.shape == (0, "of", "the", 1)  # the stop words stay where they were, between the two concepts
+
+
+def test_randomness_comes_from_the_csprng_unless_seeded(tmp_path: Path, state: StateStore, monkeypatch: Any) -> None:
+    """Without a seed every draw's randomness is read from secrets.token_bytes (the OS CSPRNG), in 32 KiB
+    blocks; with a seed (tests, benchmarks) it is not touched."""
+    import sidecar.api.context as context
+
+    calls: list[int] = []
+    real = context.secrets.token_bytes
+
+    def counting(n: int) -> bytes:
+        calls.append(n)
+        return real(n)
+
+    monkeypatch.setattr(context.secrets, "token_bytes", counting)
+    config = build_config(
+        DpReplaceFilter.Config,
+        {"epsilon": 1.0, "kb_path": str(kb_file()), "rebuild": False},
+        load_yaml("<test>", "{}"),
+        "filters[0].dp_replace",
+    )
+    f = DpReplaceFilter(config, BuildContext(config_dir=tmp_path, state=state))
+    calls.clear()  # the ledger's salt came from it too
+    assert len(f.process(decode_tsv(lines(("1", "dogs", "", ""))))) == 1
+    assert calls == [8 * 4096]
+    f.close()
+    seeded = make(tmp_path, StateStore(tmp_path / "state2"))
+    calls.clear()
+    seeded.process(decode_tsv(lines(("1", "dogs", "", ""))))
+    assert calls == []

@@ -113,10 +113,12 @@ def partition_task(job: Job, p: int, splits: list[SplitResult]) -> PartResult:
             pos = positions[
                 np.asarray([n for i, n in enumerate(numbers) if i not in skip], dtype=np.int64) - first_record_line
             ]
-            where = {id(ev): int(k) for ev, k in zip(events, pos, strict=True)}
+            alive = list(events)  # keeps every input event alive, so no released event can reuse an id below
+            where = {id(ev): int(k) for ev, k in zip(alive, pos, strict=True)}
             last_key = int(positions[numbers[-1] - first_record_line])
             out = pipeline.process(events)
             _write(writer, codec, [(where.get(id(ev), last_key), ev) for ev in out], pipeline)
+            del alive
             counts["in"] += len(events)
             counts["out"] += len(out)
             since += len(lines)

@@ -307,28 +307,51 @@ class LogSpace:
 
     def query_distance(self, a: QuerySet, b: QuerySet) -> Floats:
         """``d_varphi`` (eq. 3) between every query of ``a`` and every query of ``b`` (for checks: unblocked)."""
-        return self._six_times_eq3(a, b).astype(np.float64) / 6.0
+        return self._six_times_eq3(self._rows_of(a), a, b).astype(np.float64) / 6.0
 
-    def _six_times_eq3(self, a: QuerySet, b: QuerySet) -> F32:
-        """``6 * d_varphi``: ``len(a) x len(b)``, float32."""
-        ua, ia = np.unique(a.sid, return_inverse=True)
-        d = np.take(self.strings.rows(ua), b.sid, axis=1)
-        ia = ia.reshape(-1)
-        if len(ua) < len(ia) or np.any(ia[1:] < ia[:-1]):
-            d = d[ia]
-        d *= 3.0
-        da, ida = np.unique(a.dom, return_inverse=True)
-        dom = np.take(self.domains.rows(da), np.where(b.dom < 0, self.hosts, b.dom), axis=1)
-        ida = ida.reshape(-1)
-        d += dom[ida] if len(da) < len(ida) or np.any(ida[1:] < ida[:-1]) else dom
-        tmp = np.subtract(a.time[:, None], b.time[None, :])
-        np.abs(tmp, out=tmp)
-        np.minimum(tmp, 1.0, out=tmp)
+    def _rows_of(self, a: QuerySet) -> tuple[F32, Ints | None, F32, Ints | None]:
+        """What eq. 3 needs of ``a`` whatever the other side: ``3 d_phi`` rows of its distinct strings and ``d_u``
+        rows of its distinct domains, each with the row of every query of ``a`` (None: one row per query)."""
+
+        def rows(ids: Ints) -> tuple[Ints, Ints | None]:
+            distinct, inverse = np.unique(ids, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            same = len(distinct) == len(inverse) and not np.any(inverse[1:] < inverse[:-1])
+            return distinct, None if same else inverse
+
+        strings, at_string = rows(a.sid)
+        domains, at_domain = rows(a.dom)
+        three = self.strings.rows(strings)
+        three *= 3.0
+        return three, at_string, self.domains.rows(domains), at_domain
+
+    def _six_times_eq3(
+        self, rows: tuple[F32, Ints | None, F32, Ints | None], a: QuerySet, b: QuerySet, work: F32 | None = None
+    ) -> F32:
+        """``6 * d_varphi``: ``len(a) x len(b)``, float32 (``rows``: :meth:`_rows_of` ``a``). ``work``: at least
+        ``3 len(a) len(b)`` cells to compute in (fresh pages for every block cost a third more time)."""
+        three, at_string, dom_rows, at_domain = rows
+        m, n = len(a.sid), len(b.sid)
+        if work is None:
+            work = np.empty(3 * m * n, dtype=np.float32)
+        d, tmp = work[: m * n].reshape(m, n), work[m * n : 2 * m * n].reshape(m, n)
+        for table, at, cols, out in (
+            (three, at_string, b.sid, d),
+            (dom_rows, at_domain, np.where(b.dom < 0, self.hosts, b.dom), tmp),
+        ):
+            if at is None:
+                np.take(table, cols, axis=1, out=out, mode="clip")
+            else:
+                distinct = work[2 * m * n : (2 * m + len(table)) * n].reshape(len(table), n)
+                np.take(table, cols, axis=1, out=distinct, mode="clip")
+                np.take(distinct, at, axis=0, out=out, mode="clip")
         d += tmp
-        np.subtract(a.rank[:, None], b.rank[None, :], out=tmp)
-        np.abs(tmp, out=tmp)
-        np.minimum(tmp, 1.0, out=tmp)
-        d += tmp
+        for x, y in ((a.time, b.time), (a.rank, b.rank)):
+            np.subtract(x[:, None], y[None, :], out=tmp)
+            np.abs(tmp, out=tmp)
+            if m and n and max(x.max(), y.max()) > 1.0:  # a missing value: the distance caps at 1
+                np.minimum(tmp, 1.0, out=tmp)
+            d += tmp
         return d
 
     def user_distances(self, a: QuerySet, a_count: float, b: QuerySet, starts: Ints, counts: F32) -> Floats:
@@ -338,13 +361,16 @@ class LogSpace:
         ends = np.append(starts[1:], len(b.sid))
         hausdorff = np.empty(users, dtype=np.float64)
         per_block = max(1, BLOCK_CELLS // max(1, len(a.sid)))
+        rows = self._rows_of(a)
+        widest = min(len(b.sid), per_block + (int((ends - starts).max()) if users else 0))  # a block's columns
+        work = np.empty(3 * len(a.sid) * widest, dtype=np.float32)
         lo = 0
         while lo < users:
             hi = int(np.searchsorted(ends, starts[lo] + per_block, side="right"))
             hi = min(users, max(hi, lo + 1))
             q = slice(int(starts[lo]), int(ends[hi - 1]))
             part = QuerySet(b.sid[q], b.time[q], b.rank[q], b.dom[q])
-            d = self._six_times_eq3(a, part)
+            d = self._six_times_eq3(rows, a, part, work)
             local = starts[lo:hi] - starts[lo]
             i_ab = np.minimum.reduceat(d, local, axis=1).max(axis=0)
             i_ba = np.maximum.reduceat(d.min(axis=0), local)

@@ -40,8 +40,8 @@ class Chunk:
     stop: int
     #: the first chunk of its file (holds the header line, when the format has one)
     first: bool
-    #: the last chunk of the last file (whether the input ends with a newline is learned here)
-    last: bool
+    #: a chunk of the last file (the one that reads its end learns whether the input ends with a newline)
+    last_file: bool
 
 
 def expand(spec: str) -> list[str]:
@@ -67,8 +67,8 @@ def plan(files: list[str], workers: int) -> list[Chunk]:
         if not path.endswith(".gz") and size > MIN_CHUNK_BYTES:
             n = max(1, min(math.ceil(size / MIN_CHUNK_BYTES), max(workers, math.ceil(size / MAX_CHUNK_BYTES))))
         for i in range(n):
-            last = fi == len(files) - 1 and i == n - 1
-            chunks.append(Chunk(len(chunks), path, size * i // n, size * (i + 1) // n, i == 0, last))
+            last_file = fi == len(files) - 1
+            chunks.append(Chunk(len(chunks), path, size * i // n, size * (i + 1) // n, i == 0, last_file))
     return chunks
 
 

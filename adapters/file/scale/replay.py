@@ -137,13 +137,12 @@ def scaled_replay(
     chunks = plan(files, workers)
     splits, parts = _compute(job, chunks, scheduler or "processes")
     parts_paths = [run_dir / output_name(p) for p in range(workers)]
-    last = next((s for s in splits if s.chunk == chunks[-1].index), None)
-    ends_open = last is not None and last.no_final_newline
+    last = next((s for s in splits if s.no_final_newline), None)  # the chunk that read the input's open end
     merging = time.perf_counter()
     if split:
         summary.outputs = write_split(parts_paths, output, header)
     else:
-        merge(parts_paths, output, header, last.last_position if ends_open and last else None)
+        merge(parts_paths, output, header, last.last_position if last is not None else None)
         summary.outputs = [output]
     summary.merge_seconds = time.perf_counter() - merging
     summary.split_seconds = max((s.seconds for s in splits), default=0.0)

@@ -38,7 +38,7 @@ class SplitResult:
     dead_lettered: int
     #: the position of the chunk's last record (-1: none)
     last_position: int
-    #: the chunk is the input's last and its last line has no newline
+    #: the chunk read the end of the input, whose last line is a record without a newline
     no_final_newline: bool
     #: wall seconds of the task
     seconds: float = 0.0
@@ -109,7 +109,7 @@ def split_task(job: Job, chunk: Chunk) -> SplitResult:
         records,
         dead.total,
         last_position,
-        reader.no_final_newline and chunk.last,
+        reader.no_final_newline and chunk.last_file and last_position == base | reader.lineno,
         time.perf_counter() - started,
     )
     write_json(done, asdict(result))
@@ -162,11 +162,13 @@ class _ChunkReader:
         self.limit = limit
         self.lineno = 0
         self.no_final_newline = False
+        self.at_end = False  # the chunk's bytes reach the end of its file
 
     def _raw_blocks(self) -> Iterator[bytes]:
         """Bytes of the chunk, from its first line start to the line start at or after its end."""
         c = self.chunk
         if c.path.endswith(".gz"):
+            self.at_end = True
             with gzip.open(c.path, "rb") as stream:
                 while True:
                     try:
@@ -182,6 +184,7 @@ class _ChunkReader:
                     yield data
         with open(c.path, "rb") as f:
             start, stop = _line_start(f, c.start), _line_start(f, c.stop)
+            self.at_end = stop == os.fstat(f.fileno()).st_size
             f.seek(start)
             left = stop - start
             while left > 0:
@@ -205,7 +208,7 @@ class _ChunkReader:
             yield self._lines(data[:cut])
         if pending:
             yield self._lines(pending)
-        self.no_final_newline = bool(last) and last != b"\n"
+        self.no_final_newline = bool(last) and last != b"\n" and self.at_end
 
     def _lines(self, blob: bytes) -> tuple[Sequence[int], list[str], list[bytes]]:
         """Decode complete lines; oversized and invalid UTF-8 lines are dead-lettered (their numbers kept)."""

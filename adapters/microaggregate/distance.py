@@ -246,7 +246,9 @@ class LogSpace:
         """``d_H`` (eq. 2) of the non-empty strings ``a`` to every non-empty string, into ``out[out_rows]``.
 
         Strings are grouped by word count ``L`` (an ``L x n`` word matrix each), so every per-string min or max is
-        ``L - 1`` element-wise passes over gathered rows or columns; ``a`` in groups of about 256 words."""
+        ``L - 1`` element-wise passes over gathered rows or columns, in reused buffers; ``a`` in groups of about
+        256 words."""
+        order = np.concatenate([ids for ids, _ in self.groups])  # the non-empty strings, group after group
         a_step = max(1, 256 // max(1, int(self.nwords[a].max())))
         for alo in range(0, len(a), a_step):
             sa = a[alo : alo + a_step]
@@ -257,22 +259,34 @@ class LogSpace:
             per_a = np.empty((len(sa), rows.shape[1]), dtype=np.float32)
             for pos_a, idx in groups_a:
                 per_a[pos_a] = _reduce_rows(rows, idx, np.minimum)
-            target = out_rows[alo : alo + a_step]
-            for ids, cols in self.groups:
-                step = max(1, BLOCK_CELLS // (len(words_a) + len(sa)))
-                for lo in range(0, len(ids), step):
+            nw, na = len(words_a), len(sa)
+            step = max(1, BLOCK_CELLS // (nw + na))
+            buffers = np.empty(2 * (nw + na) * min(step, len(order)), dtype=np.float32)
+            result = np.empty((na, len(order)), dtype=np.float32)
+            col = 0
+            for _, cols in self.groups:
+                for lo in range(0, cols.shape[1], step):
                     part = cols[:, lo : lo + step]  # word j of each b-string: part[j]
+                    n = part.shape[1]
+                    per_word, word_j, i_ba, a_j = np.split(
+                        buffers[: 2 * (nw + na) * n], [nw * n, 2 * nw * n, (2 * nw + na) * n]
+                    )
+                    per_word, word_j = per_word.reshape(nw, n), word_j.reshape(nw, n)
+                    i_ba, a_j = i_ba.reshape(na, n), a_j.reshape(na, n)
                     # I_H(a, b): per word of a, min over the words of b; then max over each a-string's words
-                    per_word = np.take(rows, part[0], axis=1)
+                    np.take(rows, part[0], axis=1, out=per_word, mode="clip")
                     # I_H(b, a): per word of b, min over the words of a; then max over each b-string's words
-                    i_ba = np.take(per_a, part[0], axis=1)
+                    np.take(per_a, part[0], axis=1, out=i_ba, mode="clip")
                     for j in range(1, len(part)):
-                        np.minimum(per_word, np.take(rows, part[j], axis=1), out=per_word)
-                        np.maximum(i_ba, np.take(per_a, part[j], axis=1), out=i_ba)
-                    i_ab = np.empty_like(i_ba)
+                        np.take(rows, part[j], axis=1, out=word_j, mode="clip")
+                        np.minimum(per_word, word_j, out=per_word)
+                        np.take(per_a, part[j], axis=1, out=a_j, mode="clip")
+                        np.maximum(i_ba, a_j, out=i_ba)
                     for pos_a, idx in groups_a:
-                        i_ab[pos_a] = _reduce_rows(per_word, idx, np.maximum)
-                    out[np.ix_(target, ids[lo : lo + step])] = np.maximum(i_ab, i_ba)
+                        acc = _reduce_rows(per_word, idx, np.maximum)
+                        result[pos_a, col : col + n] = np.maximum(acc, i_ba[pos_a], out=acc)
+                    col += n
+            out[np.ix_(out_rows[alo : alo + a_step], order)] = result
 
     # --- d_u: clicked domains ---
 

@@ -39,8 +39,13 @@ from filters.hipaa_scrub.scrubber import Scrubber
 from sidecar.api import BuildContext, Event, Filter
 
 NAME = "hipaa_scrub"
-MEMO_SIZE = 100_000
-"""Distinct texts whose scrubbed form the filter remembers (about 200 bytes each)."""
+MEMO_SIZE = 400_000
+"""Distinct texts whose scrubbed form the filter remembers (the text and, for the few it changes, the scrubbed
+one: about 100 bytes each, 40 MB when full). Sized for a first pass and the replay of an archive of a few
+hundred thousand distinct queries (a generated 20,000-user log has 150,000): cleared when full, so a smaller
+memo would be emptied before the replay reached the texts the first pass scrubbed."""
+_UNCHANGED: tuple[None, dict[str, int]] = (None, {})
+"""The memo's entry for a text the scrubber leaves as it is (most texts): one shared tuple."""
 
 
 class HipaaScrubFilter(Filter[HipaaScrubConfig]):
@@ -55,14 +60,16 @@ class HipaaScrubFilter(Filter[HipaaScrubConfig]):
         self.scrubber = Scrubber(config)
         #: scrubbed text and counts per distinct text (a log repeats its queries: the scrubber is
         #: deterministic, so a repeated text costs one dict look-up); cleared when it reaches MEMO_SIZE
-        self._memo: dict[str, tuple[str, dict[str, int]]] = {}
+        self._memo: dict[str, tuple[str | None, dict[str, int]]] = {}
 
-    def _scrub(self, value: str) -> tuple[str, dict[str, int]]:
-        """:meth:`Scrubber.scrub`, remembered (the counts dict is shared: read it, never change it)."""
+    def _scrub(self, value: str) -> tuple[str | None, dict[str, int]]:
+        """:meth:`Scrubber.scrub`, remembered: (None, {}) for a text left as it is (the counts dict is shared:
+        read it, never change it)."""
         memo = self._memo
         hit = memo.get(value)
         if hit is None:
-            hit = self.scrubber.scrub(value)
+            new, counts = self.scrubber.scrub(value)
+            hit = _UNCHANGED if new == value and not counts else (new, counts)
             if len(memo) >= MEMO_SIZE:
                 memo.clear()
             memo[value] = hit
@@ -86,6 +93,8 @@ class HipaaScrubFilter(Filter[HipaaScrubConfig]):
                     continue
                 hit = memo.get(value)
                 new, c = hit if hit is not None else scrub(value)
+                if new is None:  # left as it is
+                    continue
                 if c:
                     if found is None:
                         found = dict(c)

@@ -320,3 +320,34 @@ class TestCommand:
         path.write_text("filters: []\n", encoding="utf-8")
         r = CliRunner().invoke(main, ["scrub", "--config", str(path)], input="x\n")
         assert r.exit_code == 2 and "no hipaa_scrub filter" in r.stderr
+
+
+def test_a_remembered_text_is_scrubbed_and_counted_as_the_first_time(tmp_path: Path) -> None:
+    """The filter remembers scrubbed texts: a query seen before (in this batch, an earlier one or a first pass)
+    gets the same text, the same scrub_counts annotation and the same counts as the first time; the memo is
+    bounded (emptied when full) and a text it leaves as it is stays the very same string."""
+    import filters.hipaa_scrub as hipaa
+
+    f = HipaaScrubFilter(HipaaScrubConfig(), BuildContext(config_dir=tmp_path))
+    plain = "cheap flights to boston"
+
+    def batch() -> list[Event]:
+        return [Event("u1", SAMPLE), Event("u2", plain), Event("u3", SAMPLE)]
+
+    first = f.process(batch())
+    again = f.process(batch())
+    assert [e.query for e in first] == [e.query for e in again] == ["nj call born age", plain, "nj call born age"]
+    assert again[1].query is plain and "scrub_counts" not in again[1].meta
+    assert all(
+        e.meta["scrub_counts"] == {"name": 1, "address": 1, "zip": 1, "phone": 1, "date": 1, "age": 1}
+        for e in (*first[::2], *again[::2])
+    )
+    assert f.counts["found_phone"] == 4 and f.counts["changed_query"] == 4
+    old = hipaa.MEMO_SIZE
+    hipaa.MEMO_SIZE = 1
+    f._memo.clear()
+    try:
+        assert [e.query for e in f.process(batch())] == [e.query for e in first]
+        assert len(f._memo) == 1
+    finally:
+        hipaa.MEMO_SIZE = old

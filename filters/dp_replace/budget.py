@@ -100,8 +100,10 @@ class Account:
         self.settle()
         self.cost = cost
         self.eps_q = eps_q
-        remaining = budget - Fraction(self.num, self.den)
-        self.allowed = math.floor(remaining / cost) if remaining > 0 else 0
+        # floor((budget - num/den) / cost) in integers (exact, and no Fraction objects per user)
+        bn, bd, cn, cd = budget.numerator, budget.denominator, cost.numerator, cost.denominator
+        rem = bn * self.den - self.num * bd  # (budget - spent) * bd * den
+        self.allowed = (rem * cd) // (bd * self.den * cn) if rem > 0 else 0
 
     def can_spend(self, n: int) -> bool:
         return self.used + n <= self.allowed

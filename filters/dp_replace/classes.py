@@ -72,6 +72,7 @@ class MemberSet:
         self.flat_key: IntArray = mdepth[order].astype(np.int64) * len(parent) + by
         self._flat_list: list[int] | None = None
         self._flat_key_list: list[int] | None = None
+        self._runs: dict[tuple[int, int], tuple[list[int], int, int, int]] = {}
         self._members_list: list[int] | None = None
         # closure: the members and all their ancestors; one hist row each
         marked = np.zeros(len(parent), dtype=bool)
@@ -153,7 +154,18 @@ class MemberSet:
 
     def ring_run(self, chain: list[int], a: int, h: int) -> tuple[list[int], int, int, int]:
         """Ring ``a``'s members at absolute depth ``h`` as a run of :meth:`flat_list`: (the list, start, number
-        before the inner subtree's hole, end of the hole); four bisections of the (depth, id) keys."""
+        before the inner subtree's hole, end of the hole); four bisections of the (depth, id) keys, cached: a
+        ring is ``subtree(chain[a]) - subtree(chain[a+1])``, shared by every input below ``chain[a+1]``."""
+        key = (chain[a + 1], h) if a + 1 < len(chain) else (-1 - chain[a], h)
+        hit = self._runs.get(key)
+        if hit is not None:
+            return hit
+        if len(self._runs) >= 500_000:
+            self._runs.clear()
+        hit = self._runs[key] = self._ring_run(chain, a, h)
+        return hit
+
+    def _ring_run(self, chain: list[int], a: int, h: int) -> tuple[list[int], int, int, int]:
         keys = self.flat_key_list()
         size = self.tree.size
         at = h * len(self.tree.parent)

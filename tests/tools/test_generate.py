@@ -267,3 +267,20 @@ def test_planted_names_come_from_the_names_package() -> None:
     planted = [p.value.lower().split() for p in stats.planted if p.kind == "name"]
     assert planted
     assert all(first in firsts and last in lasts for first, last in planted)
+
+
+def test_lines_per_user_scales_the_log_and_keeps_the_default() -> None:
+    """``lines_per_user`` gives the papers' 55 lines per user (about); None is the default log, byte for byte."""
+    default = io.StringIO()
+    generate_log(300, 5, default)
+    unscaled = io.StringIO()
+    generate_log(300, 5, unscaled, lines_per_user=None)
+    assert unscaled.getvalue() == default.getvalue()
+    scaled = io.StringIO()
+    stats = generate_log(300, 5, scaled, lines_per_user=55)
+    assert 40 * 300 <= stats.lines <= 75 * 300
+    assert stats.lines > 1.6 * (default.getvalue().count("\n") - 1)
+    users = {row[0] for row in _rows(scaled.getvalue())}
+    assert len(users) == 300
+    with pytest.raises(ValueError):
+        generate_log(1, 5, io.StringIO(), lines_per_user=0)

@@ -26,10 +26,19 @@ from sidecar.tools.generate.synthetic import generate_log, open_output
     default=None,
     help="Also write the planted identifiers (kind, value, anon_id, line) as JSON lines to this file.",
 )
-def generate_cmd(users: int, seed: int, output: str, identifiers: bool, planted_path: str | None) -> None:
+@click.option(
+    "--lines-per-user",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Scale every user's query count so the log has about this many lines per user (default: about 23; "
+    "papers 002/003 used 1,000 users with about 55,000 lines: 55).",
+)
+def generate_cmd(
+    users: int, seed: int, output: str, identifiers: bool, planted_path: str | None, lines_per_user: float | None
+) -> None:
     """Write a synthetic AOL-format query log: topical users, sessions, clicks, planted identifiers."""
     with open_output(output) as out:
-        stats = generate_log(users, seed, out, plant_identifiers=identifiers)
+        stats = generate_log(users, seed, out, plant_identifiers=identifiers, lines_per_user=lines_per_user)
     if planted_path:
         with open(planted_path, "w", encoding="utf-8") as fh:
             for p in stats.planted:

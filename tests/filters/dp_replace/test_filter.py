@@ -351,3 +351,23 @@ def test_randomness_comes_from_the_csprng_unless_seeded(tmp_path: Path, state: S
     calls.clear()
     seeded.process(decode_tsv(lines(("1", "dogs", "", ""))))
     assert calls == []
+
+
+def test_a_first_version_ledger_is_adopted(tmp_path: Path, state: StateStore) -> None:
+    """A state whose database still holds the first version's ledger tables: on first start they are copied into
+    dp_ledger.db (same salt, so the same users hash to the same rows), and the spent budget carries over."""
+    from filters.dp_replace.budget import META, _create
+
+    f = make(tmp_path / "a", StateStore(tmp_path / "old"), epsilon=1.0, max_queries=1, window_seconds=None)
+    f.process(decode_tsv(lines(("1", "dogs", "", ""))))  # user 1 spends everything
+    assert f.ledger is not None
+    meta = f.ledger.conn.execute(f"SELECT key, value FROM {META}").fetchall()
+    rows = f.ledger.conn.execute(f"SELECT * FROM {LEDGER}").fetchall()
+    f.close()
+    _create(state.conn)  # the first version kept these tables in the state database
+    state.conn.executemany(f"INSERT INTO {META} VALUES (?, ?)", meta)
+    state.conn.executemany(f"INSERT INTO {LEDGER} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    g = make(tmp_path, state, epsilon=1.0, max_queries=1, window_seconds=None)
+    assert g.process(decode_tsv(lines(("1", "dogs", "", ""), ("2", "dogs", "", "")))) != []
+    assert g.counts["suppressed_budget"] == 1 and g.counts["replaced"] == 1
+    g.close()

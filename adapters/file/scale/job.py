@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sidecar.config import LoadedConfig, load_config
+from sidecar.gctune import tune_gc
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,18 @@ class Job:
 
     def path(self, name: str) -> Path:
         return Path(self.run_dir) / name
+
+
+_gc_tuned = False
+
+
+def tune_gc_once() -> None:
+    """:func:`~sidecar.gctune.tune_gc` once per worker process, after its first chain or codec is built (as
+    ``replay`` does: the knowledge base then leaves the collector's scans, which halves decoding's CPU)."""
+    global _gc_tuned
+    if not _gc_tuned:
+        _gc_tuned = True
+        tune_gc()
 
 
 def partition_dir(state_dir: str, p: int, n: int) -> str:

@@ -21,7 +21,7 @@ from typing import IO
 import numpy as np
 
 from adapters.file.scale.inputs import LINE_BITS, Chunk
-from adapters.file.scale.job import Job, write_json
+from adapters.file.scale.job import Job, tune_gc_once, write_json
 from adapters.file.scale.partition import owner
 from sidecar.codecs import codec_for
 from sidecar.deadletter import DeadLetters
@@ -67,6 +67,7 @@ def split_task(job: Job, chunk: Chunk) -> SplitResult:
     if dead_path is not None and dead_path.exists():
         dead_path.unlink()  # a retried task writes its dead letters again, once
     dead = DeadLetters(dead_path, cfg.dead_letter_max_bytes)
+    tune_gc_once()
     source = chunk.path if chunk.first else f"{chunk.path}@{chunk.start}"
     n = job.partitions
     key = job.key

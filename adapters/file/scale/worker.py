@@ -27,7 +27,7 @@ import sqlite_utils
 from adapters.file.prescan import PrescanError, run_prescan
 from adapters.file.reader import open_log
 from adapters.file.scale.inputs import END
-from adapters.file.scale.job import Job, fsync_dir, write_json
+from adapters.file.scale.job import Job, fsync_dir, tune_gc_once, write_json
 from adapters.file.scale.split import SplitResult, shard_name
 from adapters.file.sink import TextWriter
 from sidecar.api import BadRecord, Event
@@ -69,6 +69,7 @@ def partition_task(job: Job, p: int, splits: list[SplitResult]) -> PartResult:
     setup_logs(cfg)
     seed = None if job.seed is None else job.seed * 1_000_003 + p
     pipeline = Pipeline(cfg, seed=seed, with_sinks=False)
+    tune_gc_once()
     tmp = final.with_name(final.name + ".tmp")
     writer: TextWriter | None = None
     try:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+import structlog
 
 from adapters.microaggregate.log import FlatLog, UserLog
 
@@ -130,3 +131,18 @@ def read_queries(log: UserLog, classify: Classify) -> Queries:
         uncategorised=int(missing[flat.sid].sum()) if len(flat.sid) else 0,
         uncategorised_strings=int(missing.sum()),
     )
+
+
+def prepare(log: UserLog, k: int, method: str, classify: Classify | None) -> Queries:
+    """The checks and the classified queries every classifying method starts from; logs the uncategorised count.
+
+    ``classify`` maps distinct query strings to category paths; default: the knowledge base's classifier."""
+    if k < 2:
+        raise ValueError(f"{method} needs k >= 2")
+    if len(log.users) < k:
+        raise ValueError(f"{method} needs at least k users")
+    q = read_queries(log, classify or kb_classify())
+    structlog.get_logger("querylog.microaggregate").info(
+        "queries_uncategorised", method=method, count=q.uncategorised, distinct=q.uncategorised_strings, of=len(q.sid)
+    )
+    return q

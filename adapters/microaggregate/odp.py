@@ -46,14 +46,11 @@ from collections.abc import Iterator
 
 import numpy as np
 import scipy.sparse as sp  # type: ignore[import-untyped]  # scipy ships no type information
-import structlog
 
 from adapters.microaggregate.aggregate import Progress, Result
-from adapters.microaggregate.classified import Classify, Floats, Ints, Queries, kb_classify, read_queries
+from adapters.microaggregate.classified import Classify, Floats, Ints, Queries, prepare
 from adapters.microaggregate.log import UserLog
 from adapters.microaggregate.representative import Representatives
-
-logger = structlog.get_logger("querylog.microaggregate")
 
 #: Cells of one dense block of the similarity matrix (rows x users).
 BLOCK_CELLS = 1 << 22
@@ -242,14 +239,7 @@ def microaggregate_odp(
     """Paper 002's ODP microaggregation of ``log``'s users into clusters of k..2k-1 (see the module note).
 
     ``classify`` maps distinct query strings to category paths; default: the knowledge base's classifier."""
-    if k < 2:
-        raise ValueError("odp needs k >= 2")
-    if len(log.users) < k:
-        raise ValueError("odp needs at least k users")
-    q = read_queries(log, classify or kb_classify())
-    logger.info(
-        "queries_uncategorised", method="odp", count=q.uncategorised, distinct=q.uncategorised_strings, of=len(q.sid)
-    )
+    q = prepare(log, k, "odp", classify)
     x = threshold_matrix(classification_matrix(q))
     order = np.array(rng.sample(range(q.users), q.users), dtype=np.intp)  # random tie-breaking
     clusters = [order[c] for c in greedy_partition(sp.csr_array(x[order]), k, progress)]

@@ -38,16 +38,13 @@ from collections import Counter
 
 import numpy as np
 import scipy.sparse as sp  # type: ignore[import-untyped]  # scipy ships no type information
-import structlog
 
 from adapters.microaggregate.aggregate import Progress, Result, apportion
-from adapters.microaggregate.classified import Classify, Floats, Ints, Queries, kb_classify, read_queries
+from adapters.microaggregate.classified import Classify, Floats, Ints, Queries, prepare
 from adapters.microaggregate.log import UserLog
 from adapters.microaggregate.mdav import mdav
 from adapters.microaggregate.odp import classification_matrix
 from adapters.microaggregate.representative import Representatives
-
-logger = structlog.get_logger("querylog.microaggregate")
 
 
 def level_weights(q: Queries) -> Floats:
@@ -118,18 +115,7 @@ def microaggregate_semantic_mdav(
     """Paper 000's semantic MDAV of ``log``'s users into clusters of k..2k-1 (see the module note).
 
     ``classify`` maps distinct query strings to category paths; default: the knowledge base's classifier."""
-    if k < 2:
-        raise ValueError("semantic-mdav needs k >= 2")
-    if len(log.users) < k:
-        raise ValueError("semantic-mdav needs at least k users")
-    q = read_queries(log, classify or kb_classify())
-    logger.info(
-        "queries_uncategorised",
-        method="semantic-mdav",
-        count=q.uncategorised,
-        distinct=q.uncategorised_strings,
-        of=len(q.sid),
-    )
+    q = prepare(log, k, "semantic-mdav", classify)
     clusters = mdav(CategorySpace(q, progress), q.users, k)
     if progress is not None:
         progress(q.users)

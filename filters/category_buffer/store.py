@@ -88,6 +88,7 @@ class EventPacker:
         ``attributes``); a record its codec cannot pack is not: such an event is re-encoded from its roles
         after a restart.
         """
+        ev = at_rest(ev)
         pack = self._pack
         codec = ev.codec
         fmt = codec.format if codec is not None else None
@@ -152,6 +153,29 @@ class EventPacker:
             self._found[fmt] = tuple(refs)
             self._top[fmt] = max(refs)
         return refs
+
+
+def at_rest(ev: Event) -> Event:
+    """``ev`` as a held row may keep it: a changed text-line event (TSV, JSON lines) is re-read from its encoded
+    line, so its record and raw line no longer carry what an earlier filter removed (hipaa_scrub's identifiers
+    stay out of the state database). An unchanged event is itself (the identity rule: ``encode`` gives ``raw``
+    back); so is an event its codec cannot write (it is dead-lettered when released)."""
+    codec = ev.codec
+    if codec is None or type(ev.record) not in (list, dict):
+        return ev
+    try:
+        line = codec.encode(ev)
+    except Exception:  # a record the codec cannot write is kept as it is: its release dead-letters it
+        return ev
+    if line is ev.raw or not isinstance(line, str):
+        return ev
+    bad: list[tuple[int, str]] = []
+    fresh = codec.decode_many([line], ev.eol, bad)
+    if bad or len(fresh) != 1:
+        return ev
+    out = fresh[0]
+    out.meta = ev.meta
+    return out
 
 
 def pack_event(ev: Event, packer: EventPacker | None = None) -> tuple[bytes, bool]:

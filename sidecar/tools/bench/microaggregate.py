@@ -163,6 +163,13 @@ def _csv_ints(text: str) -> list[int]:
 @click.option("--workers", "workers_list", default="1", show_default=True, help="Worker counts, comma separated.")
 @click.option("--block-size", default=1000, show_default=True, type=click.IntRange(min=4), help="Users per block.")
 @click.option("--seed", default=1, show_default=True, help="Seed of the generated logs and of the runs.")
+@click.option(
+    "--lines-per-user",
+    default=None,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Generate about this many lines per user (papers 002/003: 1,000 users, about 55,000 lines: 55); "
+    "default: the generator's own distribution (about 23).",
+)
 def COMMAND(
     users_list: str,
     logs: tuple[Path, ...],
@@ -172,6 +179,7 @@ def COMMAND(
     workers_list: str,
     block_size: int,
     seed: int,
+    lines_per_user: float | None,
 ) -> None:
     """Seconds and peak memory of `microaggregate` on generated logs (and given ones), per method and workers."""
     from adapters.microaggregate.methods import METHODS
@@ -187,7 +195,7 @@ def COMMAND(
         for n in _csv_ints(users_list):
             path = Path(tmp) / f"generated-{n}.tsv"
             with open(path, "w", encoding="utf-8") as out:
-                generate_log(n, seed, out)
+                generate_log(n, seed, out, lines_per_user=lines_per_user)
             inputs.append((f"generated {n:,} users", path))
         inputs += [(f"log {i + 1}", p) for i, p in enumerate(logs)]
         if aol and DEFAULT_AOL.is_file():

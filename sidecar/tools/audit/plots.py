@@ -22,6 +22,13 @@ def png(fig: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def finish(title: str, fig: Any) -> Plot:
+    """The report's ``(title, base64 PNG)`` of a figure, which is then closed."""
+    out = (title, png(fig))
+    _pyplot().close(fig)
+    return out
+
+
 def _pyplot() -> Any:
     import matplotlib
 
@@ -88,9 +95,7 @@ def attacks(result: dict[str, Any]) -> Plot:
     )
     ax.tick_params(axis="x", rotation=30)
     legend_below(ax, offset=-0.32)
-    out = ("De-anonymization: paper 001's attacks 1-4 (+T = replayed in time order)", png(fig))
-    plt.close(fig)
-    return out
+    return finish("De-anonymization: paper 001's attacks 1-4 (+T = replayed in time order)", fig)
 
 
 def profile_change(result: dict[str, Any]) -> Plot:
@@ -100,9 +105,7 @@ def profile_change(result: dict[str, Any]) -> Plot:
     ax.set_xlabel("Jensen-Shannon divergence of a user's category profile, bits (0 = unchanged, 1 = disjoint)")
     ax.set_ylabel("users")
     ax.set_title("Utility: how much each user's interests moved (paper 004 eq. 9-11)")
-    out = ("Per-user profile change", png(fig))
-    plt.close(fig)
-    return out
+    return finish("Per-user profile change", fig)
 
 
 def categories(result: dict[str, Any]) -> Plot:
@@ -122,9 +125,7 @@ def categories(result: dict[str, Any]) -> Plot:
         ax.set_ylabel("records")
     ax.set_title("Records per category (L1)")
     legend_below(ax, offset=-0.36)
-    out = ("Categories before and after", png(fig))
-    plt.close(fig)
-    return out
+    return finish("Categories before and after", fig)
 
 
 def pel_ilr(result: dict[str, Any]) -> Plot:
@@ -145,9 +146,7 @@ def pel_ilr(result: dict[str, Any]) -> Plot:
     b.set_xlabel("ILR per user (%): entropy lost or gained")
     legend_below(b, ncol=1, offset=-0.22)
     fig.suptitle("Privacy (PEL, paper 003 §4.1) and information loss (ILR, §4.2) per user")
-    out = ("PEL and ILR per user", png(fig))
-    plt.close(fig)
-    return out
+    return finish("PEL and ILR per user", fig)
 
 
 def srp(result: dict[str, Any]) -> Plot:
@@ -164,9 +163,7 @@ def srp(result: dict[str, Any]) -> Plot:
     ax.set_xlabel("taxonomy level")
     ax.set_title("Topics kept per taxonomy level (paper 002 eq. 4)")
     legend_below(ax)
-    out = ("Semantic Remain Percentage per level", png(fig))
-    plt.close(fig)
-    return out
+    return finish("Semantic Remain Percentage per level", fig)
 
 
 def clustering(result: dict[str, Any]) -> Plot | None:
@@ -185,9 +182,7 @@ def clustering(result: dict[str, Any]) -> Plot | None:
     ax.set_ylabel("index (1 = same partition)")
     ax.set_title("Clustering the users: original vs protected (paper 003 §4.4)")
     legend_below(ax, offset=-0.22)
-    out = ("Rand and Jaccard indices of k-means clusterings", png(fig))
-    plt.close(fig)
-    return out
+    return finish("Rand and Jaccard indices of k-means clusterings", fig)
 
 
 def frequencies(result: dict[str, Any]) -> Plot:
@@ -206,9 +201,7 @@ def frequencies(result: dict[str, Any]) -> Plot:
         legend_below(ax, offset=-0.14)
     fig.suptitle("Frequencies kept (paper 003 §4.5)")
     fig.tight_layout()
-    out = ("Top-10 queries and words, original vs protected", png(fig))
-    plt.close(fig)
-    return out
+    return finish("Top-10 queries and words, original vs protected", fig)
 
 
 def all_plots(result: dict[str, Any]) -> list[Plot]:

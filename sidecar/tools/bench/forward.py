@@ -18,8 +18,16 @@ from typing import Any
 
 import click
 
-from sidecar.tools.bench.common import peak_rss_mib
-from sidecar.tools.bench.network import CHAINS, IO_TIMEOUT, Downstream, Run, aol_records, print_run, temp_folder
+from sidecar.tools.bench.network import (
+    CHAINS,
+    IO_TIMEOUT,
+    Downstream,
+    Run,
+    aol_records,
+    downstream_run,
+    print_run,
+    temp_folder,
+)
 
 TAG = "bench.search"
 
@@ -102,19 +110,8 @@ def run_once(events: int, batch: int, chain: str, seed: int, connections: int, w
                 sidecar_rss = sc.peak_rss()
         finally:
             down.close()
-    errors = sorted({c.error for c in conns if c.error})
-    return Run(
-        sent=total,
-        acked=acked,
-        seconds_acked=acked_at - t0,
-        received=received.events,
-        seconds_received=max(0.0, received.last - t0),
-        batch=batch,
-        sidecar_rss=sidecar_rss,
-        client_rss=peak_rss_mib(),
-        downstream_rss=received.peak_rss,
-        note=f"client errors: {', '.join(errors)}" if errors else "",
-    )
+    errors = (c.error for c in conns if c.error)
+    return downstream_run(total, acked, acked_at - t0, received, t0, batch, sidecar_rss, errors)
 
 
 @click.command("forward")

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -330,6 +330,34 @@ class Run:
     client_rss: float
     downstream_rss: float
     note: str = ""
+
+
+def downstream_run(
+    total: int,
+    acked: int,
+    elapsed: float,
+    received: Received,
+    t0: float,
+    batch: int,
+    sidecar_rss: float,
+    errors: Iterable[str],
+) -> Run:
+    """A run whose events a :class:`Downstream` counted; the client's RSS is this process's peak, now."""
+    from sidecar.tools.bench.common import peak_rss_mib
+
+    seen = sorted(set(errors))
+    return Run(
+        sent=total,
+        acked=acked,
+        seconds_acked=elapsed,
+        received=received.events,
+        seconds_received=max(0.0, received.last - t0),
+        batch=batch,
+        sidecar_rss=sidecar_rss,
+        client_rss=peak_rss_mib(),
+        downstream_rss=received.peak_rss,
+        note=f"client errors: {', '.join(seen)}" if seen else "",
+    )
 
 
 def temp_folder() -> tempfile.TemporaryDirectory[str]:

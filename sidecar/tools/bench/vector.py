@@ -15,8 +15,16 @@ from pathlib import Path
 
 import click
 
-from sidecar.tools.bench.common import peak_rss_mib
-from sidecar.tools.bench.network import CHAINS, IO_TIMEOUT, Downstream, Run, aol_records, print_run, temp_folder
+from sidecar.tools.bench.network import (
+    CHAINS,
+    IO_TIMEOUT,
+    Downstream,
+    Run,
+    aol_records,
+    downstream_run,
+    print_run,
+    temp_folder,
+)
 
 
 def requests(records: list[dict[str, str]], batch: int) -> list[tuple[bytes, int]]:
@@ -76,18 +84,7 @@ def run_once(events: int, batch: int, chain: str, seed: int, concurrency: int) -
                 sidecar_rss = sc.peak_rss()
         finally:
             down.close()
-    return Run(
-        sent=total,
-        acked=acked,
-        seconds_acked=acked_at - t0,
-        received=received.events,
-        seconds_received=max(0.0, received.last - t0),
-        batch=batch,
-        sidecar_rss=sidecar_rss,
-        client_rss=peak_rss_mib(),
-        downstream_rss=received.peak_rss,
-        note=f"client errors: {', '.join(sorted(errors))}" if errors else "",
-    )
+    return downstream_run(total, acked, acked_at - t0, received, t0, batch, sidecar_rss, errors)
 
 
 @click.command("vector")

@@ -14,13 +14,13 @@ import pytest
 import scipy.sparse as sp  # type: ignore[import-untyped]
 import structlog
 from click.testing import CliRunner
+from helpers.microaggregate import HEADER, assert_k_anonymous, released, toy_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.microaggregate import odp
-from adapters.microaggregate.aggregate import Result, output_events
 from adapters.microaggregate.classified import read_queries
-from adapters.microaggregate.log import UserLog, read_log
+from adapters.microaggregate.log import read_log
 from adapters.microaggregate.odp import (
     Incidence,
     algorithm5,
@@ -31,7 +31,6 @@ from adapters.microaggregate.odp import (
 )
 from sidecar.cli import main
 
-HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
 AOL = Path(__file__).resolve().parents[4] / "shared" / "data" / "aol-sample.tsv"
 
 #: A toy taxonomy: query string -> category path (absent: uncategorisable).
@@ -48,40 +47,6 @@ PATHS: dict[str, tuple[str, ...]] = {
 
 def toy_classify(strings: list[str]) -> list[tuple[str, ...] | None]:
     return [PATHS.get(s) for s in strings]
-
-
-def _log(rows: list[tuple[str, str]], folder: Path) -> UserLog:
-    """A TSV log of (user, query) rows, one second apart, a click on every other row."""
-    lines = [HEADER]
-    for i, (user, query) in enumerate(rows):
-        url = f"http://www.site{i % 3}.com" if i % 2 else ""
-        lines.append(f"{user}\t{query}\t2006-03-01 10:{i // 60 % 60:02d}:{i % 60:02d}\t{'1' if url else ''}\t{url}")
-    path = folder / "log.tsv"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return read_log(str(path))
-
-
-def released(log: UserLog, result: Result) -> dict[str, Counter[str]]:
-    """Each user's released query strings, from the encoded output lines."""
-    out: dict[str, Counter[str]] = {}
-    for event in output_events(log, result):
-        user, query, *_ = log.codec.encode(event).split("\t")
-        out.setdefault(user, Counter())[query] += 1
-    return out
-
-
-def assert_k_anonymous(log: UserLog, result: Result, k: int) -> None:
-    """Clusters of k..2k-1 covering every user once; identical query multisets inside a cluster; nobody vanishes."""
-    members = np.concatenate(result.clusters)
-    assert sorted(members.tolist()) == list(range(len(log.users)))
-    rows = released(log, result)
-    assert set(rows) == {str(u) for u in log.users}
-    for cluster in result.clusters:
-        assert k <= len(cluster) <= 2 * k - 1
-        sets = [rows[str(log.users[u])] for u in cluster.tolist()]
-        assert all(s == sets[0] for s in sets) and sum(sets[0].values()) >= 1
-        cluster_strings = {str(e.query) for u in cluster.tolist() for e in log.events[u]}
-        assert set(sets[0]) <= cluster_strings  # real query strings of the cluster only
 
 
 def reference_similarity(counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -126,7 +91,7 @@ class TestMatrices:
         (Sports) + min(2, 1) (soccer) = 2; sim(u1, u1) = 3 + 2 + 1 = 6; u3 is at 0 from everyone."""
         rows = [("1", "soccer"), ("1", "soccer"), ("1", "tennis"), ("1", "zzz"), ("2", "barcelona fc")]
         rows += [("2", "stocks"), ("3", "zzz"), ("3", "qqq")]
-        q = read_queries(_log(rows, tmp_path), toy_classify)
+        q = read_queries(toy_log(rows, tmp_path), toy_classify)
         assert (q.uncategorised, q.uncategorised_strings) == (3, 2)
         counts = classification_matrix(q).toarray()
         by_level = [int(counts[:, q.node_level == level].sum()) for level in range(5)]
@@ -190,7 +155,7 @@ class TestAlgorithm5:
         """A user with 4 of the cluster's 10 queries (Contrib 0.4, Quota 2), a query repeated 3 times:
         3 * 0.4 = 1.2, so one copy always and a second with probability 0.2."""
         rows = [("1", "soccer")] * 3 + [("1", "tennis")] + [("2", f"stocks {i}") for i in range(6)]
-        q = read_queries(_log(rows, tmp_path), toy_classify)
+        q = read_queries(toy_log(rows, tmp_path), toy_classify)
         soccer = q.strings.index("soccer")
         rng = random.Random(5)
         runs = [algorithm5(q, np.array([0, 1], dtype=np.intp), rng) for _ in range(3000)]
@@ -204,7 +169,7 @@ class TestAlgorithm5:
     def test_a_cluster_whose_draws_all_fail_still_releases_a_query(self, tmp_path: Path) -> None:
         """Three users of one query each (Contrib 1/3): all three draws fail with probability 8/27; then one copy
         of a most repeated query of a user with most queries is released. Nobody exceeds ceil(Quota) = 1."""
-        q = read_queries(_log([("1", "flu"), ("2", "soccer"), ("3", "stocks")], tmp_path), toy_classify)
+        q = read_queries(toy_log([("1", "flu"), ("2", "soccer"), ("3", "stocks")], tmp_path), toy_classify)
         sizes = Counter(sum(algorithm5(q, np.arange(3, dtype=np.intp), random.Random(s)).values()) for s in range(300))
         assert min(sizes) == 1 and max(sizes) <= 3
         assert sizes[1] / 300 > 8 / 27  # the fallback's share on top of the one-draw runs (3 * 1/3 * 4/9 = 4/9)
@@ -222,7 +187,7 @@ def test_every_cluster_releases_identical_query_multisets(k: int, users: list[li
         users = users + [users[0]] * (k - len(users))
     rows = [(str(u + 1), query) for u, queries in enumerate(users) for query in queries]
     with tempfile.TemporaryDirectory() as folder:
-        log = _log(rows, Path(folder))
+        log = toy_log(rows, Path(folder))
     heard: list[int] = []
     result = microaggregate_odp(log, k, random.Random(seed), heard.append, toy_classify)
     assert_k_anonymous(log, result, k)
@@ -234,7 +199,7 @@ def test_bad_input(tmp_path: Path) -> None:
     fewer users than k and k < 2 are refused."""
     rows = [("1", "zzz"), ("1", "qqq"), ("2", "zzz"), ("3", "flu"), ("4", "flu"), ("5", "soccer"), ("5", "stocks")]
     rows += [("6", "soccer"), ("6", "stocks"), ("7", "")]
-    log = _log(rows, tmp_path)
+    log = toy_log(rows, tmp_path)
     for k in (2, 3):
         assert_k_anonymous(log, microaggregate_odp(log, k, random.Random(k), None, toy_classify), k)
     identical = microaggregate_odp(log, 2, random.Random(0), None, toy_classify)
@@ -248,7 +213,7 @@ def test_bad_input(tmp_path: Path) -> None:
 
 def test_same_seed_same_output_and_no_query_in_the_logs(tmp_path: Path) -> None:
     rows = [(str(u), q) for u in range(1, 13) for q in list(PATHS)[u % 4 : u % 4 + 3]]
-    log = _log(rows, tmp_path)
+    log = toy_log(rows, tmp_path)
     with structlog.testing.capture_logs() as logs:
         one = released(log, microaggregate_odp(log, 3, random.Random(9), None, toy_classify))
     assert one == released(log, microaggregate_odp(log, 3, random.Random(9), None, toy_classify))

@@ -12,17 +12,16 @@ import numpy.typing as npt
 import pytest
 import structlog
 from click.testing import CliRunner
+from helpers.microaggregate import HEADER, assert_k_anonymous, released, toy_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog  # type: ignore[import-untyped]
 
-from adapters.microaggregate.aggregate import Result, output_events
 from adapters.microaggregate.classified import Queries, read_queries
-from adapters.microaggregate.log import UserLog, read_log
+from adapters.microaggregate.log import read_log
 from adapters.microaggregate.semantic import CategorySpace, microaggregate_semantic_mdav, sample_cluster
 from sidecar.cli import main
 
-HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
 AOL = Path(__file__).resolve().parents[4] / "shared" / "data" / "aol-sample.tsv"
 
 PATHS: dict[str, tuple[str, ...]] = {
@@ -39,36 +38,6 @@ PATHS: dict[str, tuple[str, ...]] = {
 
 def toy_classify(strings: list[str]) -> list[tuple[str, ...] | None]:
     return [PATHS.get(s.split(" #")[0]) for s in strings]  # "soccer #3" is another string of the same category
-
-
-def _log(rows: list[tuple[str, str]], folder: Path) -> UserLog:
-    lines = [HEADER]
-    for i, (user, query) in enumerate(rows):
-        url = f"http://www.site{i % 3}.com" if i % 2 else ""
-        lines.append(f"{user}\t{query}\t2006-03-01 10:{i // 60 % 60:02d}:{i % 60:02d}\t{'1' if url else ''}\t{url}")
-    path = folder / "log.tsv"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return read_log(str(path))
-
-
-def released(log: UserLog, result: Result) -> dict[str, Counter[str]]:
-    out: dict[str, Counter[str]] = {}
-    for event in output_events(log, result):
-        user, query, *_ = log.codec.encode(event).split("\t")
-        out.setdefault(user, Counter())[query] += 1
-    return out
-
-
-def assert_k_anonymous(log: UserLog, result: Result, k: int) -> None:
-    """Clusters of k..2k-1 covering every user once; identical query multisets inside a cluster; nobody vanishes."""
-    assert sorted(np.concatenate(result.clusters).tolist()) == list(range(len(log.users)))
-    rows = released(log, result)
-    assert set(rows) == {str(u) for u in log.users}
-    for cluster in result.clusters:
-        assert k <= len(cluster) <= 2 * k - 1
-        sets = [rows[str(log.users[u])] for u in cluster.tolist()]
-        assert all(s == sets[0] for s in sets) and sum(sets[0].values()) >= 1
-        assert set(sets[0]) <= {str(e.query) for u in cluster.tolist() for e in log.events[u]}
 
 
 def emd(q: Queries, a: int, b: int) -> float:
@@ -114,7 +83,7 @@ class TestDistance:
         """soccer vs tennis: differ below Sports, 1/2 + 1/2 = 1; soccer vs stocks: 1 + 1/2 + 1 + 1/2 = 3;
         soccer vs an unknown query (the root): 1 + 1/2; soccer vs half soccer, half stocks: 1.5; self: 0."""
         rows = [("1", "soccer"), ("2", "tennis"), ("3", "stocks"), ("4", "zzz"), ("5", "soccer"), ("5", "stocks")]
-        space = CategorySpace(read_queries(_log(rows, tmp_path), toy_classify))
+        space = CategorySpace(read_queries(toy_log(rows, tmp_path), toy_classify))
         got = space.to_record(0, np.arange(5, dtype=np.intp))
         assert got == pytest.approx([0.0, 1.0, 3.0, 1.5, 1.5])
 
@@ -124,7 +93,7 @@ class TestDistance:
         """Against an LP solution of the transport problem, for every pair of random users."""
         rows = [(str(u + 1), query) for u, queries in enumerate(users) for query in queries]
         with tempfile.TemporaryDirectory() as folder:
-            q = read_queries(_log(rows, Path(folder)), toy_classify)
+            q = read_queries(toy_log(rows, Path(folder)), toy_classify)
         space = CategorySpace(q)
         everyone = np.arange(len(users), dtype=np.intp)
         for a in range(len(users)):
@@ -132,7 +101,7 @@ class TestDistance:
 
     def test_distance_to_the_average_is_to_the_mean_distribution(self, tmp_path: Path) -> None:
         rows = [("1", "soccer"), ("2", "tennis"), ("2", "flu"), ("3", "mortgage rates"), ("3", "zzz")]
-        q = read_queries(_log(rows, tmp_path), toy_classify)
+        q = read_queries(toy_log(rows, tmp_path), toy_classify)
         space = CategorySpace(q)
         dense: npt.NDArray[np.float64] = space.x.toarray()
         members = np.array([0, 2], dtype=np.intp)
@@ -147,7 +116,7 @@ class TestSampling:
         rows = [(str(u % 3 + 1), f"soccer #{u}") for u in range(20)] + [
             (str(u % 3 + 1), f"stocks #{u}") for u in range(10)
         ]
-        q = read_queries(_log(rows, tmp_path), toy_classify)
+        q = read_queries(toy_log(rows, tmp_path), toy_classify)
         for seed in range(20):
             chosen = sample_cluster(q, np.arange(3, dtype=np.intp), random.Random(seed))
             by_topic = Counter(q.strings[s].split(" #")[0] for s in chosen.elements())
@@ -156,7 +125,7 @@ class TestSampling:
 
     def test_sampling_varies_with_the_random_source(self, tmp_path: Path) -> None:
         rows = [(str(u % 2 + 1), f"soccer #{u}") for u in range(12)]
-        q = read_queries(_log(rows, tmp_path), toy_classify)
+        q = read_queries(toy_log(rows, tmp_path), toy_classify)
         draws = {tuple(sorted(sample_cluster(q, np.arange(2, dtype=np.intp), random.Random(s)))) for s in range(30)}
         assert len(draws) > 10
 
@@ -174,7 +143,7 @@ def test_every_cluster_releases_identical_query_multisets(k: int, users: list[li
         users = users + [users[0]] * (k - len(users))
     rows = [(str(u + 1), query) for u, queries in enumerate(users) for query in queries]
     with tempfile.TemporaryDirectory() as folder:
-        log = _log(rows, Path(folder))
+        log = toy_log(rows, Path(folder))
     heard: list[int] = []
     result = microaggregate_semantic_mdav(log, k, random.Random(seed), heard.append, toy_classify)
     assert_k_anonymous(log, result, k)
@@ -186,7 +155,7 @@ def test_bad_input(tmp_path: Path) -> None:
     users too; one-query users are fine; fewer users than k and k < 2 are refused."""
     rows = [("1", "zzz"), ("2", "qqq"), ("2", "zzz"), ("3", "flu"), ("4", "flu"), ("5", "soccer"), ("6", "soccer")]
     rows += [("6", "tennis"), ("7", "stocks"), ("8", "mortgage rates"), ("8", "stocks")]
-    log = _log(rows, tmp_path)
+    log = toy_log(rows, tmp_path)
     result = microaggregate_semantic_mdav(log, 2, random.Random(0), None, toy_classify)
     assert_k_anonymous(log, result, 2)
     cluster_of = {u: i for i, c in enumerate(result.clusters) for u in c.tolist()}
@@ -200,7 +169,7 @@ def test_bad_input(tmp_path: Path) -> None:
 
 def test_same_seed_same_output_and_no_query_in_the_logs(tmp_path: Path) -> None:
     rows = [(str(u), q) for u in range(1, 13) for q in list(PATHS)[u % 5 : u % 5 + 3]]
-    log = _log(rows, tmp_path)
+    log = toy_log(rows, tmp_path)
     with structlog.testing.capture_logs() as logs:
         one = released(log, microaggregate_semantic_mdav(log, 3, random.Random(9), None, toy_classify))
     assert one == released(log, microaggregate_semantic_mdav(log, 3, random.Random(9), None, toy_classify))

@@ -21,6 +21,7 @@ from helpers import ROOT
 from adapters.file.replay import replay
 from adapters.file.scale.replay import ScaleSummary, scaled_replay
 from sidecar.config import load_config
+from sidecar.tools.generate.synthetic import generate_log
 
 distributed = pytest.importorskip("distributed")
 
@@ -80,22 +81,34 @@ def _worker_pids(cluster: distributed.LocalCluster) -> dict[str, int]:
         return dict(client.run(os.getpid))
 
 
-def _wait_for(path: Path, timeout: float = 120.0) -> None:
-    """Until ``path`` holds committed output (a partition is mid-way)."""
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A log large enough (5,000 users, about 130,000 lines) that partition 0 has committed output for a third of
+    a second here, so the kill tests see it mid-way on a faster machine too (with 10,000 lines it finished between
+    two polls on CI)."""
+    path = tmp_path_factory.mktemp("big") / "big.tsv"
+    with path.open("w", encoding="utf-8") as f:
+        generate_log(5000, 11, f)
+    return path
+
+
+def _wait_for(path: Path, running: Callable[[], bool], timeout: float = 120.0) -> None:
+    """Until ``path`` holds committed output (a partition is mid-way); fails at once if the run ended first."""
     deadline = time.monotonic() + timeout
     while not (path.exists() and path.stat().st_size > 0):
+        assert running(), f"the run ended before {path.name} was seen"
         assert time.monotonic() < deadline, f"{path.name} never appeared"
-        time.sleep(0.02)
+        time.sleep(0.002)
 
 
 def test_a_worker_killed_mid_partition_is_retried_without_loss_or_duplicates(
-    tmp_path: Path, log_file: Path, config: Config
+    tmp_path: Path, big_log: Path, config: Config
 ) -> None:
     """SIGKILL of a worker process running a partition once partition 0 has committed output: Dask retries the task on
     a worker, which cuts the output back to the last commit and continues. The merged log and every user's
     profile equal an uninterrupted run's."""
     cfg = config(_profile_chain())
-    want_profiles = _one_process_profiles(cfg, log_file, tmp_path / "one.tsv", tmp_path / "one")
+    want_profiles = _one_process_profiles(cfg, big_log, tmp_path / "one.tsv", tmp_path / "one")
     want = (tmp_path / "one.tsv").read_bytes()
     out = tmp_path / "many.tsv"
     result: dict[str, ScaleSummary | BaseException] = {}
@@ -108,7 +121,7 @@ def test_a_worker_killed_mid_partition_is_retried_without_loss_or_duplicates(
         def run() -> None:
             try:
                 result["s"] = scaled_replay(
-                    str(cfg), str(log_file), str(out), workers=2, scheduler=c.scheduler_address, commit_lines=100
+                    str(cfg), str(big_log), str(out), workers=2, scheduler=c.scheduler_address, commit_lines=100
                 )
             except BaseException as exc:  # handed to the test thread
                 result["s"] = exc
@@ -116,7 +129,7 @@ def test_a_worker_killed_mid_partition_is_retried_without_loss_or_duplicates(
         t = threading.Thread(target=run)
         t.start()
         run_dir = tmp_path / "state" / "partitions" / "run-of-0002"
-        _wait_for(run_dir / "part-0000.out.tmp")
+        _wait_for(run_dir / "part-0000.out.tmp", t.is_alive)
         busy, victim = next(
             (a, int(k.split("-")[1])) for a, keys in client.processing().items() for k in keys if "partition-" in k
         )
@@ -129,29 +142,29 @@ def test_a_worker_killed_mid_partition_is_retried_without_loss_or_duplicates(
     assert _profiles(tmp_path / "state") == want_profiles
 
 
-def test_resume_after_the_client_is_killed(tmp_path: Path, log_file: Path, config: Config) -> None:
+def test_resume_after_the_client_is_killed(tmp_path: Path, big_log: Path, config: Config) -> None:
     """The whole replay killed (SIGKILL) mid-partition, then `--resume`: each partition continues from its own
     commit; output and profiles equal an uninterrupted run's. A further --resume finds the run complete."""
     cfg = config(_profile_chain())
-    want_profiles = _one_process_profiles(cfg, log_file, tmp_path / "one.tsv", tmp_path / "one")
+    want_profiles = _one_process_profiles(cfg, big_log, tmp_path / "one.tsv", tmp_path / "one")
     out = tmp_path / "many.tsv"
     code = (
         "from adapters.file.scale.replay import scaled_replay\n"
-        f"scaled_replay({str(cfg)!r}, {str(log_file)!r}, {str(out)!r}, workers=2, scheduler='synchronous',"
+        f"scaled_replay({str(cfg)!r}, {str(big_log)!r}, {str(out)!r}, workers=2, scheduler='synchronous',"
         " commit_lines=300, resume=True)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
     try:
-        _wait_for(tmp_path / "state" / "partitions" / "run-of-0002" / "part-0000.out.tmp")
+        _wait_for(tmp_path / "state" / "partitions" / "run-of-0002" / "part-0000.out.tmp", lambda: proc.poll() is None)
         assert proc.poll() is None, "finished before the kill"
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait()
     assert not out.exists()
-    s = scaled_replay(str(cfg), str(log_file), str(out), workers=2, scheduler="synchronous", resume=True)
+    s = scaled_replay(str(cfg), str(big_log), str(out), workers=2, scheduler="synchronous", resume=True)
     assert out.read_bytes() == (tmp_path / "one.tsv").read_bytes()
     assert _profiles(tmp_path / "state") == want_profiles
-    assert s.records_in == sum(1 for _ in log_file.open()) - 1
-    again = scaled_replay(str(cfg), str(log_file), str(out), workers=2, scheduler="synchronous", resume=True)
+    assert s.records_in == sum(1 for _ in big_log.open()) - 1
+    again = scaled_replay(str(cfg), str(big_log), str(out), workers=2, scheduler="synchronous", resume=True)
     assert again.already_done
     assert _profiles(tmp_path / "state") == want_profiles

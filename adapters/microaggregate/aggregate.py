@@ -4,7 +4,13 @@ The aggregation ``C`` of a group of users is a list of queries of length ``round
 user contributes in proportion to their number of queries (largest remainders), and within a user the query
 strings keep their frequencies (largest remainders again, ties broken by the random source). Each chosen query
 string gets the arithmetic mean time and rank of that string's queries in the group and their clicked URL
-generalised to the right-most common domain part. The same aggregation is MDAV's average record.
+generalised to the right-most common domain part. This is MDAV's average record.
+
+The representative a cluster *releases* adds one rule §3.2.3 leaves open (its ``≃``): which strings a user's
+share keeps. With ``matched`` (method ``mdav``), each member's share is spread over their most frequent strings
+only, the same fraction ``α`` of every member's distinct strings, and ``α`` is the one (of :data:`DEPTHS`)
+whose representative's entropy is closest to the members' own, by paper 003's ILR. With ``proportional``
+(method ``mdav-paper``) every share is spread over all the user's strings, as printed (``α = 1``).
 
 The distance (eq. 1-4) is :mod:`~adapters.microaggregate.distance`'s; a log is normalised with its own bounds, a
 block of a bigger log with the whole log's (:mod:`~adapters.microaggregate.blocks`). ``docs/MICROAGGREGATION.md``
@@ -35,15 +41,96 @@ Ints = npt.NDArray[np.intp]
 Progress = Callable[[int], None]
 
 
+#: The fractions ``alpha`` of each member's distinct strings a ``matched`` representative tries.
+DEPTHS = tuple(i / 24 for i in range(1, 25))
+#: Steps between two coarse depths tried around the best one.
+REFINE = 4
+
+
 def apportion(total: int, weights: Sequence[float], rng: random.Random) -> list[int]:
     """Split ``total`` in proportion to ``weights`` by largest remainders (ties in random order)."""
+    return apportion_keyed(total, weights, [rng.random() for _ in weights])
+
+
+def apportion_keyed(total: int, weights: Sequence[float], ties: Sequence[float]) -> list[int]:
+    """:func:`apportion` with the tie-breaking keys given (the same ties for several trials)."""
     whole = sum(weights)
     shares = [total * w / whole for w in weights]
     out = [math.floor(s) for s in shares]
-    keys = [(-(s - f), rng.random()) for s, f in zip(shares, out)]
+    keys = [(-(s - f), t) for s, f, t in zip(shares, out, ties)]
     for i in sorted(range(len(weights)), key=keys.__getitem__)[: total - sum(out)]:
         out[i] += 1
     return out
+
+
+def entropy_bits(counts: Sequence[int]) -> float:
+    """Shannon entropy (base 2) of a count vector; 0 for one value or none."""
+    total = sum(counts)
+    if total <= 0:
+        return 0.0
+    return -sum(c / total * math.log2(c / total) for c in counts if c > 0)
+
+
+@dataclass
+class Member:
+    """One cluster member for the string choice: their strings by decreasing frequency (ties in random order),
+    the frequencies, the tie keys of the largest-remainder rounding, and the entropy of their queries."""
+
+    strings: list[int]
+    counts: list[int]
+    ties: list[float]
+    entropy: float
+
+    @classmethod
+    def of(cls, sids: Sequence[int], rng: random.Random) -> Member:
+        freq = Counter(sids)
+        order = sorted(freq, key=lambda s: (-freq[s], rng.random()))
+        counts = [freq[s] for s in order]
+        return cls(order, counts, [rng.random() for _ in order], entropy_bits(counts))
+
+    def share(self, quota: int, depth: float, into: Counter[int]) -> None:
+        """Add ``quota`` queries over the most frequent ``ceil(depth x distinct)`` strings, in proportion."""
+        keep = max(1, math.ceil(depth * len(self.strings) - 1e-9))
+        for s, n in zip(self.strings[:keep], apportion_keyed(quota, self.counts[:keep], self.ties[:keep])):
+            if n:
+                into[s] += n
+
+
+def choose_strings(members: Sequence[Member], total: int, rng: random.Random, matched: bool) -> Counter[int]:
+    """§3.2.3's query strings of a representative of ``total`` queries: each member's quota in proportion to their
+    number of queries, spread over their strings by frequency. ``matched``: over each member's most frequent
+    fraction ``α`` of strings, the ``α`` (of :data:`DEPTHS`, then :data:`REFINE` steps finer around the best)
+    minimising ``Σ |H_u - H| / H_u`` (paper 003's ILR
+    summed over the members with ``H_u > 0``; ties to the larger ``α``); else over all (``α = 1``)."""
+    quotas = apportion(total, [sum(m.counts) for m in members], rng)
+
+    def build(depth: float) -> Counter[int]:
+        chosen: Counter[int] = Counter()
+        for m, quota in zip(members, quotas):
+            if quota:
+                m.share(quota, depth, chosen)
+        return chosen
+
+    entropies = [m.entropy for m in members if m.entropy > 0]
+    if not matched or not entropies:
+        return build(1.0)
+    best: tuple[float, float, Counter[int]] | None = None
+    step = DEPTHS[0]
+    coarse = sorted(DEPTHS, reverse=True)
+    for depths in (coarse, None):
+        if depths is None:  # refine around the best coarse depth
+            assert best is not None
+            centre = best[1]
+            depths = [centre + i * step / REFINE for i in range(REFINE - 1, -REFINE, -1) if i]
+            depths = [d for d in depths if 0 < d < 1]
+        for depth in depths:
+            chosen = build(depth)
+            h = entropy_bits(list(chosen.values()))
+            cost = sum(abs(e - h) / e for e in entropies)
+            if best is None or cost < best[0] - 1e-12:
+                best = (cost, depth, chosen)
+    assert best is not None
+    return best[2]
 
 
 def common_suffix(domains: list[tuple[str, ...]]) -> tuple[str, ...]:
@@ -139,19 +226,15 @@ class UserSpace:
 
     # --- aggregation (§3.2.3) ---
 
-    def aggregate(self, members: Ints) -> Aggregate:
+    def aggregate(self, members: Ints, matched: bool = False) -> Aggregate:
+        """The group's aggregation; ``matched`` for a released representative (module docstring)."""
         counts = [int(self.counts[u]) for u in members]
         size = max(1, round(sum(counts) / len(counts)))
-        chosen: Counter[int] = Counter()
-        for user, quota in zip(members, apportion(size, counts, self.rng)):
-            if not quota:
-                continue
-            start = int(self.starts[user])
-            freq = Counter(self.sid[start : start + int(self.counts[user])].tolist())
-            strings = list(freq)
-            for s, n in zip(strings, apportion(quota, [freq[s] for s in strings], self.rng)):
-                if n:
-                    chosen[s] += n
+        rows = [
+            Member.of(self.sid[int(self.starts[u]) : int(self.starts[u]) + int(self.counts[u])].tolist(), self.rng)
+            for u in members
+        ]
+        chosen = choose_strings(rows, size, self.rng, matched)
         index, _ = self._queries_of(members)
         keys = np.array(sorted(chosen), dtype=np.intp)
         index = index[np.isin(self.sid[index], keys)]
@@ -191,12 +274,20 @@ class Result:
     blocks: int = 1
 
 
-def microaggregate_mdav(log: UserLog, k: int, rng: random.Random, progress: Progress | None = None) -> Result:
-    """Cluster the users of ``log`` with MDAV (k..2k-1 users each) and aggregate every cluster."""
+def microaggregate_mdav(
+    log: UserLog, k: int, rng: random.Random, progress: Progress | None = None, matched: bool = True
+) -> Result:
+    """Cluster the users of ``log`` with MDAV (k..2k-1 users each) and aggregate every cluster (``matched``:
+    the released representatives keep each member's most frequent strings, module docstring)."""
     space = UserSpace(log, rng)
     clusters = mdav(space, len(log.users), k, progress)
     space.space.clear()
-    return Result(clusters, [space.aggregate(c) for c in clusters], space.strings)
+    return Result(clusters, [space.aggregate(c, matched) for c in clusters], space.strings)
+
+
+def microaggregate_mdav_paper(log: UserLog, k: int, rng: random.Random, progress: Progress | None = None) -> Result:
+    """:func:`microaggregate_mdav` with §3.2.3's rounding as printed: every share over all the user's strings."""
+    return microaggregate_mdav(log, k, rng, progress, matched=False)
 
 
 def _like(template: Any, value: float | str | None) -> Any:

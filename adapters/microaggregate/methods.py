@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from adapters.microaggregate.aggregate import Progress, Result, microaggregate_mdav
+from adapters.microaggregate.aggregate import Progress, Result, microaggregate_mdav, microaggregate_mdav_paper
 from adapters.microaggregate.log import UserLog
 
 Method = Callable[[UserLog, int, random.Random, Progress | None], Result]
@@ -31,7 +31,11 @@ def microaggregate_semantic_mdav(log: UserLog, k: int, rng: random.Random, progr
 
 #: Method name -> (function, one-line description for ``--help``).
 METHODS: dict[str, tuple[Method, str]] = {
-    "mdav": (microaggregate_mdav, "paper 003: MDAV, user distance eq. 1-4, aggregation §3.2.3"),
+    "mdav": (
+        microaggregate_mdav,
+        "paper 003: MDAV, user distance eq. 1-4, aggregation §3.2.3 keeping each member's most frequent strings",
+    ),
+    "mdav-paper": (microaggregate_mdav_paper, "paper 003 as printed: mdav with every share over all the strings"),
     "odp": (microaggregate_odp, "paper 002: category matrices L1..L5, min-count similarity, greedy clusters, Alg. 5"),
     "semantic-mdav": (
         microaggregate_semantic_mdav,

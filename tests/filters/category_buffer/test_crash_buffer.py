@@ -8,17 +8,20 @@ filter's own writes nest in it as a savepoint), writes and fsyncs the released
 records, records the input position and output size, then commits. On restart
 it truncates the output to the committed size and resumes the input there. One
 run kills itself (SIGKILL) at the worst moment — output written, state not yet
-committed — and one is killed from outside at a random moment.
+committed — and one is killed from outside at a random moment, reading its input from a FIFO the test feeds
+(the tail held back), so it is still running when the kill comes however fast the machine.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -79,12 +82,17 @@ def child(cfg_path: str, in_path: str, out_path: str, crash_at: int) -> None:
     row = conn.execute("SELECT line, bytes FROM replay_checkpoint WHERE id = 1").fetchone()
     line_done, size = row if row else (0, 0)
     codec = JsonlCodec(cfg.sidecar.schema)
-    lines = Path(in_path).read_text().splitlines()
-    with open(out_path, "a+b") as out:
+    with open(in_path, encoding="utf-8") as src, open(out_path, "a+b") as out:
+        lines = (line.rstrip("\n") for line in src)  # read as it comes: the input may be a FIFO the test feeds
+        for _ in itertools.islice(lines, line_done):
+            pass
         out.truncate(size)
         out.seek(size)
-        for batch_no, start in enumerate(range(line_done, len(lines), BATCH), start=1):
-            chunk = lines[start : start + BATCH]
+        start = line_done
+        for batch_no in itertools.count(1):
+            chunk = list(itertools.islice(lines, BATCH))
+            if not chunk:
+                break
             events = [codec.decode(line, "\n") for line in chunk]
             conn.execute("BEGIN IMMEDIATE")
             released = pipe.process(events)
@@ -101,6 +109,7 @@ def child(cfg_path: str, in_path: str, out_path: str, crash_at: int) -> None:
                 (start + len(chunk), size),
             )
             conn.execute("COMMIT")
+            start += len(chunk)
             print(f"batch {batch_no}", flush=True)
             time.sleep(0.002)
     pipe.close()
@@ -168,18 +177,37 @@ def test_self_kill_between_output_and_commit(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_external_kill_mid_replay(tmp_path: Path) -> None:
     """SIGKILL from outside at a random moment of a replay, then a rerun: every event released exactly once
-    or still held, none lost, and no released event keeps its own user."""
+    or still held, none lost, and no released event keeps its own user.
+
+    The first run reads a FIFO the test feeds, the last third of the input held back: once it has committed a
+    random batch (5-39 of 75) it is still running (processing, or waiting for input) when the kill comes, on any
+    machine; a run that ends first fails the test. The rerun reads the same bytes from a file at that path."""
+    from helpers.fifo import FifoFeed
+
     _config(tmp_path)
-    _input(tmp_path)
-    p = _run_child(tmp_path)
-    assert p.stdout is not None
+    data = _input(tmp_path).read_bytes()
+    (tmp_path / "in.jsonl").unlink()
+    feed = FifoFeed(tmp_path / "in.jsonl", data, hold_back=len(data) // 3)
+    first = _run_child(tmp_path)
+    done: list[int] = []
+
+    def progress() -> None:
+        assert first.stdout is not None
+        done.extend(int(line.split()[1]) for line in first.stdout if line.startswith("batch"))
+
+    reader = threading.Thread(target=progress, daemon=True)
+    reader.start()
     target = random.Random().randrange(5, 40)
-    for line in p.stdout:
-        if line.startswith("batch") and int(line.split()[1]) >= target:
-            break
-    time.sleep(random.Random().random() * 0.01)
-    p.send_signal(signal.SIGKILL)
-    p.wait(timeout=60)
+    try:
+        feed.until(lambda: bool(done) and done[-1] >= target, first)
+        time.sleep(random.Random().random() * 0.01)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=60)
+        feed.close()
+    reader.join(timeout=10)
+    assert first.returncode == -signal.SIGKILL, "the replay ended before the kill"
+    (tmp_path / "in.jsonl").write_bytes(data)
     p = _run_child(tmp_path)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 0, err[-2000:]
@@ -204,7 +232,11 @@ def _replay_cmd(tmp: Path) -> list[str]:
 @pytest.mark.parametrize("kills", [1, 3])
 def test_querylog_replay_resume_survives_kill9(tmp_path: Path, kills: int) -> None:
     """`querylog replay --resume` killed with SIGKILL mid-run, then rerun to the end: every event is
-    released exactly once or still held, none lost (the product path, not a test driver)."""
+    released exactly once or still held, none lost (the product path, not a test driver).
+
+    Each run is killed once its output has grown by 1-4,000 bytes; it then has about 1 s of work left here
+    (of ~205 kB of output) and the output is polled every ms, and a run that ends first fails the test at once.
+    (`replay` refuses a FIFO as its input, so a pipe the test feeds cannot hold the window open.)"""
     _config(tmp_path)
     cfg = tmp_path / "crash.yaml"
     cfg.write_text(cfg.read_text() + "limits:\n  batch_size: 5\n")
@@ -219,13 +251,16 @@ def test_querylog_replay_resume_survives_kill9(tmp_path: Path, kills: int) -> No
             stderr=subprocess.PIPE,
             cwd=Path(__file__).resolve().parents[3],
         )
-        deadline = time.monotonic() + 60
-        while p.poll() is None and time.monotonic() < deadline:
-            if out.exists() and out.stat().st_size > before + rng.randrange(1, 4000):
-                break
-            time.sleep(0.001)
-        p.kill()
-        p.wait(timeout=30)
+        grown = before + rng.randrange(1, 4000)  # the kill point: this many bytes of output (drawn once per run)
+        deadline = time.monotonic() + 120
+        try:
+            while not (out.exists() and out.stat().st_size > grown):
+                assert p.poll() is None, f"the replay ended (exit {p.returncode}) before it could be killed"
+                assert time.monotonic() < deadline, f"the output did not pass {grown} bytes in 120 s"
+                time.sleep(0.001)
+        finally:
+            p.kill()
+            p.wait(timeout=30)
         assert p.returncode == -signal.SIGKILL, "the replay ended before it could be killed"
     done = subprocess.run(
         _replay_cmd(tmp_path), capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[3]

@@ -61,6 +61,7 @@ class Client:
         self.next_id = first_id
         self.rng = rng
         self.acked: list[str] = []
+        self.ended: grpc.StatusCode | None = None  # the status that ended the stream
 
     def _batches(self, ids: list[str]) -> list[EventBatch]:
         out = []
@@ -82,14 +83,37 @@ class Client:
                 self.next_id += 120
                 stub.Ingest(iter(self._batches(ids)), timeout=10)
                 self.acked.extend(ids)  # the response arrived: these are acknowledged
-        except grpc.RpcError:
-            pass  # the server was killed: whatever had no response is not acknowledged
+        except grpc.RpcError as exc:  # the server was killed: whatever had no response is not acknowledged
+            self.ended = exc.code()
         finally:
             chan.close()
 
 
-def _serve(config: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([QUERYLOG, "serve", "--config", str(config)], stderr=subprocess.DEVNULL)
+def _serve(config: Path, port: int) -> subprocess.Popen[bytes]:
+    """`querylog serve`, once its health service says SERVING; fails at once if it exits first."""
+    proc = subprocess.Popen([QUERYLOG, "serve", "--config", str(config)], stderr=subprocess.DEVNULL)
+    chan = channel(f"127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + 120
+        while not wait_serving(chan, 1):
+            assert proc.poll() is None, f"the sidecar exited ({proc.returncode}) before serving"
+            assert time.monotonic() < deadline, "the sidecar did not serve in 120 s"
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        chan.close()
+    return proc
+
+
+def _wait_for_a_response(client: Client, thread: threading.Thread) -> None:
+    """Until the client's first Ingest is acknowledged: the stream is under way, so the kill lands mid-stream."""
+    deadline = time.monotonic() + 120
+    while not client.acked:
+        assert thread.is_alive(), f"the client stopped ({client.ended}) before any response"
+        assert time.monotonic() < deadline, "no Ingest response in 120 s"
+        time.sleep(0.002)
 
 
 def _held_ids(state_dir: Path) -> list[str]:
@@ -111,36 +135,34 @@ def _held_ids(state_dir: Path) -> list[str]:
 @pytest.mark.slow
 def test_no_acknowledged_event_is_lost_across_kill9_during_ingest(tmp_path: Path) -> None:
     """Six kill -9s at random points of a stream of Ingest RPCs: every acknowledged event is delivered or
-    still held afterwards; duplicates (at-least-once) are counted."""
+    still held afterwards; duplicates (at-least-once) are counted. Each kill comes a random 0.3-1.5 s after the
+    stream's first response (not after its start, which a slow machine may not have reached), while the client
+    still streams (it never stops by itself)."""
     rng = random.Random(11)
     acked: list[str] = []
     next_id = 0
     for _ in range(KILLS):
         port = _free_port()
-        config = _config(tmp_path, port)
-        proc = _serve(config)
+        proc = _serve(_config(tmp_path, port), port)
+        client = Client(f"127.0.0.1:{port}", next_id, rng)
+        thread = threading.Thread(target=client.run, daemon=True)
         try:
-            chan = channel(f"127.0.0.1:{port}")
-            assert wait_serving(chan, 30), "the sidecar did not start"
-            chan.close()
-            client = Client(f"127.0.0.1:{port}", next_id, rng)
-            thread = threading.Thread(target=client.run)
             thread.start()
+            _wait_for_a_response(client, thread)
             time.sleep(rng.uniform(0.3, 1.5))
+            assert thread.is_alive(), f"the client stopped ({client.ended}) before the kill"
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-        thread.join(timeout=30)
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the client still streams to a killed server"
         acked += client.acked
         next_id = client.next_id
     # one last graceful run: the timer and the final flush release what may be released
     port = _free_port()
-    proc = _serve(_config(tmp_path, port))
-    chan = channel(f"127.0.0.1:{port}")
-    assert wait_serving(chan, 30)
-    chan.close()
+    proc = _serve(_config(tmp_path, port), port)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0
+    assert proc.wait(timeout=60) == 0
 
     delivered = Counter(
         json.loads(line)["id"] for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()

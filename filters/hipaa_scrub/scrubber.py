@@ -39,7 +39,9 @@ Run = Callable[[str, str, list[Span]], None]
 Wants = Callable[[str, list[str]], bool]
 DigitPlan = tuple[list[tuple[frozenset[str], Run]], list[tuple[PreCheck, Run]], list[Run]]
 """Digit detectors to try: (gated by cue words, gated by a pre-check, ungated)."""
-Lens = frozenset[int] | None
+Lens = tuple[frozenset[int] | None, frozenset[int] | None]
+"""A detector's digit-run lengths: (``RUNS``, one of which must occur; ``RUNS_ALL``, all of which must)."""
+_ANY_RUNS: Lens = (None, None)
 RunsPlan = tuple[list[tuple[Lens, frozenset[str], Run]], list[tuple[Lens, PreCheck, Run]], list[tuple[Lens, Run]]]
 """A :data:`DigitPlan` whose detectors still carry their digit-run lengths (``Detector.RUNS``)."""
 _NO_RUNS: frozenset[int] = frozenset()
@@ -84,6 +86,12 @@ def _resolve(found: list[Span]) -> list[Span]:
     if len(kept) > 1:
         kept.sort(key=_START)
     return kept
+
+
+def _fits(lens: Lens, runs: frozenset[int]) -> bool:
+    """True when a text with digit runs of these lengths meets a detector's ``RUNS`` and ``RUNS_ALL``."""
+    one_of, all_of = lens
+    return (one_of is None or not one_of.isdisjoint(runs)) and (all_of is None or all_of <= runs)
 
 
 def _any_text(text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
@@ -154,7 +162,7 @@ class Scrubber:
         # bound methods and gates looked up once: the per-query loop does no attribute lookups
         # (least digits, cue words of which one must occur, other pre-check, detect): a detector whose
         # pre-check is only its GATE_WORDS is gated here without a method call
-        self._digit_plan = [(d.MIN_DIGITS, d.RUNS, *self._gates(d), d.detect) for d in self.digit]
+        self._digit_plan = [(d.MIN_DIGITS, (d.RUNS, d.RUNS_ALL), *self._gates(d), d.detect) for d in self.digit]
         # the digit detectors a text with n digits can need, by n (capped): no per-detector count check
         top = max((d.MIN_DIGITS for d in self.digit), default=0)
         # each split three ways (no per-detector branching at run time): detectors gated by cue words,
@@ -191,7 +199,7 @@ class Scrubber:
 
     def _drop_prechecks(self) -> None:
         """Replace the plans built above by ones that run every detector ungated (``prechecks=False``)."""
-        everything: RunsPlan = ([], [], [(None, d.detect) for d in self.digit])
+        everything: RunsPlan = ([], [], [(_ANY_RUNS, d.detect) for d in self.digit])
         self._digit_by_count = [everything] * len(self._digit_by_count)
         self._plan_cache.clear()
         self._net_plan = [(_any_text, d.detect) for d in self.net]
@@ -201,13 +209,13 @@ class Scrubber:
 
     def _plan_for(self, lengths: tuple[int, ...]) -> tuple[DigitPlan, frozenset[int]]:
         """The digit plan for a text whose digit runs have these lengths (in text order): the plan
-        for its digit count without the detectors none of whose RUNS occur; and the set of lengths."""
+        for its digit count without the detectors whose RUNS / RUNS_ALL the lengths miss; and the set of lengths."""
         runs = frozenset(lengths)
         by_words, by_check, ungated = self._digit_by_count[min(sum(lengths), len(self._digit_by_count) - 1)]
         plan: DigitPlan = (
-            [(cue, run) for lens, cue, run in by_words if lens is None or not lens.isdisjoint(runs)],
-            [(pre, run) for lens, pre, run in by_check if lens is None or not lens.isdisjoint(runs)],
-            [run for lens, run in ungated if lens is None or not lens.isdisjoint(runs)],
+            [(cue, run) for lens, cue, run in by_words if _fits(lens, runs)],
+            [(pre, run) for lens, pre, run in by_check if _fits(lens, runs)],
+            [run for lens, run in ungated if _fits(lens, runs)],
         )
         if len(self._plan_cache) < _PLAN_CACHE_SIZE:
             self._plan_cache[lengths] = (plan, runs)

@@ -81,6 +81,8 @@ class Detector:
     #: Digit-run lengths of which one must occur (a run is a maximal ``\d+``); None: no such set.
     #: The scrubber drops the detector from a text's plan without calling anything when none occurs.
     RUNS: ClassVar[frozenset[int] | None] = None
+    #: Digit-run lengths that must all occur (None: no such set); checked like ``RUNS``, once per set of lengths.
+    RUNS_ALL: ClassVar[frozenset[int] | None] = None
     #: Optional cheap regex on the lowercased text; no match skips ``detect``.
     GATE: ClassVar[str | None] = None
     #: Optional words (``[a-z]+`` runs of the lowercased text) of which one must occur; faster

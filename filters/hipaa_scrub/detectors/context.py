@@ -229,7 +229,9 @@ class MbiDetector(Detector):
 
     KINDS = ("health_plan",)
     MIN_DIGITS = 5
-    RUNS = frozenset({2})  # positions 10-11: a bounded run of 2 digits after the letter of position 9
+    # positions 10-11: a bounded run of 2 digits after the letter of position 9; position 1: a run of 1 digit (a
+    # letter follows, and no word character or dash comes before)
+    RUNS_ALL = frozenset({1, 2})
     PRIORITY = 16
     PATTERNS = (
         Pattern(

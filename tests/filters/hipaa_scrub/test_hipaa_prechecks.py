@@ -147,6 +147,11 @@ PIECES = st.sampled_from(
         "1980/12/25",
         "7.4.2006",
         "3-15",
+        "1EG4-TE5-MK73",
+        "1eg4te5mk73",
+        "020 7946 0958",
+        "(030) 1234 5678",
+        "612 345 678",
     ]
 )
 TEXTS = st.lists(PIECES, min_size=1, max_size=8).map(" ".join)
@@ -381,16 +386,18 @@ def test_overlap_resolution_matches_the_greedy_rule(raw: list[tuple[int, int, in
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(TEXTS, DATE_TEXT, st.text(alphabet="0123456789abx -./:,#", max_size=30)))
 def test_run_lengths_hold_wherever_a_detector_finds_something(text: str) -> None:
-    """A detector that declares RUNS finds nothing in a text without a digit run of those lengths."""
+    """A detector that declares RUNS finds nothing in a text without a digit run of one of those lengths, one that
+    declares RUNS_ALL nothing in a text that lacks a run of any of those lengths."""
     lower = text.lower()
     runs = {len(r) for r in re.findall(r"\d+", text)}
     for d in GATED.digit:
-        if d.RUNS is None:
+        if d.RUNS is None and d.RUNS_ALL is None:
             continue
         out: list = []
         d.detect(text, lower, out)
         if out:
-            assert not d.RUNS.isdisjoint(runs), (type(d).__name__, sorted(runs))
+            assert d.RUNS is None or not d.RUNS.isdisjoint(runs), (type(d).__name__, sorted(runs))
+            assert d.RUNS_ALL is None or d.RUNS_ALL.issubset(runs), (type(d).__name__, sorted(runs))
 
 
 @settings(max_examples=300, deadline=None)
@@ -414,3 +421,14 @@ def test_luhn_matches_the_textbook_loop(digits: str) -> None:
         d = int(ch) * (2 if i % 2 else 1)
         total += d - 9 if d > 9 else d
     assert luhn_ok(digits) == (total % 10 == 0)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="0123456789ab (/.+-_", max_size=24))
+def test_national_phone_gate_passes_wherever_the_single_scan_matches(text: str) -> None:
+    """NationalPhoneDetector's two-scan pre-check passes every text its former single look-behind-first scan matched
+    (the necessary condition it replaces), non-word characters before a bracket included."""
+    d = next(x for x in GATED.digit if type(x).__name__ == "NationalPhoneDetector")
+    former = re.compile(r"(?<![\w.+/-])\(?0[1-9]|(?<![\w.+-])[6-9]\d\d[ .-]\d\d")
+    if former.search(text) is not None:
+        assert d.prefilter(text, text, [], frozenset())

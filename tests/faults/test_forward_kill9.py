@@ -185,6 +185,20 @@ def _wait(cond: Callable[[], object], timeout: float) -> bool:
     return bool(cond())
 
 
+def _wait_moving(cond: Callable[[], object], progress: Callable[[], int], stall: float = 60.0) -> bool:
+    """Until ``cond()``; False only once ``progress()`` has stood still for ``stall`` seconds (a slow machine
+    takes longer but keeps moving: no fixed deadline for the whole stream)."""
+    last, moved = progress(), time.monotonic()
+    while not cond():
+        now = progress()
+        if now != last:
+            last, moved = now, time.monotonic()
+        elif time.monotonic() - moved > stall:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def _outbox_events(state: Path) -> int:
     """Events in the forward sink's outbox (undelivered, to be sent after the restart), read while it is down."""
     db = sqlite3.connect(state / DB_NAME)
@@ -208,7 +222,7 @@ def _serve(config: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
         except OSError:
             return False
 
-    assert _wait(listening, 60), "the sidecar did not start listening"
+    assert _wait(listening, 120), "the sidecar did not start listening"
     return proc
 
 
@@ -228,7 +242,8 @@ def test_every_acknowledged_event_reaches_fluent_server_across_kill9(fluent_node
     client: subprocess.Popen[str] | None = None
     try:
         downstream = Lines(server)
-        assert _wait(lambda: downstream.items, 30), "FluentServer did not start"
+        assert _wait(lambda: downstream.items or server.poll() is not None, 120), "FluentServer did not start"
+        assert downstream.items, f"FluentServer exited ({server.poll()}) before listening"
         server_port = int(downstream.items.pop(0)["port"])
 
         port = _free_port()
@@ -263,7 +278,8 @@ def test_every_acknowledged_event_reaches_fluent_server_across_kill9(fluent_node
         in_outbox: list[int] = []
         kill_points = sorted(int(EVENTS * rng.uniform(0.15, 0.85)) for _ in range(KILLS))
         for point in kill_points:
-            assert _wait(lambda p=point: acked_so_far() >= p or client.poll() is not None, 60), "no progress"
+            reached = _wait_moving(lambda p=point: acked_so_far() >= p or client.poll() is not None, acked_so_far)
+            assert reached, f"no acknowledgement for 60 s at {acked_so_far()} of the way to {point}"
             assert client.poll() is None, f"the client ended before the kill at {point}: {progress.items[-1:]}"
             sidecar.send_signal(signal.SIGKILL)
             sidecar.wait()
@@ -271,18 +287,27 @@ def test_every_acknowledged_event_reaches_fluent_server_across_kill9(fluent_node
             time.sleep(rng.uniform(0.0, 1.0))  # down for a while: the client reconnects and retries
             sidecar = _serve(config, port, tmp_path / "sidecar.err")
 
-        assert client.wait(timeout=120) == 0, progress.items[-3:]
+        assert _wait_moving(lambda: client.poll() is not None, acked_so_far), "the client stalled for 60 s"
+        assert client.wait() == 0, progress.items[-3:]
         result = json.loads(out.read_text(encoding="utf-8"))
         acked = set(result["acked"])
 
         def delivered() -> Counter[int]:
             return Counter(int(item[0]) for item in list(downstream.items))
 
-        assert _wait(lambda: acked <= set(delivered()), 30), "acknowledged events still missing downstream"
+        def all_arrived() -> bool:  # the cheap count first: the set of 100,000 ids only once it can hold
+            return len(downstream.items) >= len(acked) and acked <= set(delivered())
+
+        arrived = _wait_moving(all_arrived, lambda: len(downstream.items), stall=30)
+        assert arrived, "acknowledged events still missing downstream (nothing arrived for 30 s)"
         sidecar.send_signal(signal.SIGTERM)
         assert sidecar.wait(timeout=60) == 0
         sidecar = None
-        time.sleep(0.2)
+        assert server.stdin is not None
+        server.stdin.close()  # FluentServer closes and exits: the reader has every line it printed
+        server.wait(60)
+        downstream.thread.join(60)
+        assert not downstream.thread.is_alive()
         got = delivered()
         missing = sorted(acked - set(got))
         duplicates = sum(n - 1 for n in got.values())

@@ -113,8 +113,18 @@ class Serve:
             )
         self.chan = channel(self.address)
         self.stub = QueryLogFilterStub(self.chan)
-        if wait and not wait_serving(self.chan, 60):
-            self.proc.kill()
+        if wait:
+            self._wait_serving(120)
+
+    def _wait_serving(self, timeout: float) -> None:
+        """Until the health service says SERVING; fails at once if the process exits first (a start-up error
+        used to cost the whole timeout), else after ``timeout`` seconds (generous: a slow machine still starts)."""
+        deadline = time.monotonic() + timeout
+        while not wait_serving(self.chan, 1):
+            if self.proc.poll() is None and time.monotonic() < deadline:
+                continue
+            if self.proc.poll() is None:
+                self.proc.kill()
             self.proc.wait()
             raise AssertionError(f"the sidecar did not start (exit {self.proc.returncode}): {self.stderr()[-2000:]}")
 

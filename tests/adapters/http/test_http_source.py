@@ -227,6 +227,18 @@ class TestAuth:
         assert served.out.read_bytes() == lines(AOL[0], AOL[2])
 
 
+def _wait_refused(port: int, timeout: float = 30.0) -> None:
+    """Until a connection to ``port`` is refused (the listener is closed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except ConnectionRefusedError:
+            return
+        assert time.monotonic() < deadline, f"port {port} still accepts after {timeout} s"
+        time.sleep(0.01)
+
+
 class TestConnections:
     def test_idle_connections_do_not_starve_a_sender(self, serve: Any) -> None:
         """200 idle keep-alive connections (one with half a request line) leave a normal POST answered."""
@@ -251,7 +263,10 @@ class TestConnections:
         """One connection over max_connections is answered 503 at once and closed; freed room is usable again."""
         served: Served = serve(max_connections=2)
         held = [socket.create_connection(("127.0.0.1", served.port), timeout=10) for _ in range(2)]
-        time.sleep(0.2)
+        deadline = time.monotonic() + 30  # the server counts them (not a fixed sleep a slow machine may outlast)
+        while served.source.stats().get("open_connections", 0) < 2:
+            assert time.monotonic() < deadline, "the server did not take the two connections in 30 s"
+            time.sleep(0.01)
         with socket.create_connection(("127.0.0.1", served.port), timeout=10) as extra:
             answer = extra.makefile("rb").read()
         assert answer.startswith(b"HTTP/1.1 503 ") and answer.endswith(b'{"error": "too_many_connections"}\n')
@@ -288,7 +303,7 @@ class TestConnections:
         assert entered.wait(5)
         stopper = threading.Thread(target=served.source.stop, kwargs={"grace": 5})
         stopper.start()
-        time.sleep(0.3)
+        _wait_refused(served.port)  # the stop closed the listener: it is on to waiting for the request
         gate.set()
         worker.join(5)
         stopper.join(10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -103,31 +103,49 @@ def test_send_timeout_bounds_the_whole_rpc(tmp_path: Path) -> None:
     assert elapsed < 5
 
 
+def _serving(chan: grpc.Channel) -> bool:
+    """The health check says SERVING (False once the server is stopping: NOT_SERVING, or refused)."""
+    try:
+        check = health_pb2_grpc.HealthStub(chan).Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
+    except grpc.RpcError:
+        return False
+    return bool(check.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def _until(cond: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
 def test_graceful_stop_lets_an_inflight_ingest_finish_and_cuts_idle_streams(tmp_path: Path) -> None:
     """stop(grace) while an Ingest is mid-stream and a Filter stream is idle: the Ingest sends its last batch after
     the stop began and is acknowledged with every event delivered; the idle stream is cut when the grace ends; the
     stop returns soon after."""
     config = write_config(tmp_path, "sinks:\n  - file: {path: out.tsv}\n")
-    stopping, gate = threading.Event(), threading.Event()
+    stop_began, gate = threading.Event(), threading.Event()
 
     def batches() -> Iterator[EventBatch]:
         for i in range(2):
             batch = EventBatch()
             batch.events.add(user=str(i), query=f"query {i}", seq=i + 1)
             yield batch
-            stopping.wait(10)
-            time.sleep(0.3)  # the server is stopping now
+            stop_began.wait(60)  # the next batch (or the end) comes once the server is stopping
 
     with sidecar(config, stop=False) as sc:
         stub = QueryLogFilterStub(sc.chan)
         idle = stub.Filter(_idle(gate))
-        ingest = stub.Ingest.future(batches(), timeout=30)
-        time.sleep(0.3)
+        ingest = stub.Ingest.future(batches(), timeout=60)
+        # real conditions, not sleeps: the server worked the first batch (the Ingest is mid-stream), and then
+        # the stop began (health no longer SERVING) before the second batch is sent
+        _until(lambda: get_stats(sc.chan, timeout=5).events_in >= 1, "the server never took the first batch")
         stopper = threading.Thread(target=sc.server.stop, kwargs={"grace": 3.0})
         started = time.monotonic()
         stopper.start()
-        stopping.set()
-        resp = ingest.result(timeout=10)
+        _until(lambda: not _serving(sc.chan), "the stop did not begin")
+        stop_began.set()
+        resp = ingest.result(timeout=30)
         stopper.join(timeout=15)
         elapsed = time.monotonic() - started
         try:

@@ -7,10 +7,13 @@ string gets the arithmetic mean time and rank of that string's queries in the gr
 generalised to the right-most common domain part. This is MDAV's average record.
 
 The representative a cluster *releases* adds one rule §3.2.3 leaves open (its ``≃``): which strings a user's
-share keeps. With ``matched`` (method ``mdav``), each member's share is spread over their most frequent strings
-only, the same fraction ``α`` of every member's distinct strings, and ``α`` is the one (of :data:`DEPTHS`)
-whose representative's entropy is closest to the members' own, by paper 003's ILR. With ``proportional``
-(method ``mdav-paper``) every share is spread over all the user's strings, as printed (``α = 1``).
+share keeps when it is too small for all of them. With ``matched`` (method ``mdav``) each share is a threshold
+sample of the user's strings (Duffield, Lund and Thorup's threshold sampling): a string expected to get ``e``
+copies of the share is kept if ``e >= T``, else with probability ``e / T`` and then weighs ``T``; the quota is
+spread over the kept strings by weight. Every string keeps its expected count (unbiased), the frequent ones
+exactly, and a larger ``T`` keeps fewer distinct strings. ``T`` (one per cluster, of :data:`THRESHOLDS`) is the
+one whose representative's entropy is closest to the members' own, by paper 003's ILR. With ``matched`` off
+(method ``mdav-paper``) every share is spread over all the user's strings, as printed (``T = 0``).
 
 The distance (eq. 1-4) is :mod:`~adapters.microaggregate.distance`'s; a log is normalised with its own bounds, a
 block of a bigger log with the whole log's (:mod:`~adapters.microaggregate.blocks`). ``docs/MICROAGGREGATION.md``
@@ -41,10 +44,9 @@ Ints = npt.NDArray[np.intp]
 Progress = Callable[[int], None]
 
 
-#: The fractions ``alpha`` of each member's distinct strings a ``matched`` representative tries.
-DEPTHS = tuple(i / 24 for i in range(1, 25))
-#: Steps between two coarse depths tried around the best one.
-REFINE = 4
+#: The thresholds ``T`` (copies) a ``matched`` representative tries; 0 is the printed rounding. Capped at 16 so that
+#: one user's string is never inflated beyond 16 copies of a share.
+THRESHOLDS = (0.0, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 13.0, 16.0)
 
 
 def apportion(total: int, weights: Sequence[float], rng: random.Random) -> list[int]:
@@ -63,6 +65,20 @@ def apportion_keyed(total: int, weights: Sequence[float], ties: Sequence[float])
     return out
 
 
+def round_systematic(total: int, weights: Sequence[float], start: float) -> list[int]:
+    """Integers summing to ``total`` in proportion to ``weights``, each the floor or the ceiling of its exact share
+    with the ceiling's probability equal to the fractional part (systematic rounding from ``start`` in [0, 1))."""
+    whole = sum(weights)
+    out, position, taken = [], 0.0, 0
+    for w in weights:
+        position += total * w / whole
+        upto = min(total, max(taken, math.ceil(position - start - 1e-9)))  # points start + j below position
+        out.append(upto - taken)
+        taken = upto
+    out[-1] += total - taken
+    return out
+
+
 def entropy_bits(counts: Sequence[int]) -> float:
     """Shannon entropy (base 2) of a count vector; 0 for one value or none."""
     total = sum(counts)
@@ -73,64 +89,91 @@ def entropy_bits(counts: Sequence[int]) -> float:
 
 @dataclass
 class Member:
-    """One cluster member for the string choice: their strings by decreasing frequency (ties in random order),
-    the frequencies, the tie keys of the largest-remainder rounding, and the entropy of their queries."""
+    """One cluster member for the string choice: their distinct strings and counts, the tie keys of the
+    largest-remainder rounding, the random order and start of the systematic sample, the start of the systematic
+    rounding, and the entropy of their queries."""
 
     strings: list[int]
     counts: list[int]
     ties: list[float]
+    keys: list[float]
+    start: float
+    round_start: float
     entropy: float
 
     @classmethod
     def of(cls, sids: Sequence[int], rng: random.Random) -> Member:
         freq = Counter(sids)
-        order = sorted(freq, key=lambda s: (-freq[s], rng.random()))
-        counts = [freq[s] for s in order]
-        return cls(order, counts, [rng.random() for _ in order], entropy_bits(counts))
+        strings = sorted(freq)
+        counts = [freq[s] for s in strings]
+        ties = [rng.random() for _ in strings]
+        keys = [rng.random() for _ in strings]
+        return cls(strings, counts, ties, keys, rng.random(), rng.random(), entropy_bits(counts))
 
-    def share(self, quota: int, depth: float, into: Counter[int]) -> None:
-        """Add ``quota`` queries over the most frequent ``ceil(depth x distinct)`` strings, in proportion."""
-        keep = max(1, math.ceil(depth * len(self.strings) - 1e-9))
-        for s, n in zip(self.strings[:keep], apportion_keyed(quota, self.counts[:keep], self.ties[:keep])):
-            if n:
-                into[s] += n
+    def share(self, quota: int, threshold: float, into: Counter[int]) -> None:
+        """Add a share of ``quota`` queries, a string of count ``c`` expected to get ``e = quota c / n`` copies.
+
+        ``threshold`` 0: every string, by weight ``e``, copies by largest remainders. Else the strings with
+        ``e >= T`` keep weight ``e``; the rarer ones (total ``R``) get ``m = max(1, round(R / T))`` systematic
+        points spaced ``R / m`` apart over their masses in the random order of :attr:`keys`, each point worth
+        ``R / m``; weights become copies by systematic rounding. Every string's expected copies are exactly
+        ``e``, and about ``R / T`` rare strings are kept."""
+        n = sum(self.counts)
+        expect = [quota * c / n for c in self.counts]
+        if threshold <= 0:
+            copies = apportion_keyed(quota, expect, self.ties)
+            for s, c in zip(self.strings, copies):
+                if c:
+                    into[s] += c
+            return
+        kept = [i for i, e in enumerate(expect) if e >= threshold]
+        weights = [expect[i] for i in kept]
+        rare = sorted((i for i, e in enumerate(expect) if e < threshold), key=self.keys.__getitem__)
+        rest = sum(expect[i] for i in rare)
+        if rare and rest > 0:
+            points = max(1, round(rest / threshold))
+            spacing = rest / points
+            position = 0.0
+            for i in rare:  # the points start x spacing + j x spacing falling in [position, position + e)
+                end = position + expect[i]
+                hits = math.ceil(end / spacing - self.start - 1e-12) - math.ceil(
+                    position / spacing - self.start - 1e-12
+                )
+                if hits > 0:
+                    kept.append(i)
+                    weights.append(hits * spacing)
+                position = end
+        for i, c in zip(kept, round_systematic(quota, weights, self.round_start)):
+            if c:
+                into[self.strings[i]] += c
 
 
 def choose_strings(members: Sequence[Member], total: int, rng: random.Random, matched: bool) -> Counter[int]:
     """§3.2.3's query strings of a representative of ``total`` queries: each member's quota in proportion to their
-    number of queries, spread over their strings by frequency. ``matched``: over each member's most frequent
-    fraction ``α`` of strings, the ``α`` (of :data:`DEPTHS`, then :data:`REFINE` steps finer around the best)
-    minimising ``Σ |H_u - H| / H_u`` (paper 003's ILR
-    summed over the members with ``H_u > 0``; ties to the larger ``α``); else over all (``α = 1``)."""
+    number of queries, spread over their strings by frequency. ``matched``: each share a threshold sample at the
+    ``T`` of :data:`THRESHOLDS` minimising ``Σ |H_u - H| / H_u`` (paper 003's ILR summed over the members with
+    ``H_u > 0``; ties to the smaller ``T``); else over every string (``T = 0``)."""
     quotas = apportion(total, [sum(m.counts) for m in members], rng)
 
-    def build(depth: float) -> Counter[int]:
+    def build(threshold: float) -> Counter[int]:
         chosen: Counter[int] = Counter()
         for m, quota in zip(members, quotas):
             if quota:
-                m.share(quota, depth, chosen)
+                m.share(quota, threshold, chosen)
         return chosen
 
     entropies = [m.entropy for m in members if m.entropy > 0]
     if not matched or not entropies:
-        return build(1.0)
-    best: tuple[float, float, Counter[int]] | None = None
-    step = DEPTHS[0]
-    coarse = sorted(DEPTHS, reverse=True)
-    for depths in (coarse, None):
-        if depths is None:  # refine around the best coarse depth
-            assert best is not None
-            centre = best[1]
-            depths = [centre + i * step / REFINE for i in range(REFINE - 1, -REFINE, -1) if i]
-            depths = [d for d in depths if 0 < d < 1]
-        for depth in depths:
-            chosen = build(depth)
-            h = entropy_bits(list(chosen.values()))
-            cost = sum(abs(e - h) / e for e in entropies)
-            if best is None or cost < best[0] - 1e-12:
-                best = (cost, depth, chosen)
+        return build(0.0)
+    best: tuple[float, Counter[int]] | None = None
+    for threshold in THRESHOLDS:
+        chosen = build(threshold)
+        h = entropy_bits(list(chosen.values()))
+        cost = sum(abs(e - h) / e for e in entropies)
+        if best is None or cost < best[0] - 1e-12:
+            best = (cost, chosen)
     assert best is not None
-    return best[2]
+    return best[1]
 
 
 def common_suffix(domains: list[tuple[str, ...]]) -> tuple[str, ...]:

@@ -37,12 +37,20 @@ TOKENS = {k: "[" + k.upper() + "]" for k in KINDS}
 PreCheck = Callable[[str, str, list[str], frozenset[int]], bool]
 Run = Callable[[str, str, list[Span]], None]
 Wants = Callable[[str, list[str]], bool]
-DigitPlan = tuple[list[tuple[frozenset[str], Run]], list[tuple[PreCheck, Run]], list[Run]]
-"""Digit detectors to try: (gated by cue words, gated by a pre-check, ungated)."""
+DigitPlan = tuple[
+    list[tuple[frozenset[str], Run]], list[tuple[PreCheck, Run]], list[Run], list[tuple[PreCheck | None, Run]]
+]
+"""Digit detectors to try: (gated by cue words, gated by a pre-check, ungated, last resorts: see
+:meth:`Scrubber._covered`)."""
 Lens = tuple[frozenset[int] | None, frozenset[int] | None]
 """A detector's digit-run lengths: (``RUNS``, one of which must occur; ``RUNS_ALL``, all of which must)."""
 _ANY_RUNS: Lens = (None, None)
-RunsPlan = tuple[list[tuple[Lens, frozenset[str], Run]], list[tuple[Lens, PreCheck, Run]], list[tuple[Lens, Run]]]
+RunsPlan = tuple[
+    list[tuple[Lens, frozenset[str], Run]],
+    list[tuple[Lens, PreCheck, Run]],
+    list[tuple[Lens, Run]],
+    list[tuple[Lens, PreCheck | None, Run]],
+]
 """A :data:`DigitPlan` whose detectors still carry their digit-run lengths (``Detector.RUNS``)."""
 _NO_RUNS: frozenset[int] = frozenset()
 _PLAN_CACHE_SIZE = 4096
@@ -57,6 +65,18 @@ _KEEP_DIGITS = bytes(c if 48 <= c <= 57 else 32 for c in range(256))
 
 
 _START = attrgetter("start")
+_DIGIT_BYTES = b"0123456789"
+
+
+def _digits(ascii_text: str) -> int:
+    """The digits 0-9 in an ASCII text, counted in C."""
+    raw = ascii_text.encode()
+    return len(raw) - len(raw.translate(None, _DIGIT_BYTES))
+
+
+def _word_or_dash(char: str) -> bool:
+    """``re.match(r"[\\w-]", char)``: a word character (alphanumeric or ``_``) or a dash."""
+    return char.isalnum() or char in "_-"
 
 
 def _rank(s: Span) -> tuple[int, int, int]:
@@ -162,23 +182,32 @@ class Scrubber:
         # bound methods and gates looked up once: the per-query loop does no attribute lookups
         # (least digits, cue words of which one must occur, other pre-check, detect): a detector whose
         # pre-check is only its GATE_WORDS is gated here without a method call
-        self._digit_plan = [(d.MIN_DIGITS, (d.RUNS, d.RUNS_ALL), *self._gates(d), d.detect) for d in self.digit]
+        self._digit_plan = [
+            (d.MIN_DIGITS, (d.RUNS, d.RUNS_ALL), *self._gates(d), d.detect, d.TOKEN_DIGITS is not None)
+            for d in self.digit
+        ]
         # the digit detectors a text with n digits can need, by n (capped): no per-detector count check
         top = max((d.MIN_DIGITS for d in self.digit), default=0)
-        # each split three ways (no per-detector branching at run time): detectors gated by cue words,
-        # by a pre-check method, and ungated ones, each with its digit-run lengths (RUNS). The order
+        # each split four ways (no per-detector branching at run time): detectors gated by cue words,
+        # by a pre-check method, ungated ones, and last resorts (run after all others, unless what
+        # those found settles it: see _covered), each with its digit-run lengths (RUNS). The order
         # detectors run in does not matter: every detector has its own priority, so overlaps resolve
         # the same way
         self._digit_by_count: list[RunsPlan] = []
         for n in range(top + 1):
-            plan = [(lens, cue, pre, run) for need, lens, cue, pre, run in self._digit_plan if n >= need]
+            plan = [
+                (lens, cue, pre, run) for need, lens, cue, pre, run, last in self._digit_plan if n >= need and not last
+            ]
             self._digit_by_count.append(
                 (
                     [(lens, cue, run) for lens, cue, _, run in plan if cue is not None],
                     [(lens, pre, run) for lens, cue, pre, run in plan if cue is None and pre is not None],
                     [(lens, run) for lens, cue, pre, run in plan if cue is None and pre is None],
+                    [(lens, pre, run) for need, lens, _, pre, run, last in self._digit_plan if n >= need and last],
                 )
             )
+        # the fewest digits a last resort's span has (see _covered)
+        self._token_digits = min((d.TOKEN_DIGITS or 0 for d in self.digit if d.TOKEN_DIGITS is not None), default=0)
         # those plans without the detectors whose RUNS a text lacks, by the lengths of the text's digit
         # runs: few distinct keys occur, so the filtering is done once per key (the cache is bounded)
         self._plan_cache: dict[tuple[int, ...], tuple[DigitPlan, frozenset[int]]] = {}
@@ -192,6 +221,10 @@ class Scrubber:
         self._alpha_words: frozenset[str] | None = (
             frozenset().union(*triggers) if len(triggers) == len(self.alpha) else None
         )
+        # the plan when every word-based detector has trigger words (``_alpha_words`` is set), without the Nones
+        self._alpha_gated: list[tuple[frozenset[str], Wants, Run]] = [
+            (t, wants, run) for t, wants, run in self._alpha_plan if t is not None
+        ]
         # one combined pre-check: most queries have none of these
         self.netcheck = re.compile(r"[.:]\S|-[0-9a-f]{2}-", re.IGNORECASE)
         if not prechecks:
@@ -199,7 +232,7 @@ class Scrubber:
 
     def _drop_prechecks(self) -> None:
         """Replace the plans built above by ones that run every detector ungated (``prechecks=False``)."""
-        everything: RunsPlan = ([], [], [(_ANY_RUNS, d.detect) for d in self.digit])
+        everything: RunsPlan = ([], [], [(_ANY_RUNS, d.detect) for d in self.digit], [])
         self._digit_by_count = [everything] * len(self._digit_by_count)
         self._plan_cache.clear()
         self._net_plan = [(_any_text, d.detect) for d in self.net]
@@ -211,11 +244,12 @@ class Scrubber:
         """The digit plan for a text whose digit runs have these lengths (in text order): the plan
         for its digit count without the detectors whose RUNS / RUNS_ALL the lengths miss; and the set of lengths."""
         runs = frozenset(lengths)
-        by_words, by_check, ungated = self._digit_by_count[min(sum(lengths), len(self._digit_by_count) - 1)]
+        by_words, by_check, ungated, last = self._digit_by_count[min(sum(lengths), len(self._digit_by_count) - 1)]
         plan: DigitPlan = (
             [(cue, run) for lens, cue, run in by_words if _fits(lens, runs)],
             [(pre, run) for lens, pre, run in by_check if _fits(lens, runs)],
             [run for lens, run in ungated if _fits(lens, runs)],
+            [(pre, run) for lens, pre, run in last if _fits(lens, runs)],
         )
         if len(self._plan_cache) < _PLAN_CACHE_SIZE:
             self._plan_cache[lengths] = (plan, runs)
@@ -236,34 +270,45 @@ class Scrubber:
     def detect(self, text: str) -> list[Span]:
         """Non-overlapping spans, in text order (longer spans win; then the detector's priority)."""
         lower = text.lower()
-        if text.replace(" ", "").isalpha():
+        digit_runs: list[bytes] | list[str]
+        ascii_text = text.isascii()
+        raw = b""
+        if ascii_text:
+            raw = lower.encode()
+            letters = raw.translate(_KEEP_LETTERS)
+            alpha = letters == raw  # letters and spaces only (one translate tests it and gives the words below)
+            words = lower.split() if alpha else letters.decode().split()
+        else:
+            alpha = text.replace(" ", "").isalpha()
+            words = _WORDS.findall(lower)
+        if alpha:
             # letters and spaces only (most queries, most rescans): no digit, @ or network detector can
             # match, and most such texts have no trigger word of a word-based detector either
-            words = lower.split() if text.isascii() else _WORDS.findall(lower)
-            if self._alpha_words is not None and self._alpha_words.isdisjoint(words):
-                return []
             found: list[Span] = []
-            for triggers, wants, run in self._alpha_plan:
-                if (triggers is None or not triggers.isdisjoint(words)) and wants(lower, words):
-                    run(text, lower, found)
+            if self._alpha_words is None:
+                for triggers, wants, run in self._alpha_plan:
+                    if (triggers is None or not triggers.isdisjoint(words)) and wants(lower, words):
+                        run(text, lower, found)
+            else:
+                # the text's trigger words, looked up once: each detector's test is against this small set
+                present = self._alpha_words.intersection(words)
+                if not present:
+                    return found
+                for cue_words, wants, run in self._alpha_gated:
+                    if not present.isdisjoint(cue_words) and wants(lower, words):
+                        run(text, lower, found)
             return found if len(found) <= 1 else _resolve(found)
-        digit_runs: list[bytes] | list[str]
-        if text.isascii():
-            raw = lower.encode()
-            words = raw.translate(_KEEP_LETTERS).decode().split()
-            digit_runs = raw.translate(_KEEP_DIGITS).split()
-        else:
-            words = _WORDS.findall(lower)
-            digit_runs = _RUNS.findall(text)
+        digit_runs = raw.translate(_KEEP_DIGITS).split() if ascii_text else _RUNS.findall(text)
         found = []
         runs: frozenset[int] = _NO_RUNS
+        last: list[tuple[PreCheck | None, Run]] = []
         if digit_runs:
             lens = tuple(map(len, digit_runs))
             cached = self._plan_cache.get(lens)
             if cached is None:
                 cached = self._plan_for(lens)
             plan, runs = cached
-            by_words, by_check, ungated = plan
+            by_words, by_check, ungated, last = plan
             for cue_words, run in by_words:
                 if not cue_words.isdisjoint(words):
                     run(text, lower, found)
@@ -279,11 +324,42 @@ class Scrubber:
             for prefilter, run in self._net_plan:
                 if prefilter(text, lower, words, runs):
                     run(text, lower, found)
-        if self._alpha_words is None or not self._alpha_words.isdisjoint(words):
+        if self._alpha_words is None:
             for triggers, wants, run in self._alpha_plan:
                 if (triggers is None or not triggers.isdisjoint(words)) and wants(lower, words):
                     run(text, lower, found)
+        else:
+            present = self._alpha_words.intersection(words)
+            if present:
+                for cue_words, wants, run in self._alpha_gated:
+                    if not present.isdisjoint(cue_words) and wants(lower, words):
+                        run(text, lower, found)
+        if last and not (found and ascii_text and self._covered(lower, found, sum(lens))):
+            for resort_check, run in last:
+                if resort_check is None or resort_check(text, lower, words, runs):
+                    run(text, lower, found)
         return found if len(found) <= 1 else _resolve(found)
+
+    def _covered(self, lower: str, found: list[Span], digits: int) -> bool:
+        """True when no last-resort detector (``Detector.TOKEN_DIGITS``) can change the outcome on this text of
+        ``digits`` digits. A found span that every other found span overlapping it ranks below (:func:`_rank`)
+        is kept whatever else is found; if no word character or dash touches its edges, every run of word
+        characters and dashes that meets it lies inside it, and a last resort's span there (one such run, no
+        longer, the lowest priority) would be dropped. If fewer than ``TOKEN_DIGITS`` digits lie outside
+        those spans, no run elsewhere has enough digits for a last resort to find anything either."""
+        outside = digits
+        end = len(lower)
+        for s in found:
+            a, b = s.start, s.end
+            if (a and _word_or_dash(lower[a - 1])) or (b < end and _word_or_dash(lower[b])):
+                continue
+            rank = _rank(s)
+            for t in found:
+                if t is not s and t.end > a and t.start < b and _rank(t) <= rank:
+                    break  # may rank first (an equal rank too: the first found of two wins)
+            else:
+                outside -= _digits(lower[a:b])
+        return outside < self._token_digits
 
     def _apply(self, text: str, spans: list[Span], counts: dict[str, int], count_kept: bool = True) -> str:
         """Apply each span's policy; whitespace is tidied where something was removed."""

@@ -81,6 +81,10 @@ class Detector:
     #: Digit-run lengths of which one must occur (a run is a maximal ``\d+``); None: no such set.
     #: The scrubber drops the detector from a text's plan without calling anything when none occurs.
     RUNS: ClassVar[frozenset[int] | None] = None
+    #: Set when every span this detector finds is a maximal run of word characters and dashes (``[\w-]+``) of
+    #: ``lower`` with at least this many digits, and has the lowest priority: the scrubber then runs it last,
+    #: and not at all when spans found before hold every such run (``Scrubber._covered``).
+    TOKEN_DIGITS: ClassVar[int | None] = None
     #: Digit-run lengths that must all occur (None: no such set); checked like ``RUNS``, once per set of lengths.
     RUNS_ALL: ClassVar[frozenset[int] | None] = None
     #: Optional cheap regex on the lowercased text; no match skips ``detect``.

@@ -217,6 +217,9 @@ class LongNumberDetector(Detector):
     KINDS = ("id",)
     MIN_DIGITS = 8
     PRIORITY = 90
+    # a match is a whole run of word characters and dashes (bounded by look-arounds on both sides: ``[\w.-]`` or
+    # ``[\w-]`` before, ``[\w-]`` after) with 9+ digits (digits and dashes) or 8+ (the mixed form)
+    TOKEN_DIGITS = 8
     PATTERNS = (
         Pattern(
             "long",

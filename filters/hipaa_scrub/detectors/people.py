@@ -264,9 +264,8 @@ class NameDetector(Detector):
         scored like ``detect`` scores them, without the stricter rules (venues, places before), so
         ``heather plants``, ``chase bank`` or the allowed ``john deere`` need no tokenizing. Title +
         surname passes as is; a hyphen (``smith-jones`` scores as its best part) gets the looser check.
+        Every rule needs a first name or a title (:meth:`trigger_words`), which the scrubber has checked.
         """
-        if self.triggers.isdisjoint(words):
-            return False
         if "-" in lower:
             return self._any_pair(words)
         need = self.cue_threshold if not CUES.isdisjoint(words) else self.threshold

@@ -281,9 +281,9 @@ class PlaceDetector(Detector):
         word of a town of that state small enough to be scrubbed (``dallas tx`` needs no tokenizing)."""
         if "county" in words:
             return True
-        if self.state_first.isdisjoint(words):
-            return False
         hits = self.state_first.intersection(words)
+        if not hits:
+            return False
         # word-like codes ("in", "or", "me") count only at the end or before a number, so a
         # query where they are all mid-text words needs no tokenizing
         if hits <= _WORDLIKE_CODES and words[-1] not in hits:

@@ -152,6 +152,13 @@ PIECES = st.sampled_from(
         "020 7946 0958",
         "(030) 1234 5678",
         "612 345 678",
+        "1-800-555-1234-5678",
+        "123-45-6789-12345",
+        "4111111111111111-12",
+        "ab1234567",
+        "member id 12345678x",
+        "9876543210",
+        "_",
     ]
 )
 TEXTS = st.lists(PIECES, min_size=1, max_size=8).map(" ".join)
@@ -432,3 +439,45 @@ def test_national_phone_gate_passes_wherever_the_single_scan_matches(text: str) 
     former = re.compile(r"(?<![\w.+/-])\(?0[1-9]|(?<![\w.+-])[6-9]\d\d[ .-]\d\d")
     if former.search(text) is not None:
         assert d.prefilter(text, text, [], frozenset())
+
+
+def _last_resort_case(text: str) -> tuple[list, list]:
+    """(spans every detector but the last resorts finds in ``text``, spans the last resorts find)."""
+    lower = text.lower()
+    found: list = []
+    extra: list = []
+    for d in GATED.digit + GATED.at + GATED.net + GATED.alpha:
+        d.detect(text, lower, extra if d.TOKEN_DIGITS is not None else found)
+    return found, extra
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(TEXTS, st.text(alphabet="0123456789abx -._#", max_size=30)))
+def test_a_covered_text_gains_nothing_from_its_last_resorts(text: str) -> None:
+    """When Scrubber._covered says the spans found settle an ASCII text, adding the spans of the last resorts
+    (LongNumberDetector) changes no kept span."""
+    from filters.hipaa_scrub.scrubber import _resolve
+
+    found, extra = _last_resort_case(text)
+    digits = sum(c.isdigit() for c in text)
+    if found and GATED._covered(text.lower(), list(found), digits):
+        key = [(s.start, s.end, s.kind) for s in _resolve(list(found))]
+        assert [(s.start, s.end, s.kind) for s in _resolve(found + extra)] == key
+
+
+def test_a_span_inside_a_longer_run_or_twice_found_covers_nothing() -> None:
+    """A span that a run of word characters and dashes crosses does not cover the run (the last resort's longer
+    span there would win), and two spans of equal rank do not count their digits twice."""
+    from filters.hipaa_scrub.detectors import Span
+
+    crossed = "ab 12345-6789012"
+    assert not GATED._covered(crossed, [Span(3, 8, "zip", 40)], 12)
+    assert GATED._covered("ab 12345 6789012", [Span(3, 8, "zip", 40), Span(9, 16, "phone", 20)], 12)
+    _, extra = _last_resort_case(crossed)
+    assert [(s.start, s.end) for s in extra] == [(3, 16)]  # what a wrong answer would have dropped
+    twice = "123456789 abcd12345678"
+    assert not GATED._covered(twice, [Span(0, 9, "ssn", 10), Span(0, 9, "ssn", 10)], 17)
+    assert GATED._covered(twice, [Span(0, 9, "ssn", 10), Span(10, 22, "mrn", 35)], 17)
+    eight = "zz 12345 ab12345678"  # 8 digits outside the span: the mixed form needs no more
+    assert not GATED._covered(eight, [Span(3, 8, "zip", 40)], 13)
+    assert [(s.start, s.end) for s in _last_resort_case(eight)[1]] == [(9, 19)]

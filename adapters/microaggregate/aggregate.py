@@ -8,12 +8,13 @@ generalised to the right-most common domain part. This is MDAV's average record.
 
 The representative a cluster *releases* adds one rule §3.2.3 leaves open (its ``≃``): which strings a user's
 share keeps when it is too small for all of them. With ``matched`` (method ``mdav``) each share is a threshold
-sample of the user's strings (Duffield, Lund and Thorup's threshold sampling): a string expected to get ``e``
-copies of the share is kept if ``e >= T``, else with probability ``e / T`` and then weighs ``T``; the quota is
-spread over the kept strings by weight. Every string keeps its expected count (unbiased), the frequent ones
-exactly, and a larger ``T`` keeps fewer distinct strings. ``T`` (one per cluster, of :data:`THRESHOLDS`) is the
-one whose representative's entropy is closest to the members' own, by paper 003's ILR. With ``matched`` off
-(method ``mdav-paper``) every share is spread over all the user's strings, as printed (``T = 0``).
+sample of the user's strings (Duffield, Lund and Thorup's threshold sampling, with systematic points): a string
+expected to get ``e`` copies of the share keeps them if ``e >= T``; the rarer ones are kept with probability
+about ``e / T``, each then weighing about ``T`` (:meth:`Member.share`). Every string keeps its expected count
+(unbiased), the frequent ones exactly, and a larger ``T`` keeps fewer distinct strings. ``T`` (one per
+cluster, of :data:`THRESHOLDS`) is the one whose representative's entropy is closest to the members' own, by
+paper 003's ILR. With ``matched`` off (method ``mdav-paper``) every share is spread over all the user's
+strings, as printed (``T = 0``).
 
 The distance (eq. 1-4) is :mod:`~adapters.microaggregate.distance`'s; a log is normalised with its own bounds, a
 block of a bigger log with the whole log's (:mod:`~adapters.microaggregate.blocks`). ``docs/MICROAGGREGATION.md``

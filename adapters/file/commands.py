@@ -96,8 +96,9 @@ def replay_cmd(
     scheduler: str | None,
     split: bool,
 ) -> None:
-    """Replay a log file (TSV or JSON lines, .gz; `-` = stdin) through the chain. With --workers N > 1 or
-    --scheduler, INPUT may also be a glob or a folder of (daily) files, and -o OUTPUT is required."""
+    """Replay a log file (TSV or JSON lines, .gz; `-` = stdin; a named pipe or `<(zcat f.gz)` is read as it
+    comes, like stdin) through the chain. With --workers N > 1 or --scheduler, INPUT may also be a glob or a
+    folder of (daily) files, and -o OUTPUT is required."""
     if workers > 1 or scheduler is not None:
         _run_scaled(
             config_file, input_path, output, seed, resume, prescan, state_dir, fresh_state, workers, scheduler, split
@@ -186,6 +187,7 @@ def _run_replay(
     flush_interval: float | None,
 ) -> None:
     from adapters.file.prescan import PrescanError
+    from adapters.file.reader import is_stream
     from adapters.file.replay import ResumeError, replay
     from sidecar.signals import StopFlag
 
@@ -200,8 +202,8 @@ def _run_replay(
         removed = remove_state_database(cfg.state_dir)
         if removed:
             click.echo(f"state: removed the state database in {cfg.state_dir}", err=True)
-    if input_path != "-" and not Path(input_path).is_file():
-        click.echo(f"{input_path}: no such file", err=True)
+    if not (is_stream(input_path) or Path(input_path).is_file()):
+        click.echo(f"{input_path}: {'a directory' if Path(input_path).is_dir() else 'no such file'}", err=True)
         sys.exit(EXIT_USAGE)
     stop = StopFlag()
     stop.install()

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from adapters.file.reader import open_log
+from adapters.file.reader import is_stream, open_log
 from sidecar.api import BuildContext, Event, Filter
 from sidecar.config import LoadedConfig
 from sidecar.deadletter import DeadLetters
@@ -44,8 +44,8 @@ class PrescanError(ValueError):
 
 def run_prescan(config: LoadedConfig, pipeline: Pipeline, input_path: str) -> None:
     """Feed the whole input to the first ``PRESCAN`` filter of ``pipeline``'s chain."""
-    if input_path == "-":
-        raise PrescanError("--prescan reads the input twice: give a file, not stdin", "stdin")
+    if is_stream(input_path):
+        raise PrescanError("--prescan reads the input twice: give a file, not stdin or a pipe", "stdin")
     filters = pipeline.chain.filters
     index = next((i for i, f in enumerate(filters) if f.PRESCAN), None)
     if index is None:

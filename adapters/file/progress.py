@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from adapters.file.reader import CHUNK, open_input
+from adapters.file.reader import CHUNK, is_stream, open_input
 
 
 def count_lines(path: str, stop: Callable[[], bool] = lambda: False) -> int | None:
@@ -45,7 +45,7 @@ class ReplayProgress:
         self._done = threading.Event()
         self._closed = False
         self._last = 0.0
-        if path != "-":
+        if not is_stream(path):  # counting would consume a pipe
             threading.Thread(target=self._count, args=(path,), name="querylog-count", daemon=True).start()
 
     def _count(self, path: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import os
 import select
+import stat
 import sys
 import zlib
 from collections.abc import Callable, Iterator
@@ -21,6 +22,18 @@ from sidecar.codecs import JsonlCodec, TsvCodec, codec_for
 from sidecar.config import ConfigError
 
 CHUNK = 1 << 20
+
+
+def is_stream(path: str) -> bool:
+    """Whether ``path`` can be read only once, as it arrives: ``-`` (stdin), a named pipe, a process
+    substitution (``<(zcat a.gz)``) or another non-regular file."""
+    if path == "-":
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 def open_input(path: str) -> IO[bytes]:
@@ -118,7 +131,7 @@ class LineReader:
     def batches(self, batch_size: int) -> Iterator[LineBatch]:
         """Yield batches of about ``batch_size`` lines until the input ends."""
         stream: Any = open_input(self.path)
-        if self.path == "-" and self.stop is not None:
+        if is_stream(self.path) and not self.path.endswith(".gz") and self.stop is not None:
             stream = _StoppableStdin(stream, self.stop)
         pending = b""
         skipping = False  # inside an oversized line, dropping until its newline

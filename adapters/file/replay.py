@@ -13,7 +13,7 @@ import structlog
 
 from adapters.file.prescan import PrescanError, run_prescan
 from adapters.file.progress import ReplayProgress
-from adapters.file.reader import LineBatch, open_log
+from adapters.file.reader import LineBatch, is_stream, open_log
 from adapters.file.sink import FileSink, FileSinkConfig
 from sidecar.api import ConfigValueError, Sink
 from sidecar.config import ConfigError, LoadedConfig
@@ -158,8 +158,8 @@ def replay(
     stop = stop if stop is not None else StopFlag()  # `or` would drop an unset flag (it is falsy)
     if resume and (output is None or output == "-" or output.endswith(".gz")):
         raise ResumeError("--resume needs -o OUTPUT, a plain (not .gz) file")
-    if resume and input_path == "-":
-        raise ResumeError("--resume needs an input file (stdin has no position to resume from)")
+    if resume and is_stream(input_path):
+        raise ResumeError("--resume needs an input file (stdin or a pipe has no position to resume from)")
     pipeline = Pipeline(config, seed=seed, with_sinks=output is None)
     _tune_gc_once()
     summary = ReplaySummary()
@@ -202,7 +202,7 @@ def replay(
             for sink in sinks:
                 sink.start(header, codec)
         dead = pipeline.dead
-        streaming = input_path == "-"
+        streaming = is_stream(input_path)
         decode_many = codec.decode_many
         if progress:
             bar = ReplayProgress(input_path, header is not None)

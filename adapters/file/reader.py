@@ -81,6 +81,9 @@ class LineReader:
         self.dead = dead
         self.limit = max_record_bytes
         self.stop = stop  # checked while waiting on stdin, so SIGTERM stops an idle stream
+        #: True once reading a pipe that ends by itself on the stop: iterate on, and what was read (and the cut
+        #: record, dead-lettered) is not lost.
+        self.drains_on_stop = False
         self.bytes_read = 0
         self._lineno = 0  # line number of the last line handed out or dead-lettered
         self.skip_through = skip_through  # lines up to here were handled by an earlier run: not reported again
@@ -133,6 +136,7 @@ class LineReader:
         stream: Any = open_input(self.path)
         if is_stream(self.path) and not self.path.endswith(".gz") and self.stop is not None:
             stream = _StoppableStdin(stream, self.stop)
+            self.drains_on_stop = True
         pending = b""
         skipping = False  # inside an oversized line, dropping until its newline
         try:

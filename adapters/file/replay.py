@@ -244,7 +244,7 @@ def replay(
             dead.flush()  # this batch's dead letters reach the file with its output
             if checkpoint is not None:
                 checkpoint.commit(batch.line_number(len(batch.lines) - 1), own_sinks[0])
-            if stop:
+            if stop and not reader.drains_on_stop:  # a pipe: its lines already read go out, then it ends
                 break
         if timer is not None:
             timer.stop()

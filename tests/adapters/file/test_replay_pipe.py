@@ -1,18 +1,25 @@
 """``querylog replay`` on a named pipe or a process substitution (``<(zcat a.gz)``): read once, as it comes,
-like stdin; what needs to read the input twice or to seek in it says so."""
+like stdin; what needs to read the input twice or to seek in it says so; a stop loses nothing already read."""
 
 from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import QUERYLOG, ROOT
 
+from adapters.file.replay import replay
+from sidecar.config import load_config
+from sidecar.pipeline import Pipeline
+from sidecar.signals import StopFlag
 from sidecar.tools.generate.synthetic import generate_log
 
 
@@ -32,8 +39,11 @@ def log_bytes() -> bytes:
 
 def _feed(path: Path, data: bytes) -> threading.Thread:
     def write() -> None:
-        with open(path, "wb") as f:  # blocks until the reader opens the pipe
-            f.write(data)
+        try:
+            with open(path, "wb") as f:  # blocks until the reader opens the pipe
+                f.write(data)
+        except BrokenPipeError:  # the reader refused and left (the usage-error tests)
+            pass
 
     t = threading.Thread(target=write, daemon=True)
     t.start()
@@ -106,3 +116,35 @@ def test_a_directory_is_named_as_one(tmp_path: Path, passthrough: Path) -> None:
     )
     assert run.returncode == 2
     assert "a directory" in run.stderr
+
+
+def test_a_stop_mid_batch_on_a_pipe_writes_what_was_read_and_dead_letters_the_cut_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM (the stop flag) while the first of a chunk's batches is in the chain: the chunk's other lines were
+    already read from the pipe, so they go out too, and the record cut short is in the dead-letter file; the
+    pipe is still open (the writer did not finish)."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("state_dir: st\ndead_letter_file: dead.jsonl\nlimits: {batch_size: 10}\nfilters: []\n")
+    lines = [f"u{i}\tquery {i}\t2006-03-01 00:00:{i % 60:02d}\t\t" for i in range(95)]
+    data = ("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n" + "\n".join(lines) + "\nu95\tcut sh").encode()
+    read_end, write_end = os.pipe()
+    os.write(write_end, data)  # all in one chunk; the write end stays open: no EOF
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(os.fdopen(read_end, "rb")))
+    stop = StopFlag()
+    process = Pipeline.process
+
+    def process_then_stop(self: Pipeline, events: list[Any]) -> Any:
+        stop.set()  # the signal lands while this batch is in the chain
+        return process(self, events)
+
+    monkeypatch.setattr(Pipeline, "process", process_then_stop)
+    out = tmp_path / "out.tsv"
+    try:
+        summary = replay(load_config(cfg), "-", str(out), stop=stop)
+    finally:
+        os.close(write_end)
+    assert summary.interrupted
+    assert out.read_text().splitlines()[1:] == lines
+    dead = [json.loads(x) for x in (tmp_path / "st" / "dead.jsonl").read_text().splitlines()]
+    assert [d["reason"] for d in dead] == ["partial_record_at_stop"]

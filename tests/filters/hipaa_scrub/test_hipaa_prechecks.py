@@ -481,3 +481,26 @@ def test_a_span_inside_a_longer_run_or_twice_found_covers_nothing() -> None:
     eight = "zz 12345 ab12345678"  # 8 digits outside the span: the mixed form needs no more
     assert not GATED._covered(eight, [Span(3, 8, "zip", 40)], 13)
     assert [(s.start, s.end) for s in _last_resort_case(eight)[1]] == [(9, 19)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        CUE_TEXT,
+        st.lists(
+            st.sampled_from(["mrn", "plate", "acct", "2012", "2099", "1899", "20", "7", "123 456", "x9"]), max_size=5
+        ).map(" ".join),
+        st.text(alphabet="0123456789abcdmnrs -#:/'=", max_size=30),
+    )
+)
+def test_cue_values_on_ascii_text_are_taken_like_the_general_path(text: str) -> None:
+    """ContextNumberDetector's ASCII path (its scan and value checks written out) appends the spans its general
+    path (``matches`` and ``_take``, the one non-ASCII text takes) appends."""
+    d = next(x for x in GATED.digit if type(x).__name__ == "ContextNumberDetector")
+    lower = text.lower()
+    fast: list = []
+    d.detect(text, lower, fast)
+    general: list = []
+    for m in d.matches(lower):
+        d._take(m, general)
+    assert [(s.start, s.end, s.kind) for s in fast] == [(s.start, s.end, s.kind) for s in general]

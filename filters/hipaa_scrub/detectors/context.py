@@ -280,8 +280,8 @@ class MbiDetector(Detector):
 
 class SerialDetector(Detector):
     """Serial numbers of mostly letters after a serial cue (``serial number xkcdqwpl``, ``s/n ab7cdefgh``):
-    6-20 letters and digits that are not an English word (``serial number lookup`` stays). Values with 3+
-    digits are :class:`ContextNumberDetector`'s."""
+    6-20 letters and digits that are not an English word (``serial number lookup`` stays). The cue is a whole
+    word: ``snowboards`` is not ``sn`` + ``owboards``. Values with 3+ digits are :class:`ContextNumberDetector`'s."""
 
     KINDS = ("device",)
     NEEDS = "alpha"
@@ -289,7 +289,7 @@ class SerialDetector(Detector):
     PATTERNS = (
         Pattern(
             "serial",
-            r"(?<![\w])(?:serial|s/n|sn)(?:\s*(?:number|num|no\.?|nbr|#|code))?\s*(?:is|=|:|#)?\s*"
+            r"(?<![\w])(?:serial|s/n|sn)(?![a-z])(?:\s*(?:number|num|no\.?|nbr|#|code))?\s*(?:is|=|:|#)?\s*"
             r"(?P<v>[a-z0-9]{6,20})(?![\w-])",
         ),
     )

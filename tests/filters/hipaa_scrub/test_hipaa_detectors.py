@@ -249,6 +249,8 @@ TABLES["cued_values"] = [
     ("s/n ab7cdefgh", ("device",)),
     ("serial number lookup", ()),  # a word
     ("serial killers documentary", ()),
+    ("snowboards for sale", ()),  # "sn" starts a word: no cue
+    ("serialkiller movies", ()),
     ("account number for my checking 4471-2233", ("account",)),  # a few words between cue and value
     ("member id on the card xk8842", ("health_plan",)),
     ("member id: 4hhk4ldmzsz", ("health_plan",)),

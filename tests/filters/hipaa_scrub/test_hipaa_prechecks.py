@@ -186,6 +186,13 @@ def test_prechecks_block_nothing(text: str) -> None:
     assert spans(GATED_BARE, text) == spans(UNGATED_BARE, text)
 
 
+@pytest.mark.parametrize("text", ["snowboards for sale", "snapchatter app", "snorkelgear cheap", "s/nowhere"])
+def test_a_cue_that_starts_a_longer_word_is_no_cue_with_or_without_prechecks(text: str) -> None:
+    """``sn`` at the start of a word is not a serial cue, so ``querylog scrub --explain`` (no pre-checks) and
+    ``querylog scrub`` agree: both keep the text."""
+    assert spans(UNGATED, text) == spans(GATED, text) == []
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet="0123456789abcdefx -./:()+@,#", max_size=40))
 def test_prechecks_block_nothing_on_symbol_soup(text: str) -> None:

@@ -285,18 +285,7 @@ class Scrubber:
             # letters and spaces only (most queries, most rescans): no digit, @ or network detector can
             # match, and most such texts have no trigger word of a word-based detector either
             found: list[Span] = []
-            if self._alpha_words is None:
-                for triggers, wants, run in self._alpha_plan:
-                    if (triggers is None or not triggers.isdisjoint(words)) and wants(lower, words):
-                        run(text, lower, found)
-            else:
-                # the text's trigger words, looked up once: each detector's test is against this small set
-                present = self._alpha_words.intersection(words)
-                if not present:
-                    return found
-                for cue_words, wants, run in self._alpha_gated:
-                    if not present.isdisjoint(cue_words) and wants(lower, words):
-                        run(text, lower, found)
+            self._word_detectors(text, lower, words, found)
             return found if len(found) <= 1 else _resolve(found)
         digit_runs = raw.translate(_KEEP_DIGITS).split() if ascii_text else _RUNS.findall(text)
         found = []
@@ -324,21 +313,26 @@ class Scrubber:
             for prefilter, run in self._net_plan:
                 if prefilter(text, lower, words, runs):
                     run(text, lower, found)
-        if self._alpha_words is None:
-            for triggers, wants, run in self._alpha_plan:
-                if (triggers is None or not triggers.isdisjoint(words)) and wants(lower, words):
-                    run(text, lower, found)
-        else:
-            present = self._alpha_words.intersection(words)
-            if present:
-                for cue_words, wants, run in self._alpha_gated:
-                    if not present.isdisjoint(cue_words) and wants(lower, words):
-                        run(text, lower, found)
+        self._word_detectors(text, lower, words, found)
         if last and not (found and ascii_text and self._covered(lower, found, sum(lens))):
             for resort_check, run in last:
                 if resort_check is None or resort_check(text, lower, words, runs):
                     run(text, lower, found)
         return found if len(found) <= 1 else _resolve(found)
+
+    def _word_detectors(self, text: str, lower: str, words: list[str], found: list[Span]) -> None:
+        """Run the word-based detectors whose trigger words and pre-check the text passes."""
+        if self._alpha_words is None:
+            for triggers, wants, run in self._alpha_plan:
+                if (triggers is None or not triggers.isdisjoint(words)) and wants(lower, words):
+                    run(text, lower, found)
+            return
+        # the text's trigger words, looked up once: each detector's test is against this small set
+        present = self._alpha_words.intersection(words)
+        if present:
+            for cue_words, wants, run in self._alpha_gated:
+                if not present.isdisjoint(cue_words) and wants(lower, words):
+                    run(text, lower, found)
 
     def _covered(self, lower: str, found: list[Span], digits: int) -> bool:
         """True when no last-resort detector (``Detector.TOKEN_DIGITS``) can change the outcome on this text of

@@ -29,12 +29,14 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from adapters.microaggregate.distance import LogSpace, QuerySet, host_labels, normalise
+from adapters.microaggregate.information import entropy_bits
 from adapters.microaggregate.log import AOL_TIME, FlatLog, UserLog
 from adapters.microaggregate.mdav import mdav
 from sidecar.api import Event
@@ -80,19 +82,11 @@ def round_systematic(total: int, weights: Sequence[float], start: float) -> list
     return out
 
 
-def entropy_bits(counts: Sequence[int]) -> float:
-    """Shannon entropy (base 2) of a count vector; 0 for one value or none."""
-    total = sum(counts)
-    if total <= 0:
-        return 0.0
-    return -sum(c / total * math.log2(c / total) for c in counts if c > 0)
-
-
 @dataclass
 class Member:
     """One cluster member for the string choice: their distinct strings and counts, the tie keys of the
     largest-remainder rounding, the random order and start of the systematic sample, the start of the systematic
-    rounding, and the entropy of their queries."""
+    rounding; their number of queries and its entropy follow from the counts."""
 
     strings: list[int]
     counts: list[int]
@@ -100,7 +94,16 @@ class Member:
     keys: list[float]
     start: float
     round_start: float
-    entropy: float
+
+    @cached_property
+    def total(self) -> int:
+        """The member's number of queries."""
+        return sum(self.counts)
+
+    @cached_property
+    def entropy(self) -> float:
+        """The entropy of the member's queries (only the ``matched`` choice needs it)."""
+        return entropy_bits(self.counts)
 
     @classmethod
     def of(cls, sids: Sequence[int], rng: random.Random) -> Member:
@@ -109,7 +112,7 @@ class Member:
         counts = [freq[s] for s in strings]
         ties = [rng.random() for _ in strings]
         keys = [rng.random() for _ in strings]
-        return cls(strings, counts, ties, keys, rng.random(), rng.random(), entropy_bits(counts))
+        return cls(strings, counts, ties, keys, rng.random(), rng.random())
 
     def share(self, quota: int, threshold: float, into: Counter[int]) -> None:
         """Add a share of ``quota`` queries, a string of count ``c`` expected to get ``e = quota c / n`` copies.
@@ -119,7 +122,7 @@ class Member:
         points spaced ``R / m`` apart over their masses in the random order of :attr:`keys`, each point worth
         ``R / m``; weights become copies by systematic rounding. Every string's expected copies are exactly
         ``e``, and about ``R / T`` rare strings are kept."""
-        n = sum(self.counts)
+        n = self.total
         expect = [quota * c / n for c in self.counts]
         if threshold <= 0:
             copies = apportion_keyed(quota, expect, self.ties)
@@ -154,7 +157,7 @@ def choose_strings(members: Sequence[Member], total: int, rng: random.Random, ma
     number of queries, spread over their strings by frequency. ``matched``: each share a threshold sample at the
     ``T`` of :data:`THRESHOLDS` minimising ``Σ |H_u - H| / H_u`` (paper 003's ILR summed over the members with
     ``H_u > 0``; ties to the smaller ``T``); else over every string (``T = 0``)."""
-    quotas = apportion(total, [sum(m.counts) for m in members], rng)
+    quotas = apportion(total, [m.total for m in members], rng)
 
     def build(threshold: float) -> Counter[int]:
         chosen: Counter[int] = Counter()

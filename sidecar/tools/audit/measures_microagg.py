@@ -37,27 +37,19 @@ import math
 import re
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from adapters.microaggregate.information import entropy_bits as entropy
 from knowledge.text import STOPWORDS
 
 Path = tuple[str, ...]
 LEVELS = (1, 2, 3, 4, 5)
 KAPPAS = (2, 5, 10, 20, 50, 100, 200, 500)
 _WORD = re.compile(r"[^\W_]+")
-
-
-def entropy(counts: Iterable[int]) -> float:
-    """Shannon entropy, base 2, of a count vector (0 for an empty or one-value vector)."""
-    a = np.array([c for c in counts if c > 0], dtype=float)
-    if a.size <= 1:
-        return 0.0
-    p = a / a.sum()
-    return float(-(p * np.log2(p)).sum())
 
 
 def _dist(c: Counter[str], keys: list[str]) -> NDArray[np.float64]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,10 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from helpers.microaggregate import assert_k_anonymous, released_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.microaggregate.aggregate import Result, output_events
+from adapters.microaggregate.aggregate import Result
 from adapters.microaggregate.blocks import cut_blocks, run_blocked, user_order
 from adapters.microaggregate.log import FlatLog, UserLog, read_log
 from sidecar.cli import main
@@ -98,27 +98,6 @@ def test_users_are_ordered_by_query_count_then_top_word(tmp_path: Path) -> None:
 # --- the invariant on every output ---
 
 
-def released(log: UserLog, result: Result) -> dict[str, Counter[tuple[str, ...]]]:
-    """Each user's encoded output rows (everything but the user id), as a multiset."""
-    out: dict[str, Counter[tuple[str, ...]]] = {}
-    for event in output_events(log, result):
-        user, *rest = log.codec.encode(event).split("\t")
-        out.setdefault(user, Counter())[tuple(rest)] += 1
-    return out
-
-
-def assert_k_anonymous(log: UserLog, result: Result, k: int) -> None:
-    """Every user in exactly one cluster of k..2k-1 users, each cluster's users released identical multisets."""
-    members = np.concatenate(result.clusters)
-    assert sorted(members.tolist()) == list(range(len(log.users)))
-    rows = released(log, result)
-    assert set(rows) == {str(u) for u in log.users}
-    for cluster in result.clusters:
-        assert k <= len(cluster) <= 2 * k - 1
-        multisets = [rows[str(log.users[u])] for u in cluster.tolist()]
-        assert all(m == multisets[0] for m in multisets) and sum(multisets[0].values()) >= 1
-
-
 random_logs = st.lists(
     st.lists(st.lists(st.sampled_from(WORDS), max_size=3).map(" ".join), min_size=1, max_size=6),
     min_size=2,
@@ -140,7 +119,7 @@ def test_every_blocked_output_is_k_anonymous(
         return
     log = _as_log(users, tmp_path)
     result = run_blocked(log, k, "mdav", seed, block_size=2 * k + extra)
-    assert_k_anonymous(log, result, k)
+    assert_k_anonymous(log, result, k, whole_rows=True)
 
 
 @pytest.fixture(scope="module")
@@ -161,10 +140,10 @@ def test_every_parallel_output_is_k_anonymous_and_equals_the_one_process_output(
         return
     log = _as_log(users, tmp_path)
     parallel = run_blocked(log, k, "mdav", seed, block_size=2 * k, scheduler=scheduler)
-    assert_k_anonymous(log, parallel, k)
+    assert_k_anonymous(log, parallel, k, whole_rows=True)
     alone = run_blocked(log, k, "mdav", seed, block_size=2 * k)
     assert [c.tolist() for c in parallel.clusters] == [c.tolist() for c in alone.clusters]
-    assert released(log, parallel) == released(log, alone)
+    assert released_rows(log, parallel) == released_rows(log, alone)
 
 
 def _generated(tmp_path: Path, users: int) -> Path:
@@ -210,7 +189,7 @@ def test_the_same_seed_gives_the_same_output_and_progress_counts_every_user(tmp_
     first = run_blocked(log, 2, "mdav", 11, block_size=12, progress=seen.append)
     again = run_blocked(log, 2, "mdav", 11, block_size=12)
     assert first.blocks == again.blocks >= 4
-    assert released(log, first) == released(log, again)
+    assert released_rows(log, first) == released_rows(log, again)
     assert seen == sorted(seen) and seen[-1] == 50 and len(seen) > first.blocks
 
 
@@ -241,4 +220,4 @@ def test_any_registered_method_runs_per_block_and_merges_back(tmp_path: Path, mo
         first = log.events[int(members[0])][0]
         assert result.strings[agg.sid[0]] == first.query  # the string survived the re-indexing
         assert {log.users[int(u)] for u in members} <= set(next(b for b in seen if log.users[int(members[0])] in b))
-    assert_k_anonymous(log, result, 3)
+    assert_k_anonymous(log, result, 3, whole_rows=True)

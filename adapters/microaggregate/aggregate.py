@@ -6,15 +6,17 @@ strings keep their frequencies (largest remainders again, ties broken by the ran
 string gets the arithmetic mean time and rank of that string's queries in the group and their clicked URL
 generalised to the right-most common domain part. This is MDAV's average record.
 
-The representative a cluster *releases* adds one rule §3.2.3 leaves open (its ``≃``): which strings a user's
-share keeps when it is too small for all of them. With ``matched`` (method ``mdav``) each share is a threshold
-sample of the user's strings (Duffield, Lund and Thorup's threshold sampling, with systematic points): a string
-expected to get ``e`` copies of the share keeps them if ``e >= T``; the rarer ones are kept with probability
-about ``e / T``, each then weighing about ``T`` (:meth:`Member.share`). Every string keeps its expected count
-(unbiased), the frequent ones exactly, and a larger ``T`` keeps fewer distinct strings. ``T`` (one per
-cluster, of :data:`THRESHOLDS`) is the one whose representative's entropy is closest to the members' own, by
-paper 003's ILR. With ``matched`` off (method ``mdav-paper``) every share is spread over all the user's
-strings, as printed (``T = 0``).
+The representative a cluster *releases* (method ``mdav``) adds what §3.2.3 leaves open (its ``≃``): which strings
+a user's share keeps when it is too small for all of them. :func:`options` offers candidates, all with the same
+size and quotas: each share a threshold sample of the user's strings (Duffield, Lund and Thorup's threshold
+sampling, with systematic points; :meth:`Member.share`) for each ``T`` of :data:`THRESHOLDS` (0 is the printed
+rounding), and the same within each of the user's taxonomy categories (:meth:`Member.share_by_category`). A string
+expected to get ``e`` copies keeps them if ``e >= T``; the rarer ones are kept with probability about ``e / T``,
+each then weighing about ``T``: every string keeps its expected count (unbiased), the frequent ones exactly, and a
+larger ``T`` keeps fewer distinct strings. The systematic sample runs over the strings ordered by category, so it
+is stratified by category. :mod:`~adapters.microaggregate.srp_floor` then picks each cluster's candidate: the least
+information loss (paper 003's ILR) keeping the block's mean SRP (paper 002) above ``1/k`` at L1..L5. Method
+``mdav-paper`` releases the printed rounding (``T = 0``).
 
 The distance (eq. 1-4) is :mod:`~adapters.microaggregate.distance`'s; a log is normalised with its own bounds, a
 block of a bigger log with the whole log's (:mod:`~adapters.microaggregate.blocks`). ``docs/MICROAGGREGATION.md``
@@ -27,7 +29,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
@@ -35,10 +37,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from adapters.microaggregate.classified import Classify, kb_classify, node_table
 from adapters.microaggregate.distance import LogSpace, QuerySet, host_labels, normalise
 from adapters.microaggregate.information import entropy_bits
 from adapters.microaggregate.log import AOL_TIME, FlatLog, UserLog
 from adapters.microaggregate.mdav import mdav
+from adapters.microaggregate.srp_floor import SRP_LEVELS, pick, score, summed_ilr
 from sidecar.api import Event
 
 Floats = npt.NDArray[np.float64]
@@ -94,6 +98,8 @@ class Member:
     keys: list[float]
     start: float
     round_start: float
+    #: The member's strings cut by category (:meth:`stratify`); empty until then.
+    parts: list[Member] = field(default_factory=list)
 
     @cached_property
     def total(self) -> int:
@@ -106,13 +112,50 @@ class Member:
         return entropy_bits(self.counts)
 
     @classmethod
-    def of(cls, sids: Sequence[int], rng: random.Random) -> Member:
+    def of(cls, sids: Sequence[int], rng: random.Random, strata: Ints | None = None) -> Member:
+        """The member whose queries have the string ids ``sids``; with ``strata`` (a row of category nodes per
+        string id), stratified by category (:meth:`stratify`)."""
         freq = Counter(sids)
         strings = sorted(freq)
         counts = [freq[s] for s in strings]
         ties = [rng.random() for _ in strings]
         keys = [rng.random() for _ in strings]
-        return cls(strings, counts, ties, keys, rng.random(), rng.random())
+        member = cls(strings, counts, ties, keys, rng.random(), rng.random())
+        if strata is not None:
+            member.stratify(strata, rng)
+        return member
+
+    def stratify(self, strata: Ints, rng: random.Random) -> None:
+        """Order the strings by their category row ``strata[s]`` (random within a category) for the systematic
+        sample, so it is stratified by category at every level; and cut them into :attr:`parts`, one per row."""
+        rows = [tuple(strata[s].tolist()) for s in self.strings]
+        order = sorted(range(len(self.strings)), key=lambda i: (rows[i], self.keys[i]))
+        for rank, i in enumerate(order):
+            self.keys[i] = float(rank)
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i in order:
+            groups.setdefault(rows[i], []).append(i)
+        self.parts = [
+            Member(
+                [self.strings[i] for i in idx],
+                [self.counts[i] for i in idx],
+                [self.ties[i] for i in idx],
+                [self.keys[i] for i in idx],
+                rng.random(),
+                rng.random(),
+            )
+            for idx in groups.values()
+        ]
+
+    def share_by_category(self, quota: int, threshold: float, into: Counter[int]) -> None:
+        """:meth:`share` within each category: the quota split over :attr:`parts` in proportion to their queries
+        (systematic rounding: each category keeps its expected copies, floor or ceiling), then each part's copies
+        spread over its strings with ``threshold``. A category keeps its share as with ``T = 0``; only the number
+        of distinct strings inside it goes down."""
+        copies = round_systematic(quota, [p.total for p in self.parts], self.round_start)
+        for part, n in zip(self.parts, copies):
+            if n:
+                part.share(n, threshold, into)
 
     def share(self, quota: int, threshold: float, into: Counter[int]) -> None:
         """Add a share of ``quota`` queries, a string of count ``c`` expected to get ``e = quota c / n`` copies.
@@ -152,32 +195,41 @@ class Member:
                 into[self.strings[i]] += c
 
 
-def choose_strings(members: Sequence[Member], total: int, rng: random.Random, matched: bool) -> Counter[int]:
-    """§3.2.3's query strings of a representative of ``total`` queries: each member's quota in proportion to their
-    number of queries, spread over their strings by frequency. ``matched``: each share a threshold sample at the
-    ``T`` of :data:`THRESHOLDS` minimising ``Σ |H_u - H| / H_u`` (paper 003's ILR summed over the members with
-    ``H_u > 0``; ties to the smaller ``T``); else over every string (``T = 0``)."""
+def options(
+    members: Sequence[Member], total: int, rng: random.Random, thresholds: Sequence[float] = THRESHOLDS
+) -> list[Counter[int]]:
+    """The candidate representatives of ``total`` queries (§3.2.3: each member's quota in proportion to their
+    number of queries, one draw of quotas for all): a share of every member by each of ``thresholds`` (0, the
+    printed rounding, first), then (members stratified by category) by each positive one within each category
+    (:meth:`Member.share_by_category`)."""
     quotas = apportion(total, [m.total for m in members], rng)
 
-    def build(threshold: float) -> Counter[int]:
+    def build(threshold: float, by_category: bool) -> Counter[int]:
         chosen: Counter[int] = Counter()
         for m, quota in zip(members, quotas):
             if quota:
-                m.share(quota, threshold, chosen)
+                if by_category:
+                    m.share_by_category(quota, threshold, chosen)
+                else:
+                    m.share(quota, threshold, chosen)
         return chosen
 
-    entropies = [m.entropy for m in members if m.entropy > 0]
-    if not matched or not entropies:
-        return build(0.0)
-    best: tuple[float, Counter[int]] | None = None
-    for threshold in THRESHOLDS:
-        chosen = build(threshold)
-        h = entropy_bits(list(chosen.values()))
-        cost = sum(abs(e - h) / e for e in entropies)
-        if best is None or cost < best[0] - 1e-12:
-            best = (cost, chosen)
-    assert best is not None
-    return best[1]
+    out = [build(threshold, False) for threshold in thresholds]
+    if all(m.parts for m in members):
+        out += [build(threshold, True) for threshold in thresholds if threshold > 0]
+    return out
+
+
+def choose_strings(members: Sequence[Member], total: int, rng: random.Random, matched: bool) -> Counter[int]:
+    """§3.2.3's query strings of a representative of ``total`` queries, without the SRP floor: ``matched``, the
+    candidate of :func:`options` with the least summed ILR (``Σ |H_u - H| / H_u``; ties to the first); else the
+    printed rounding."""
+    candidates = options(members, total, rng, THRESHOLDS if matched else (0.0,))
+    if not matched:
+        return candidates[0]
+    entropies = [m.entropy for m in members]
+    costs = [summed_ilr(entropies, c) for c in candidates]
+    return candidates[costs.index(min(costs))]
 
 
 def common_suffix(domains: list[tuple[str, ...]]) -> tuple[str, ...]:
@@ -273,15 +325,23 @@ class UserSpace:
 
     # --- aggregation (§3.2.3) ---
 
-    def aggregate(self, members: Ints, matched: bool = False) -> Aggregate:
-        """The group's aggregation; ``matched`` for a released representative (module docstring)."""
-        counts = [int(self.counts[u]) for u in members]
-        size = max(1, round(sum(counts) / len(counts)))
-        rows = [
-            Member.of(self.sid[int(self.starts[u]) : int(self.starts[u]) + int(self.counts[u])].tolist(), self.rng)
-            for u in members
+    def members(self, users: Ints, strata: Ints | None = None) -> list[Member]:
+        """``users`` as :class:`Member` rows for the string choice (stratified by ``strata`` when given)."""
+        return [
+            Member.of(
+                self.sid[int(self.starts[u]) : int(self.starts[u]) + int(self.counts[u])].tolist(), self.rng, strata
+            )
+            for u in users.tolist()
         ]
-        chosen = choose_strings(rows, size, self.rng, matched)
+
+    def size(self, users: Ints) -> int:
+        """§3.2.3's representative size: the members' mean number of queries, rounded (at least 1)."""
+        return max(1, round(int(self.counts[users].sum()) / len(users)))
+
+    def aggregate(self, members: Ints, chosen: Counter[int] | None = None) -> Aggregate:
+        """The group's aggregation releasing ``chosen`` (string id -> copies); by default the printed rounding."""
+        if chosen is None:
+            chosen = choose_strings(self.members(members), self.size(members), self.rng, False)
         index, _ = self._queries_of(members)
         keys = np.array(sorted(chosen), dtype=np.intp)
         index = index[np.isin(self.sid[index], keys)]
@@ -319,17 +379,33 @@ class Result:
     aggregates: list[Aggregate]
     strings: list[str]
     blocks: int = 1
+    #: Blocks whose SRP floor was out of reach (:mod:`~adapters.microaggregate.srp_floor`; ``mdav`` only).
+    floor_unmet: int = 0
 
 
 def microaggregate_mdav(
-    log: UserLog, k: int, rng: random.Random, progress: Progress | None = None, matched: bool = True
+    log: UserLog,
+    k: int,
+    rng: random.Random,
+    progress: Progress | None = None,
+    matched: bool = True,
+    classify: Classify | None = None,
 ) -> Result:
-    """Cluster the users of ``log`` with MDAV (k..2k-1 users each) and aggregate every cluster (``matched``:
-    the released representatives keep each member's most frequent strings, module docstring)."""
+    """Cluster the users of ``log`` with MDAV (k..2k-1 users each) and aggregate every cluster. ``matched``: each
+    cluster releases the candidate of :func:`options` with the least ILR under the block's SRP floor
+    (:mod:`~adapters.microaggregate.srp_floor`; categories from ``classify``, default the knowledge base's); else
+    the printed rounding."""
     space = UserSpace(log, rng)
     clusters = mdav(space, len(log.users), k, progress)
     space.space.clear()
-    return Result(clusters, [space.aggregate(c, matched) for c in clusters], space.strings)
+    if not matched:
+        return Result(clusters, [space.aggregate(c) for c in clusters], space.strings)
+    nodes, _, _ = node_table((classify or kb_classify())(space.strings), SRP_LEVELS)
+    rows = [space.members(c, nodes) for c in clusters]
+    offered = [options(r, space.size(c), rng) for r, c in zip(rows, clusters)]
+    choice, short = pick([score(r, o, nodes) for r, o in zip(rows, offered)], k)
+    aggregates = [space.aggregate(c, o[j]) for c, o, j in zip(clusters, offered, choice)]
+    return Result(clusters, aggregates, space.strings, floor_unmet=int(short.any()))
 
 
 def microaggregate_mdav_paper(log: UserLog, k: int, rng: random.Random, progress: Progress | None = None) -> Result:

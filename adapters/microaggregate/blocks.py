@@ -125,7 +125,7 @@ def merge_results(blocks: Sequence[Ints], results: Sequence[Result]) -> Result:
         for members, agg in zip(result.clusters, result.aggregates):
             clusters.append(users[members])
             aggregates.append(Aggregate([remap[s] for s in agg.sid], agg.time, agg.rank, agg.dom, agg.url))
-    return Result(clusters, aggregates, list(strings), blocks=len(blocks))
+    return Result(clusters, aggregates, list(strings), len(blocks), sum(r.floor_unmet for r in results))
 
 
 def run_packed_block(block: PackedBlock, k: int, method: str, seed: int | None, index: int) -> Result:

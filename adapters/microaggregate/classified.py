@@ -94,28 +94,35 @@ class Queries:
         return (np.repeat(self.starts[users] - offsets, counts) + np.arange(total, dtype=np.intp)).astype(np.intp)
 
 
-def read_queries(log: UserLog, classify: Classify) -> Queries:
-    """Flatten ``log`` (:class:`~adapters.microaggregate.log.FlatLog`) and classify each distinct string once."""
-    flat = FlatLog.of(log)
-    strings = flat.strings
-    paths = classify(strings)
+def node_table(paths: list[tuple[str, ...] | None], levels: int = LEVELS) -> tuple[Ints, Ints, Ints]:
+    """Dense taxonomy node ids of ``paths`` (one per distinct string): ``nodes[s, l]`` is string ``s``'s node at
+    level ``l`` (0-based; -1 below its path's end, every level -1 without a path) for ``levels`` levels, then each
+    node's level and parent node (-1 at L1)."""
     node_ids: dict[tuple[str, ...], int] = {}
-    levels: list[int] = []
+    node_level: list[int] = []
     parents: list[int] = []
-    nodes = np.full((len(strings), LEVELS), -1, dtype=np.intp)
+    nodes = np.full((len(paths), levels), -1, dtype=np.intp)
     for s, path in enumerate(paths):
         if not path:
             continue
         parent = -1
-        for level in range(min(LEVELS, len(path))):
+        for level in range(min(levels, len(path))):
             key = path[: level + 1]
             node = node_ids.get(key)
             if node is None:
                 node = node_ids[key] = len(node_ids)
-                levels.append(level)
+                node_level.append(level)
                 parents.append(parent)
             nodes[s, level] = node
             parent = node
+    return nodes, np.array(node_level, dtype=np.intp), np.array(parents, dtype=np.intp)
+
+
+def read_queries(log: UserLog, classify: Classify) -> Queries:
+    """Flatten ``log`` (:class:`~adapters.microaggregate.log.FlatLog`) and classify each distinct string once."""
+    flat = FlatLog.of(log)
+    strings = flat.strings
+    nodes, node_level, node_parent = node_table(classify(strings))
     missing = nodes[:, 0] < 0
     return Queries(
         strings=strings,
@@ -126,8 +133,8 @@ def read_queries(log: UserLog, classify: Classify) -> Queries:
         counts=flat.counts,
         starts=flat.starts,
         nodes=nodes,
-        node_level=np.array(levels, dtype=np.intp),
-        node_parent=np.array(parents, dtype=np.intp),
+        node_level=node_level,
+        node_parent=node_parent,
         uncategorised=int(missing[flat.sid].sum()) if len(flat.sid) else 0,
         uncategorised_strings=int(missing.sum()),
     )

@@ -95,9 +95,11 @@ def microaggregate_cmd(
     write_log(output_path, log.codec, output_events(log, result))
     sizes = [len(c) for c in result.clusters]
     bad = f", {log.bad_records} bad record(s) skipped" if log.bad_records else ""
+    floor = f", SRP floor (1/k + 1 point) out of reach in {result.floor_unmet} block(s)" if result.floor_unmet else ""
     click.echo(
         f"microaggregate ({method}, k={k}): {len(log.users)} users, {len(sizes)} clusters "
-        f"of {min(sizes)}..{max(sizes)} users, {result.blocks} block(s){bad}, {time.monotonic() - started:.1f} s",
+        f"of {min(sizes)}..{max(sizes)} users, {result.blocks} block(s){floor}{bad}, "
+        f"{time.monotonic() - started:.1f} s",
         err=True,
     )
     sys.stdout.flush()

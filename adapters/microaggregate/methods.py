@@ -33,7 +33,8 @@ def microaggregate_semantic_mdav(log: UserLog, k: int, rng: random.Random, progr
 METHODS: dict[str, tuple[Method, str]] = {
     "mdav": (
         microaggregate_mdav,
-        "paper 003: MDAV, user distance eq. 1-4, aggregation §3.2.3 keeping each member's most frequent strings",
+        "paper 003: MDAV, user distance eq. 1-4, aggregation §3.2.3 with threshold-sampled shares, least ILR "
+        "keeping SRP above 1/k",
     ),
     "mdav-paper": (microaggregate_mdav_paper, "paper 003 as printed: mdav with every share over all the strings"),
     "odp": (microaggregate_odp, "paper 002: category matrices L1..L5, min-count similarity, greedy clusters, Alg. 5"),

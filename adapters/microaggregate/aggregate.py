@@ -18,7 +18,8 @@ is stratified by category. :mod:`~adapters.microaggregate.srp_floor` then picks 
 information loss (paper 003's ILR) keeping the block's mean SRP (paper 002) above ``1/k`` at L1..L5. Method
 ``mdav-paper`` releases the printed rounding (``T = 0``).
 
-The distance (eq. 1-4) is :mod:`~adapters.microaggregate.distance`'s; a log is normalised with its own bounds, a
+The distance (eq. 1-4) is :mod:`~adapters.microaggregate.distance`'s, plus (method ``mdav``) a term for how users
+repeat their queries (:class:`UserSpace`); a log is normalised with its own bounds, a
 block of a bigger log with the whole log's (:mod:`~adapters.microaggregate.blocks`). ``docs/MICROAGGREGATION.md``
 has the whole picture.
 """
@@ -260,9 +261,13 @@ class UserSpace:
     """The users of a log as MDAV records: paper 003's distance, §3.2.3's average record.
 
     Normalised with ``log.bounds`` when the log is a block of a bigger one, else with its own bounds. ``threads``
-    is rapidfuzz's (default: :data:`~adapters.microaggregate.distance.THREADS`)."""
+    is rapidfuzz's (default: :data:`~adapters.microaggregate.distance.THREADS`). ``repetition`` (method ``mdav``)
+    adds to eq. 4 a third term, as heavy as each of its two: how differently two users repeat their queries,
+    ``|ĥ_1 - ĥ_2|`` with ``ĥ`` a user's query entropy over ``log2`` of the log's largest query count. Eq. 4 does not
+    see it (same query sets and counts, one user repeating one query, the other spreading evenly: distance 0),
+    and it is what paper 003's ILR measures; the count term is its proxy (§3.2.2)."""
 
-    def __init__(self, log: UserLog, rng: random.Random, threads: int | None = None) -> None:
+    def __init__(self, log: UserLog, rng: random.Random, threads: int | None = None, repetition: bool = False) -> None:
         self.rng = rng
         flat = FlatLog.of(log)
         bounds = log.bounds or flat.bounds()
@@ -291,6 +296,15 @@ class UserSpace:
         self.ntime = normalise(self.time, bounds.time)
         self.nrank = normalise(self.rank, bounds.rank)
         self.ncount = normalise(self.counts.astype(np.float64), bounds.count)
+        self.repetition = repetition
+        self.entropy_scale = math.log2(max(2.0, bounds.count[1]))  # the most any user of the whole log can have
+        self.nentropy = np.array(
+            [self._entropy(self.sid[int(a) : int(a) + int(n)].tolist()) for a, n in zip(self.starts, self.counts)]
+        )
+
+    def _entropy(self, sids: Sequence[int]) -> float:
+        """The entropy of a user's query strings over the log's largest possible one (in [0, 1])."""
+        return entropy_bits(Counter(sids).values()) / self.entropy_scale
 
     def _queries_of(self, users: Ints) -> tuple[Ints, Ints]:
         """The query indexes of ``users`` concatenated, and where each user's start in them."""
@@ -306,7 +320,7 @@ class UserSpace:
 
     def to_record(self, record: int, members: Ints) -> Floats:
         a = self._query_set(np.arange(self.starts[record], self.starts[record] + self.counts[record], dtype=np.intp))
-        return self._distances(a, float(self.ncount[record]), members)
+        return self._distances(a, float(self.ncount[record]), float(self.nentropy[record]), members)
 
     def to_average(self, members: Ints) -> Floats:
         agg = self.aggregate(members)
@@ -317,11 +331,15 @@ class UserSpace:
             np.array(agg.dom, dtype=np.intp),
         )
         count = normalise(np.array([float(len(agg.sid))]), self.bounds.count)[0]
-        return self._distances(a, float(count), members)
+        return self._distances(a, float(count), self._entropy(agg.sid), members)
 
-    def _distances(self, a: QuerySet, count: float, members: Ints) -> Floats:
+    def _distances(self, a: QuerySet, count: float, entropy: float, members: Ints) -> Floats:
+        """Eq. 4 from ``a`` to ``members``; with :attr:`repetition`, ``(2 eq. 4 + |ĥ_a - ĥ_u|) / 3``."""
         index, offsets = self._queries_of(members)
-        return self.space.user_distances(a, count, self._query_set(index), offsets, self.ncount[members])
+        eq4 = self.space.user_distances(a, count, self._query_set(index), offsets, self.ncount[members])
+        if not self.repetition:
+            return eq4
+        return (2.0 * eq4 + np.abs(entropy - self.nentropy[members])) / 3.0
 
     # --- aggregation (§3.2.3) ---
 
@@ -391,11 +409,11 @@ def microaggregate_mdav(
     matched: bool = True,
     classify: Classify | None = None,
 ) -> Result:
-    """Cluster the users of ``log`` with MDAV (k..2k-1 users each) and aggregate every cluster. ``matched``: each
-    cluster releases the candidate of :func:`options` with the least ILR under the block's SRP floor
-    (:mod:`~adapters.microaggregate.srp_floor`; categories from ``classify``, default the knowledge base's); else
-    the printed rounding."""
-    space = UserSpace(log, rng)
+    """Cluster the users of ``log`` with MDAV (k..2k-1 users each) and aggregate every cluster. ``matched``: the
+    distance has the repetition term (:class:`UserSpace`) and each cluster releases the candidate of
+    :func:`options` with the least ILR under the block's SRP floor (:mod:`~adapters.microaggregate.srp_floor`;
+    categories from ``classify``, default the knowledge base's). Else eq. 4 and the printed rounding."""
+    space = UserSpace(log, rng, repetition=matched)
     clusters = mdav(space, len(log.users), k, progress)
     space.space.clear()
     if not matched:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import random
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -152,4 +154,53 @@ def test_distance_to_the_average_record_is_eq4_to_the_aggregate(
             for s, t, r, url in zip(agg.sid, agg.time, agg.rank, agg.url)
         ]
     )
-    assert fast == pytest.approx(reference(with_average)[-1, :-1], abs=2e-6)
+    eq4 = reference(with_average)[-1, :-1]
+    assert fast == pytest.approx(eq4, abs=2e-6)
+    # with the repetition term: the average record's entropy over the same scale as the users'
+    space = UserSpace(log, random.Random(0), repetition=True)
+    space.rng = random.Random(seed)
+    scale = math.log2(max(2, max(len(g) for g in log.events)))
+    counts = Counter(agg.sid)
+    h_avg = -sum(c / len(agg.sid) * math.log2(c / len(agg.sid)) for c in counts.values()) / scale
+    expected = (2 * eq4 + np.abs(h_avg - _repetition(log))) / 3
+    assert space.to_average(members) == pytest.approx(expected, abs=2e-6)
+
+
+def _repetition(log: UserLog) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """Each user's query entropy in bits over log2 of the log's largest number of queries per user (at least 2)."""
+    scale = math.log2(max(2, max(len(g) for g in log.events)))
+    out = []
+    for group in log.events:
+        counts = Counter(str(e.query) for e in group)
+        n = sum(counts.values())
+        out.append(-sum(c / n * math.log2(c / n) for c in counts.values()) / scale)
+    return np.array(out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(logs)
+def test_the_repetition_term_adds_a_third_of_the_entropy_gap(
+    users: list[list[tuple[str, int | None, int | None, str]]],
+) -> None:
+    """Method ``mdav``'s distance: ``(2 eq. 4 + |ĥ_1 - ĥ_2|) / 3``, ``ĥ`` the normalised query entropy."""
+    log = _user_log(users)
+    eq4, h = reference(log), _repetition(log)
+    space = UserSpace(log, random.Random(0), repetition=True)
+    everyone = np.arange(len(users), dtype=np.intp)
+    for u in range(len(users)):
+        expected = (2 * eq4[u] + np.abs(h[u] - h)) / 3
+        assert space.to_record(u, everyone) == pytest.approx(expected, abs=2e-6)
+
+
+def test_eq4_cannot_tell_how_users_repeat_their_queries_and_the_repetition_term_can() -> None:
+    """Same queries, same count: one user asks "cat" three times and "dog" once, the other each twice."""
+    log = _user_log(
+        [
+            [("cat", None, None, "")] * 3 + [("dog", None, None, "")],
+            [("cat", None, None, "")] * 2 + [("dog", None, None, "")] * 2,
+        ]
+    )
+    both = np.arange(2, dtype=np.intp)
+    assert UserSpace(log, random.Random(0)).to_record(0, both)[1] == 0.0
+    gap = (1.0 - (-(0.75 * math.log2(0.75) + 0.25 * math.log2(0.25)))) / 2.0  # entropies 0.811 and 1 bit, over log2(4)
+    assert UserSpace(log, random.Random(0), repetition=True).to_record(0, both)[1] == pytest.approx(gap / 3)

@@ -123,7 +123,9 @@ def test_cli_keeps_the_schema_and_header_and_reports_a_summary(tmp_path: Path) -
     out = tmp_path / "out.tsv.gz"
     run = CliRunner().invoke(main, ["microaggregate", str(path), "-k", "3", "-o", str(out), "--seed", "1"])
     assert run.exit_code == 0, run.output
-    assert re.search(r"25 users, \d+ clusters of [345]\.\.[345] users, 1 block\(s\), [\d.]+ s", run.stderr)
+    assert re.search(
+        r"25 users, \d+ clusters of [345]\.\.[345] users, 1 block\(s\)(, SRP floor [^,]+)?, [\d.]+ s", run.stderr
+    )
     lines = gzip.decompress(out.read_bytes()).decode("utf-8").splitlines()
     assert lines[0] == path.read_text(encoding="utf-8").splitlines()[0]
     assert all(len(line.split("\t")) == 5 for line in lines)

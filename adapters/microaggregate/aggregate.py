@@ -12,8 +12,9 @@ size and quotas: each share a threshold sample of the user's strings (Duffield, 
 sampling, with systematic points; :meth:`Member.share`) for each ``T`` of :data:`THRESHOLDS` (0 is the printed
 rounding), and the same within each of the user's taxonomy categories (:meth:`Member.share_by_category`). A string
 expected to get ``e`` copies keeps them if ``e >= T``; the rarer ones are kept with probability about ``e / T``,
-each then weighing about ``T``: every string keeps its expected count (unbiased), the frequent ones exactly, and a
-larger ``T`` keeps fewer distinct strings. The systematic sample runs over the strings ordered by category, so it
+each then weighing about ``T``: in every candidate each string keeps its expected count (unbiased), the frequent
+ones exactly, and a larger ``T`` keeps fewer distinct strings (the released candidate is chosen by its score, so
+the release itself is not an unbiased sample). The systematic sample runs over the strings ordered by category, so it
 is stratified by category. :mod:`~adapters.microaggregate.srp_floor` then picks each cluster's candidate: the least
 information loss (paper 003's ILR) keeping the block's mean SRP (paper 002) above ``1/k`` at L1..L5. Method
 ``mdav-paper`` releases the printed rounding (``T = 0``).
@@ -43,7 +44,7 @@ from adapters.microaggregate.distance import LogSpace, QuerySet, host_labels, no
 from adapters.microaggregate.information import entropy_bits
 from adapters.microaggregate.log import AOL_TIME, FlatLog, UserLog
 from adapters.microaggregate.mdav import mdav
-from adapters.microaggregate.srp_floor import SRP_LEVELS, pick, score, summed_ilr
+from adapters.microaggregate.srp_floor import SRP_LEVELS, pick, score
 from sidecar.api import Event
 
 Floats = npt.NDArray[np.float64]
@@ -52,7 +53,7 @@ Ints = npt.NDArray[np.intp]
 Progress = Callable[[int], None]
 
 
-#: The thresholds ``T`` (copies) a ``matched`` representative tries; 0 is the printed rounding. Capped at 16 so that
+#: The thresholds ``T`` (copies) ``mdav``'s candidates use; 0 is the printed rounding. Capped at 16 so that
 #: one user's string is never inflated beyond 16 copies of a share.
 THRESHOLDS = (0.0, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 13.0, 16.0)
 
@@ -109,7 +110,7 @@ class Member:
 
     @cached_property
     def entropy(self) -> float:
-        """The entropy of the member's queries (only the ``matched`` choice needs it)."""
+        """The entropy of the member's queries (only ``mdav``'s choice of candidate needs it)."""
         return entropy_bits(self.counts)
 
     @classmethod
@@ -219,18 +220,6 @@ def options(
     if all(m.parts for m in members):
         out += [build(threshold, True) for threshold in thresholds if threshold > 0]
     return out
-
-
-def choose_strings(members: Sequence[Member], total: int, rng: random.Random, matched: bool) -> Counter[int]:
-    """§3.2.3's query strings of a representative of ``total`` queries, without the SRP floor: ``matched``, the
-    candidate of :func:`options` with the least summed ILR (``Σ |H_u - H| / H_u``; ties to the first); else the
-    printed rounding."""
-    candidates = options(members, total, rng, THRESHOLDS if matched else (0.0,))
-    if not matched:
-        return candidates[0]
-    entropies = [m.entropy for m in members]
-    costs = [summed_ilr(entropies, c) for c in candidates]
-    return candidates[costs.index(min(costs))]
 
 
 def common_suffix(domains: list[tuple[str, ...]]) -> tuple[str, ...]:
@@ -359,7 +348,7 @@ class UserSpace:
     def aggregate(self, members: Ints, chosen: Counter[int] | None = None) -> Aggregate:
         """The group's aggregation releasing ``chosen`` (string id -> copies); by default the printed rounding."""
         if chosen is None:
-            chosen = choose_strings(self.members(members), self.size(members), self.rng, False)
+            chosen = options(self.members(members), self.size(members), self.rng, (0.0,))[0]
         index, _ = self._queries_of(members)
         keys = np.array(sorted(chosen), dtype=np.intp)
         index = index[np.isin(self.sid[index], keys)]

@@ -17,7 +17,8 @@ make it (more information loss); each cluster still has k..2k-1 users and identi
 **What it does not change**: the distance (every block is normalised with the whole log's
 :class:`~adapters.microaggregate.log.Bounds`), the aggregation, and, given ``seed``, the result: block ``i``
 draws from ``Random("querylog-microaggregate:<seed>:<i>")`` whichever worker runs it, so one worker, two, or a
-remote cluster give the same output. Without a seed every block draws from the OS CSPRNG.
+remote cluster give the same output (``mdav`` also needs the same knowledge base everywhere: its release is chosen
+with the classifier's categories). Without a seed every block draws from the OS CSPRNG.
 """
 
 from __future__ import annotations

@@ -33,10 +33,10 @@ def microaggregate_semantic_mdav(log: UserLog, k: int, rng: random.Random, progr
 METHODS: dict[str, tuple[Method, str]] = {
     "mdav": (
         microaggregate_mdav,
-        "paper 003: MDAV, user distance eq. 1-4, aggregation §3.2.3 with threshold-sampled shares, least ILR "
-        "keeping SRP above 1/k",
+        "paper 003: MDAV, user distance eq. 1-4 plus a repetition term, aggregation §3.2.3 with threshold-sampled "
+        "shares, the least ILR keeping SRP above 1/k at L1..L5",
     ),
-    "mdav-paper": (microaggregate_mdav_paper, "paper 003 as printed: mdav with every share over all the strings"),
+    "mdav-paper": (microaggregate_mdav_paper, "paper 003 as printed: eq. 1-4, every share over all the strings"),
     "odp": (microaggregate_odp, "paper 002: category matrices L1..L5, min-count similarity, greedy clusters, Alg. 5"),
     "semantic-mdav": (
         microaggregate_semantic_mdav,

@@ -10,9 +10,12 @@ base's, as ``querylog audit`` measures them. The block's floor at level ``l`` is
 
 The choice is a multiple-choice knapsack, solved greedily: every cluster starts at its cheapest candidate; while
 a level is under its floor, the switch (one cluster to another of its candidates) removing the most shortfall per
-unit of added cost is taken. Each switch strictly lowers the shortfall, so the loop ends; when no switch lowers it
-the floor is out of reach and what is left is reported. The log's mean SRP at a level is the block means weighted
-by their ``N_l``, so a floor met in every block is met by the whole log.
+unit of added cost is taken. Each switch strictly lowers the shortfall, so the loop ends; when no single switch
+lowers it, what is left is reported. Where levels trade off against each other a floor can then still be
+reachable by switching two clusters at once (random 5-level inputs: 112 of 1,457 reachable cases missed); on the
+logs measured, an exact solver (scipy's ``milp``) found every block the greedy left short truly out of reach.
+The log's mean SRP at a level is the block means weighted by their ``N_l``, so a floor met in every block is met
+by the whole log.
 """
 
 from __future__ import annotations
@@ -58,9 +61,9 @@ def score(members: Sequence[Member], candidates: Sequence[Counter[int]], nodes: 
     """The cost and remain of each candidate; ``nodes[s, l]`` is string ``s``'s node at level ``l`` (-1: none,
     node ids distinct across levels)."""
     levels = nodes.shape[1]
-    rows = [nodes[np.asarray(m.strings, dtype=np.intp)] for m in members]
+    rows = [nodes[np.asarray(s, dtype=np.intp)] for s in [*(m.strings for m in members), *map(list, candidates)]]
     local = np.unique(np.concatenate([r.ravel() for r in rows]))
-    local = local[local >= 0]
+    local = local[local >= 0]  # every node of the members and the candidates
     level = np.zeros((len(local), levels))
     for lvl in range(levels):
         column = np.concatenate([r[:, lvl] for r in rows])
@@ -113,4 +116,5 @@ def pick(clusters: Sequence[Scored], k: int, margin: float = SRP_MARGIN) -> tupl
         cluster = int(owner[best])
         total += remain[best] - remain[offset[cluster] + choice[cluster]]
         choice[cluster] = best - offset[cluster]
-    return choice.tolist(), np.maximum(floor - total, 0.0)
+    short = np.maximum(floor - total, 0.0)
+    return choice.tolist(), np.where(short > 1e-9, short, 0.0)

@@ -204,3 +204,34 @@ def test_the_summary_counts_the_blocks_whose_floor_was_out_of_reach(tmp_path: Pa
     assert run.exit_code == 0, run.output
     assert f"SRP floor (1/k + 1 point) out of reach in {result.floor_unmet} block(s)" in run.stderr
     assert_k_anonymous(read_log(str(path)), result, 3, whole_rows=True)
+
+
+def test_stratified_and_by_category_shares_keep_each_string_s_expected_count_on_average() -> None:
+    """Ordering the systematic sample by category, or splitting the share over categories first, keeps every
+    string's expected copies at ``quota x c / n``."""
+    nodes, _, _ = node_table([toy_path(s) for s in range(200)], SRP_LEVELS)
+    counts = [9, 5, 3, 2, 1, 1, 1, 1, 1, 1]
+    sids = [3 * s + 1 for s in range(len(counts))]  # several categories, one uncategorised (21)
+    quota, draws = 12, 4000
+    rng = random.Random(3)
+    for threshold in (2.0, 5.0, 16.0):
+        for by_category in (False, True):
+            total: Counter[int] = Counter()
+            for _ in range(draws):
+                member = Member.of([s for s, c in zip(sids, counts) for _ in range(c)], rng, nodes)
+                if by_category:
+                    member.share_by_category(quota, threshold, total)
+                else:
+                    member.share(quota, threshold, total)
+            for s, c in zip(sids, counts):
+                expected = quota * c / sum(counts)
+                assert abs(total[s] / draws - expected) < 0.08 * expected + 0.05, (threshold, by_category, s)
+
+
+def test_a_candidate_category_no_member_has_shares_nothing() -> None:
+    """Scores stay exact whatever a candidate holds (the members' categories are not the only nodes counted)."""
+    paths: list[tuple[str, ...] | None] = [("A",), ("B",), ("C",)]
+    nodes, _, _ = node_table(paths, SRP_LEVELS)
+    member = Member.of([0, 2], random.Random(0), nodes)
+    scored = score([member], [Counter({1: 2}), Counter({0: 1, 2: 1})], nodes)
+    assert scored.remain[:, 0].tolist() == [0.0, 1.0]

@@ -1,4 +1,5 @@
-"""``querylog eval``: offline utility evaluations (``eval dp``: paper 004 Figures 2-4)."""
+"""``querylog eval``: offline utility evaluations (``eval dp``: paper 004 Figures 2-4; ``eval srp``: paper 002's SRP
+under WordNet's hierarchy)."""
 
 from __future__ import annotations
 
@@ -115,3 +116,36 @@ def dp_cmd(
         for b in budgets:
             (out_dir / f"dp-eval-{b}.png").write_bytes(plot_png(result, b))
         click.echo(f"written: {out_dir}/dp-eval.{{json,md,html}}, dp-eval-*.png")
+
+
+@eval_group.command("srp")
+@click.argument("original", type=click.Path(exists=True, dir_okay=False))
+@click.argument("protected", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("-k", "k", type=click.IntRange(2), default=None, help="Draw paper 002's random-partition line 1/k.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def srp_cmd(original: str, protected: tuple[str, ...], k: int | None, as_json: bool) -> None:
+    """SRP (paper 002 eq. 4) of microaggregated logs under WordNet's hierarchy, a taxonomy `mdav`'s release never
+    saw (the audit's SRP uses the knowledge base's categories, which `mdav` keeps above 1/k by construction)."""
+    import json
+
+    from knowledge.wordnet import locate, open_wordnet
+    from sidecar.tools.audit.logs import read_log
+    from sidecar.tools.evaluate.srp_wordnet import LEVELS, srp_by_level, wordnet_paths
+
+    logs = {name: [(r.user, r.query) for r in read_log(name)[0]] for name in (original, *protected)}
+    with open_wordnet(locate()) as wordnet:
+        paths = wordnet_paths((q for rows in logs.values() for _, q in rows), wordnet)
+    results = {name: srp_by_level(logs[original], logs[name], paths) for name in protected}
+    if as_json:
+        click.echo(json.dumps({"k": k, "protected": results}, indent=2, sort_keys=True))
+        return
+    line = f" (1/k = {100 / k:.1f}%)" if k else ""
+    click.echo(
+        f"SRP under WordNet's hierarchy, L1..L5{line}; queries with a path: "
+        f"{100 * next(iter(results.values()))['coverage']:.1f}%"
+    )
+    for name, result in results.items():
+        cells = " / ".join(f"{100 * result['srp'][f'L{lvl}']['mean']:.1f}" for lvl in LEVELS)
+        below = [f"L{lvl}" for lvl in LEVELS if k and result["srp"][f"L{lvl}"]["mean"] < 1 / k]
+        verdict = f"  under 1/k at {', '.join(below)}" if below else ("  above 1/k at every level" if k else "")
+        click.echo(f"{name}: {cells}{verdict}")

@@ -42,7 +42,7 @@ import numpy.typing as npt
 from adapters.microaggregate.classified import Classify, kb_classify, node_table
 from adapters.microaggregate.distance import LogSpace, QuerySet, host_labels, normalise
 from adapters.microaggregate.information import entropy_bits
-from adapters.microaggregate.log import AOL_TIME, FlatLog, UserLog
+from adapters.microaggregate.log import AOL_TIME, FlatLog, UserLog, gather
 from adapters.microaggregate.mdav import mdav
 from adapters.microaggregate.srp_floor import SRP_LEVELS, pick, score
 from sidecar.api import Event
@@ -289,6 +289,8 @@ class UserSpace:
         self.entropy_scale = math.log2(max(2.0, bounds.count[1]))  # the most any user of the whole log can have
         self.nentropy = np.array(
             [self._entropy(self.sid[int(a) : int(a) + int(n)].tolist()) for a, n in zip(self.starts, self.counts)]
+            if repetition
+            else []
         )
 
     def _entropy(self, sids: Sequence[int]) -> float:
@@ -297,10 +299,7 @@ class UserSpace:
 
     def _queries_of(self, users: Ints) -> tuple[Ints, Ints]:
         """The query indexes of ``users`` concatenated, and where each user's start in them."""
-        counts = self.counts[users]
-        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
-        index = np.repeat(self.starts[users] - offsets, counts) + np.arange(int(counts.sum()), dtype=np.intp)
-        return index, offsets
+        return gather(self.starts, self.counts, users)
 
     def _query_set(self, index: Ints) -> QuerySet:
         return QuerySet(self.sid[index], self.ntime[index], self.nrank[index], self.dom[index])
@@ -309,7 +308,8 @@ class UserSpace:
 
     def to_record(self, record: int, members: Ints) -> Floats:
         a = self._query_set(np.arange(self.starts[record], self.starts[record] + self.counts[record], dtype=np.intp))
-        return self._distances(a, float(self.ncount[record]), float(self.nentropy[record]), members)
+        entropy = float(self.nentropy[record]) if self.repetition else 0.0
+        return self._distances(a, float(self.ncount[record]), entropy, members)
 
     def to_average(self, members: Ints) -> Floats:
         agg = self.aggregate(members)
@@ -320,10 +320,11 @@ class UserSpace:
             np.array(agg.dom, dtype=np.intp),
         )
         count = normalise(np.array([float(len(agg.sid))]), self.bounds.count)[0]
-        return self._distances(a, float(count), self._entropy(agg.sid), members)
+        return self._distances(a, float(count), self._entropy(agg.sid) if self.repetition else 0.0, members)
 
     def _distances(self, a: QuerySet, count: float, entropy: float, members: Ints) -> Floats:
-        """Eq. 4 from ``a`` to ``members``; with :attr:`repetition`, ``(2 eq. 4 + |ĥ_a - ĥ_u|) / 3``."""
+        """Eq. 4 from ``a`` to ``members``; with :attr:`repetition`, ``(2 eq. 4 + |ĥ_a - ĥ_u|) / 3`` (``entropy``:
+        ``ĥ_a``, unused without it)."""
         index, offsets = self._queries_of(members)
         eq4 = self.space.user_distances(a, count, self._query_set(index), offsets, self.ncount[members])
         if not self.repetition:

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from adapters.microaggregate.log import FlatLog, UserLog
+from adapters.microaggregate.log import FlatLog, UserLog, gather
 
 if TYPE_CHECKING:
     from knowledge.classifier import Classifier
@@ -88,10 +88,7 @@ class Queries:
 
     def of(self, users: Ints) -> Ints:
         """The query indexes of ``users``, concatenated in the order given."""
-        counts = self.counts[users]
-        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
-        total = int(counts.sum())
-        return (np.repeat(self.starts[users] - offsets, counts) + np.arange(total, dtype=np.intp)).astype(np.intp)
+        return gather(self.starts, self.counts, users)[0]
 
 
 def node_table(paths: list[tuple[str, ...] | None], levels: int = LEVELS) -> tuple[Ints, Ints, Ints]:

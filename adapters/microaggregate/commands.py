@@ -14,6 +14,7 @@ from adapters.microaggregate.aggregate import Progress, output_events
 from adapters.microaggregate.blocks import DEFAULT_BLOCK_SIZE, run_blocked
 from adapters.microaggregate.log import read_log, write_log
 from adapters.microaggregate.methods import METHODS
+from adapters.microaggregate.srp_floor import SRP_MARGIN
 
 
 @contextmanager
@@ -95,7 +96,8 @@ def microaggregate_cmd(
     write_log(output_path, log.codec, output_events(log, result))
     sizes = [len(c) for c in result.clusters]
     bad = f", {log.bad_records} bad record(s) skipped" if log.bad_records else ""
-    floor = f", SRP floor (1/k + 1 point) out of reach in {result.floor_unmet} block(s)" if result.floor_unmet else ""
+    margin = f"1/k + {100 * SRP_MARGIN:g} point"
+    floor = f", SRP floor ({margin}) out of reach in {result.floor_unmet} block(s)" if result.floor_unmet else ""
     click.echo(
         f"microaggregate ({method}, k={k}): {len(log.users)} users, {len(sizes)} clusters "
         f"of {min(sizes)}..{max(sizes)} users, {result.blocks} block(s){floor}{bad}, "

@@ -113,6 +113,17 @@ class UserLog:
         return False
 
 
+def gather(
+    starts: npt.NDArray[np.intp], counts: npt.NDArray[np.intp], users: npt.NDArray[np.intp]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """The query indexes of ``users`` concatenated in the order given (user ``u``'s queries are ``starts[u] :
+    starts[u] + counts[u]``), and where each user's start in them."""
+    sizes = counts[users]
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+    index = np.repeat(starts[users] - offsets, sizes) + np.arange(int(sizes.sum()), dtype=np.intp)
+    return index.astype(np.intp), offsets
+
+
 @dataclass
 class FlatLog:
     """A log's queries as flat arrays in user order (user ``u``'s are ``starts[u] : starts[u] + counts[u]``):

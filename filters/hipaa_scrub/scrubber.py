@@ -8,7 +8,7 @@ from collections.abc import Callable
 from operator import attrgetter
 
 from filters.hipaa_scrub.config import HipaaScrubConfig
-from filters.hipaa_scrub.detectors import KINDS, Detector, Span
+from filters.hipaa_scrub.detectors import KINDS, Detector, Span, ascii_digits
 from filters.hipaa_scrub.detectors.context import (
     ContextNumberDetector,
     CuedVinDetector,
@@ -65,13 +65,6 @@ _KEEP_DIGITS = bytes(c if 48 <= c <= 57 else 32 for c in range(256))
 
 
 _START = attrgetter("start")
-_DIGIT_BYTES = b"0123456789"
-
-
-def _digits(ascii_text: str) -> int:
-    """The digits 0-9 in an ASCII text, counted in C."""
-    raw = ascii_text.encode()
-    return len(raw) - len(raw.translate(None, _DIGIT_BYTES))
 
 
 def _word_or_dash(char: str) -> bool:
@@ -352,7 +345,7 @@ class Scrubber:
                 if t is not s and t.end > a and t.start < b and _rank(t) <= rank:
                     break  # may rank first (an equal rank too: the first found of two wins)
             else:
-                outside -= _digits(lower[a:b])
+                outside -= ascii_digits(lower[a:b])
         return outside < self._token_digits
 
     def _apply(self, text: str, spans: list[Span], counts: dict[str, int], count_kept: bool = True) -> str:

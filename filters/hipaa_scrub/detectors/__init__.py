@@ -13,6 +13,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
+_DIGIT_BYTES = b"0123456789"
+
+
+def ascii_digits(ascii_text: str) -> int:
+    """The digits 0-9 in an ASCII text, counted in C (``bytes.translate``)."""
+    raw = ascii_text.encode()
+    return len(raw) - len(raw.translate(None, _DIGIT_BYTES))
+
+
 KINDS: tuple[str, ...] = (
     "name",
     "address",

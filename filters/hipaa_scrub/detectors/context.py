@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from filters.hipaa_scrub.detectors import Detector, Pattern, Span, ascii_variant, scan_from_starts
+from filters.hipaa_scrub.detectors import Detector, Pattern, Span, ascii_digits, ascii_variant, scan_from_starts
 
 _NUM = (
     r"(?:\s*(?:number|numbers|num|no\.?|nbr|#|id|code))?"
@@ -169,8 +169,7 @@ class ContextNumberDetector(Detector):
             if group is None:
                 continue
             v = m.group(group)
-            raw = v.encode()
-            digits = len(raw) - len(raw.translate(None, b"0123456789"))
+            digits = ascii_digits(v)
             if digits == len(v) and (digits <= 3 or (digits == 4 and v[:2] in ("19", "20"))):
                 continue  # SKIP: a year or a small number
             if digits < 2 if group == "vehicle_v" else digits < 3 and not self.code(v):

@@ -61,10 +61,10 @@ from typing import Any
 
 import structlog
 
-from sidecar.api import StateStoreLike
+from sidecar.api import Backpressure, OutboxOptions, StateStoreLike
 from sidecar.state import StateStore
 
-__all__ = ["Outbox", "OutboxFull", "Pending", "backpressure"]
+__all__ = ["Outbox", "OutboxFull", "Pending", "backpressure", "outbox_factory"]
 
 log = structlog.get_logger("querylog.outbox")
 
@@ -72,16 +72,16 @@ _NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 _FIRST_POLL = 0.002  # seconds: the sender's first look after a put() or a delivery
 
 
-class OutboxFull(Exception):
+class OutboxFull(Backpressure):
     """The outbox is at its bound: the batch was not taken (the caller must not acknowledge it).
 
     ``reason`` is ``max_bytes`` or ``max_batches``; ``name`` is the outbox's name.
     """
 
     def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"outbox {name} is full ({reason}): the downstream is not taking batches fast enough")
+        super().__init__(name, reason)
+        Exception.__init__(self, f"outbox {name} is full ({reason}): the downstream is not taking batches fast enough")
         self.name = name
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -355,6 +355,23 @@ class Outbox:
         if self._own_store is not None:
             self._own_store.close()
             self._own_store = None
+
+
+def outbox_factory(state: StateStoreLike, rng: random.Random) -> Callable[[str, OutboxOptions], Outbox]:
+    """What :meth:`~sidecar.api.BuildContext.outbox` calls: outboxes in ``state`` with the given options."""
+
+    def make(name: str, options: OutboxOptions) -> Outbox:
+        return Outbox(
+            state,
+            safe_name(name),
+            max_bytes=options.outbox_max_bytes,
+            max_batches=options.outbox_max_batches,
+            retry_initial_seconds=options.retry_initial_seconds,
+            retry_max_seconds=options.retry_max_seconds,
+            rng=rng,
+        )
+
+    return make
 
 
 def _database_file(conn: sqlite3.Connection) -> str:

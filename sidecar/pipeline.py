@@ -13,6 +13,7 @@ import sqlite3
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -35,11 +36,16 @@ from sidecar.chain import Chain
 from sidecar.codecs import SchemaConfig, codec_for
 from sidecar.config import ComponentSpec, ConfigError, ErrorCollector, LoadedConfig
 from sidecar.deadletter import DeadLetters
-from sidecar.outbox import OutboxFull, backpressure
+from sidecar.outbox import OutboxFull, backpressure, outbox_factory
 from sidecar.registry import plugins
+from sidecar.release import TimedRelease
 from sidecar.state import StateError, StateStore
 
 log = structlog.get_logger("querylog.pipeline")
+
+
+def _create_positions(db: Any) -> None:
+    db.execute("CREATE TABLE IF NOT EXISTS source_positions (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
 
 def build_component(spec: ComponentSpec, ctx: BuildContext, config: LoadedConfig) -> Any:
@@ -112,6 +118,7 @@ class Pipeline:
             codecs=codec_lookup(schema),
             max_record_bytes=config.sidecar.limits.max_record_bytes,
             validate_only=validate_only,
+            outboxes=outbox_factory(self.state, random.Random()),  # retry jitter only: no CSPRNG needed
         )
         filters: list[Filter[Any]] = []
         self.sinks: list[Sink[Any]] = []
@@ -139,6 +146,7 @@ class Pipeline:
         #: ``transaction()`` block calls process/deliver/flush_sinks under it)
         self._lock = threading.RLock()
         self._sinks_started = False
+        self._timer: TimedRelease | None = None
         log.info("pipeline_built", filters=[f.NAME for f in filters], sinks=[s.NAME for s in self.sinks])
 
     # ---- the Runtime contract -------------------------------------------------------------------
@@ -154,28 +162,108 @@ class Pipeline:
     def filters(self) -> list[Filter[Any]]:
         return self.chain.filters
 
-    def receive(self, batch: RecordBatch) -> Receipt:
-        """Decode a batch of records, run the chain, deliver to the sinks and flush them."""
+    def _decode(self, batch: RecordBatch, reasons: Counter[str]) -> list[Event]:
+        """Decode a batch; bad records go to the dead letters, counted by reason in ``reasons``."""
         bad: list[tuple[int, str]] = []
         events = batch.codec.decode_many(batch.records, "\n", bad)
         for idx, reason in bad:
             pos = batch.positions[idx] if batch.positions is not None else None
             record = batch.records[idx]
             self.dead.add(reason, batch.origin, pos, record if isinstance(record, str | bytes) else None)
+            reasons[reason] += 1
         if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.records) - 1):
             events[-1].eol = ""
+        return events
+
+    def receive(self, batch: RecordBatch) -> Receipt:
+        """Decode a batch of records, run the chain, deliver to the sinks and flush them, commit (with the
+        batch's checkpoint): durable when it returns. :class:`~sidecar.api.Backpressure` before anything ran
+        when a sink's outbox is full."""
+        reasons: Counter[str] = Counter()
         with self.transaction():  # state changes commit with the delivery
+            events = self._decode(batch, reasons)
             before = self.chain.held()
             out = self.chain.process(events) if events else []
             held = self.chain.held() - before
-            self.start_sinks(batch.codec.header_for_output(), batch.codec)
-            dead_before = self.dead.total
-            self.deliver(out)
-            self.flush_sinks()
-            refused = self.dead.total - dead_before  # a value a sink's format cannot frame: dead-lettered there
-            self.dead.flush()
+            self._deliver_flushed(out, batch.codec, reasons)
+            if batch.checkpoint is not None:
+                self._commit_position(*batch.checkpoint)
         n = len(events)
-        return Receipt(n, len(bad) + refused, out, held, max(0, n - len(out) - held))
+        dead = sum(reasons.values())
+        return Receipt(n, dead, out, held, max(0, n - len(out) - held), reasons)
+
+    def _deliver_flushed(self, out: list[Event], codec: Codec | None, reasons: Counter[str]) -> None:
+        """Deliver ``out`` to every sink and flush them (caller holds the transaction); what a sink's format
+        cannot frame is dead-lettered there and counted in ``reasons`` as ``refused_by_sink``."""
+        if codec is not None:
+            self.start_sinks(codec.header_for_output(), codec)
+        dead_before = self.dead.total
+        self.deliver(out)
+        self.flush_sinks()
+        refused = self.dead.total - dead_before
+        if refused:
+            reasons["refused_by_sink"] += refused
+        self.dead.flush()
+
+    def transform(self, batch: RecordBatch) -> tuple[Receipt, list[Event]]:
+        """Run a batch through the chain for a request/response caller (see ``Runtime.transform``)."""
+        reasons: Counter[str] = Counter()
+        events = self._decode(batch, reasons)
+        self.dead.flush()
+        own = {id(e) for e in events}
+        with self.transaction():
+            before = self.chain.held()
+            out = self.chain.process(events) if events else []
+            held = self.chain.held() - before
+            mine = [e for e in out if id(e) in own]
+            released = [e for e in out if id(e) not in own] if len(mine) != len(out) else []
+            if released:
+                self._deliver_flushed(released, None, reasons)
+        n = len(events)
+        receipt = Receipt(n, sum(reasons.values()), released, held, max(0, n - len(mine) - held), reasons)
+        return receipt, mine
+
+    def release(self, final: bool) -> int:
+        """Ask buffering filters to release, deliver what they let go and commit it with the delivery.
+
+        Without sinks, a final release has nobody to take it: the events are dead-lettered
+        (``undelivered_at_shutdown``, counted, kept in the file); a timed release without sinks asks nothing
+        (what is held stays held)."""
+        if not self.sinks and not final:
+            return 0
+        with self.transaction(check_outbox=not final):
+            released = self.chain.flush(final)
+            if released and self.sinks:
+                self._deliver_flushed(released, None, Counter())
+            for ev in released if not self.sinks else ():
+                record = ev.codec.encode(ev) if ev.codec is not None else None
+                self.dead.add(
+                    "undelivered_at_shutdown", "runtime", None, record if isinstance(record, str | bytes) else None
+                )
+        self.dead.flush()
+        return len(released)
+
+    def backpressure(self) -> str | None:
+        return backpressure(self.sinks)
+
+    def checkpoint(self, key: str) -> str | None:
+        self.state.migrate("source_positions", [_create_positions])
+        row = self.state.conn.execute("SELECT value FROM source_positions WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def _commit_position(self, key: str, value: str) -> None:
+        self.state.migrate("source_positions", [_create_positions])
+        self.state.conn.execute(
+            "INSERT INTO source_positions(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def start_release_timer(self) -> None:
+        """Start the process's one release timer (``flush_interval_seconds``) when a buffering filter and a
+        sink exist; :meth:`close` stops it. Sources never run timers of their own."""
+        if self._timer is None and self.sinks and any(f.BUFFERING for f in self.filters):
+            self._timer = TimedRelease(self, self.config.sidecar.flush_interval_seconds)
 
     def process(self, batch: list[Event]) -> list[Event]:
         with self._lock:
@@ -258,6 +346,9 @@ class Pipeline:
 
     def close(self) -> None:
         """Close filters (held state stays in SQLite), sinks, dead letters, database."""
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
         final_counts = {k: v for k, v in self.stats().items() if k.startswith("events_")}
         for sink in self.sinks:
             sink.close()

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import sqlite_utils
 
 DB_NAME = "querylog.db"
+LOCK_NAME = "querylog.lock"
 Migration = Callable[[sqlite_utils.Database], None]
 
 
@@ -82,12 +85,94 @@ class StateError(Exception):
         return cls(path, f"is not a usable state database ({exc})")
 
 
+class StateInUse(Exception):
+    """Another process holds the state folder: one writer per state (two would double-spend budgets, deliver
+    outbox batches twice and fight over held events). The message names the folder and the holder's pid."""
+
+    def __init__(self, state_dir: Path, pid: str) -> None:
+        holder = f"process {pid}" if pid else "another process"
+        super().__init__(
+            f"state folder {state_dir} is in use by {holder} (one writer per state folder): stop it, or give "
+            "this run a state folder of its own (--state-dir, or state_dir in its config)"
+        )
+        self.state_dir = state_dir
+        self.pid = pid
+
+
+class _FolderLock:
+    """An exclusive ``flock`` on ``state_dir/querylog.lock`` holding the owner's pid, shared within the process.
+
+    The kernel drops it when the process ends (even by ``kill -9``), so a crash never leaves a stale lock.
+    Opened twice in one process (a pipeline and an outbox store on the same folder), it is counted, not retaken.
+    """
+
+    _held: ClassVar[dict[Path, tuple[int, int]]] = {}  # folder -> (fd, users)
+    _guard = threading.Lock()
+
+    @classmethod
+    def acquire(cls, state_dir: Path) -> Path:
+        key = state_dir.resolve()
+        with cls._guard:
+            if key in cls._held:
+                fd, users = cls._held[key]
+                cls._held[key] = (fd, users + 1)
+                return key
+            fd = os.open(key / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                os.close(fd)
+                raise StateInUse(key, pid) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            cls._held[key] = (fd, 1)
+            return key
+
+    @classmethod
+    def release(cls, key: Path) -> None:
+        with cls._guard:
+            fd, users = cls._held.pop(key)
+            if users > 1:
+                cls._held[key] = (fd, users - 1)
+            else:
+                os.close(fd)  # closing the descriptor drops the flock
+
+
+@contextlib.contextmanager
+def state_lock(state_dir: Path | str) -> Iterator[None]:
+    """Hold the state folder's single-writer lock for the block (:class:`StateInUse` when another process has it)."""
+    folder = Path(state_dir)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = _FolderLock.acquire(folder)
+    try:
+        yield
+    finally:
+        _FolderLock.release(key)
+
+
 class StateStore:
-    """One SQLite database; thread-safe through a lock held by callers via :attr:`lock`."""
+    """One SQLite database; thread-safe through a lock held by callers via :attr:`lock`.
+
+    Opening it takes the state folder's single-writer lock (:class:`StateInUse` when another process holds it);
+    :meth:`close` lets it go."""
 
     def __init__(self, state_dir: Path | str) -> None:
         self.dir = Path(state_dir)
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock_key: Path | None = _FolderLock.acquire(self.dir)
+        try:
+            self._open()
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _unlock(self) -> None:
+        if self._lock_key is not None:
+            _FolderLock.release(self._lock_key)
+            self._lock_key = None
+
+    def _open(self) -> None:
         self.path = self.dir / DB_NAME
         created = not self.path.exists()
         if created:
@@ -158,15 +243,18 @@ class StateStore:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.conn.close()
+            self._unlock()
 
 
 def remove_state_database(state_dir: Path | str) -> bool:
     """Delete the state database (and its WAL files) in ``state_dir``; True when there was one.
 
-    Only for an explicit operator choice (``replay --fresh-state``): held events and profiles are gone.
+    Only for an explicit operator choice (``replay --fresh-state``): held events and profiles are gone. Never
+    under a running process: :class:`StateInUse` when another one holds the folder.
     """
     path = Path(state_dir) / DB_NAME
-    found = path.exists()
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
+    with state_lock(state_dir):
+        found = path.exists()
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
     return found

@@ -93,7 +93,17 @@ Randomness that protects privacy comes from ``BuildContext.rng`` (a CSPRNG unles
 a test or benchmark gave a seed).
 """
 
-from sidecar.api.components import Filter, ProfileSource, Receipt, RecordBatch, Runtime, Sink, SinkError, Source
+from sidecar.api.components import (
+    Backpressure,
+    Filter,
+    ProfileSource,
+    Receipt,
+    RecordBatch,
+    Runtime,
+    Sink,
+    SinkError,
+    Source,
+)
 from sidecar.api.config import (
     AOL_COLUMNS,
     ConfigValueError,
@@ -104,20 +114,33 @@ from sidecar.api.config import (
     SourceConfig,
     option,
 )
-from sidecar.api.context import BuildContext, DeadLetterSink, StateDamaged, StateStoreLike
+from sidecar.api.context import BuildContext, DeadLetterSink, Outbox, StateDamaged, StateStoreLike
 from sidecar.api.events import NO_META, ROLES, BadRecord, Codec, Event, FieldError
 from sidecar.api.groups import CODECS, COMMANDS, FILTERS, SINKS, SOURCES
+from sidecar.api.options import (
+    LISTEN_DOC,
+    BearerToken,
+    Listen,
+    OutboxOptions,
+    ServerTls,
+    TlsFiles,
+    check_env_name,
+    listen_option,
+)
 
 __all__ = [
     "AOL_COLUMNS",
     "CODECS",
     "COMMANDS",
     "FILTERS",
+    "LISTEN_DOC",
     "NO_META",
     "ROLES",
     "SINKS",
     "SOURCES",
+    "Backpressure",
     "BadRecord",
+    "BearerToken",
     "BuildContext",
     "Codec",
     "ConfigValueError",
@@ -126,12 +149,16 @@ __all__ = [
     "FieldError",
     "Filter",
     "FilterConfig",
+    "Listen",
+    "Outbox",
+    "OutboxOptions",
     "ProfileSource",
     "Receipt",
     "RecordBatch",
     "RolesConfig",
     "Runtime",
     "SchemaConfig",
+    "ServerTls",
     "Sink",
     "SinkConfig",
     "SinkError",
@@ -139,5 +166,8 @@ __all__ = [
     "SourceConfig",
     "StateDamaged",
     "StateStoreLike",
+    "TlsFiles",
+    "check_env_name",
+    "listen_option",
     "option",
 ]

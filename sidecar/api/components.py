@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 from sidecar.api.config import FilterConfig, SinkConfig, SourceConfig
 from sidecar.api.context import BuildContext, DeadLetterSink
 from sidecar.api.events import Codec, Event
+from sidecar.api.options import Listen
 
 C = TypeVar("C")
 
@@ -83,6 +84,19 @@ class ProfileSource(Protocol):
 # ---- sinks ------------------------------------------------------------------------------------
 
 
+class Backpressure(Exception):
+    """A sink cannot take more now (its outbox is full): nothing of the batch ran, nothing may be acknowledged.
+
+    Raised by :meth:`Runtime.receive` and :meth:`Runtime.transform` before the chain runs. A source answers its
+    client "busy, retry later" (gRPC RESOURCE_EXHAUSTED, HTTP 503 with ``Retry-After``, no forward ack) or stops
+    reading until :meth:`Runtime.backpressure` is None again. ``sink`` names the sink, ``reason`` says why."""
+
+    def __init__(self, sink: str, reason: str) -> None:
+        super().__init__(f"outbox of sink {sink} is {reason}: not acknowledged, retry later")
+        self.sink = sink
+        self.reason = reason
+
+
 class SinkError(Exception):
     """A sink cannot take events for a reason an operator must fix (a table whose columns do not match, say).
 
@@ -133,6 +147,9 @@ class RecordBatch:
     positions: Sequence[int] | None = None
     #: Line end of the last record (``""`` when the input ended without one).
     last_eol: str = "\n"
+    #: A source position to commit together with this batch's state and delivery: ``(key, value)``; read it
+    #: back with :meth:`Runtime.checkpoint` after a restart (a file source resumes from it). None: nothing.
+    checkpoint: tuple[str, str] | None = None
 
 
 @dataclass
@@ -144,6 +161,8 @@ class Receipt:
     delivered: list[Event] = field(default_factory=list)
     held: int = 0
     dropped: int = 0
+    #: The dead-lettered records by reason (``invalid_utf8``, ``oversized_record``...): counts, never values.
+    reasons: Counter[str] = field(default_factory=Counter)
 
 
 class Runtime(Protocol):
@@ -172,7 +191,30 @@ class Runtime(Protocol):
         ...
 
     def receive(self, batch: RecordBatch) -> Receipt:
-        """Decode, run the chain, deliver to the sinks and flush them; durable when it returns."""
+        """Decode, run the chain, deliver to the sinks and flush them; durable when it returns.
+
+        Raises :class:`Backpressure` (before anything ran) when a sink's outbox is full."""
+        ...
+
+    def transform(self, batch: RecordBatch) -> tuple[Receipt, list[Event]]:
+        """For request/response callers (gRPC ``Filter``): decode and run the chain like :meth:`receive`, but
+        return the batch's own events that came straight through (changed, in order) to the caller instead of
+        delivering them. Events a buffering filter released meanwhile (other callers' events) go to the sinks,
+        committed with the buffer's state. ``Receipt.delivered`` holds those released events."""
+        ...
+
+    def release(self, final: bool) -> int:
+        """Ask buffering filters to release what their policy lets go, deliver it to the sinks and commit the
+        release with its delivery; returns how many events left. The runtime calls it on its own timer (one
+        per process) and once with ``final`` at shutdown; a source never runs a timer of its own."""
+        ...
+
+    def backpressure(self) -> str | None:
+        """The name of a sink whose outbox is full (a source stops reading or acknowledging), else None."""
+        ...
+
+    def checkpoint(self, key: str) -> str | None:
+        """The last position committed under ``key`` with a batch (:attr:`RecordBatch.checkpoint`), or None."""
         ...
 
     def process(self, events: list[Event]) -> list[Event]:
@@ -228,3 +270,9 @@ class Source(Generic[C]):
 
     def stop(self, grace: float | None = None) -> None:
         """Stop taking input; let what is in flight finish within ``grace`` seconds (None: the configured grace)."""
+
+    def listening(self) -> list[Listen]:
+        """The addresses this source listens on, with the ports it bound (``listen: 127.0.0.1:0`` resolved).
+
+        ``serve`` logs them (``listening``) once the source started. Default: none (a file, stdin)."""
+        return []

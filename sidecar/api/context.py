@@ -11,10 +11,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sidecar.api.config import ConfigValueError, SchemaConfig
 from sidecar.api.events import Codec
+from sidecar.api.options import OutboxOptions
 
 if TYPE_CHECKING:
     import sqlite3
@@ -57,6 +58,30 @@ class DeadLetterSink(Protocol):
         ...
 
 
+class Outbox(Protocol):
+    """A network sink's durable queue (:meth:`BuildContext.outbox`): batches of encoded events in the state
+    database, sent in order by a thread of their own, retried with backoff until the peer takes them.
+
+    ``put`` from the sink's ``flush`` (it commits with the runtime's batch: a batch is durable, hence
+    acknowledged, once it is in the outbox); ``start(send)`` once, where ``send(payload)`` delivers one batch or
+    raises (a retry follows); ``close(timeout)`` on shutdown (what is left is sent after the next start). When
+    full, ``put`` raises :class:`~sidecar.api.Backpressure` and the runtime stops sources taking more."""
+
+    name: str
+
+    def put(self, payload: bytes, events: int) -> int: ...
+
+    def start(self, send: Callable[[bytes], None]) -> None: ...
+
+    def full(self) -> bool: ...
+
+    def drain(self, timeout: float) -> bool: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    def close(self, timeout: float | None = 5.0) -> None: ...
+
+
 @dataclass
 class BuildContext:
     """Resources a component may use when it is built."""
@@ -75,6 +100,8 @@ class BuildContext:
     codecs: Callable[[str], Codec | None] = field(default=lambda fmt: None, repr=False)
     #: The configured bound on one record in bytes (``limits.max_record_bytes``); longer ones are dead-lettered.
     max_record_bytes: int = 65536
+    #: Makes the durable queue of :meth:`outbox` (given by the runtime; None outside one).
+    outboxes: Callable[[str, OutboxOptions], Outbox] | None = field(default=None, repr=False)
     #: True when the component is built only to check a config (``check-config``): check the options and the
     #: resources they name, but create, build or write nothing (no knowledge-base build, no files, no sockets).
     validate_only: bool = False
@@ -112,6 +139,13 @@ class BuildContext:
                 raise ConfigValueError("key_file", f"{what} file {path} is empty")
             return data
         raise ConfigValueError("key_env", f"{what}: set key_env or key_file")
+
+    def outbox(self, name: str, options: OutboxOptions) -> Outbox:
+        """A durable outbox named ``name`` (1-64 letters, digits, ``_``: one per sink instance, stable across
+        restarts, e.g. the sink's name and peer) with the bounds and retry timing of ``options``."""
+        if self.outboxes is None:
+            raise RuntimeError("no runtime: an outbox needs the state store")
+        return self.outboxes(name, options)
 
     def token_bytes(self, n: int) -> bytes:
         """Random bytes from the CSPRNG, or from the seeded RNG in tests."""

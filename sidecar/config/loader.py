@@ -22,7 +22,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
-from sidecar.api import ConfigValueError
+from sidecar.api import ConfigValueError, Listen
 
 
 class ConfigError(Exception):
@@ -274,6 +274,11 @@ def _check(meta: Mapping[str, Any], value: Any, doc: Located, path: str) -> None
         raise doc.error(path, f"must be <= {meta['max']}, got {value!r}")
     if "gt" in meta and value <= meta["gt"]:
         raise doc.error(path, f"must be > {meta['gt']}, got {value!r}")
+    if meta.get("listen"):
+        try:
+            Listen.parse(value)
+        except ConfigValueError as exc:
+            raise doc.error(path, exc.problem) from None
 
 
 def build_config(cls: type[Any], data: Any, doc: Located, path: str) -> Any:

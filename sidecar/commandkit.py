@@ -19,6 +19,8 @@ from sidecar.logs import configure_logging
 EXIT_USAGE = 2
 #: Exit status when the state database is damaged, empty where it should not be, or cannot be written.
 EXIT_STATE = 3
+#: Exit status when another process holds the state folder (one writer per state folder).
+EXIT_IN_USE = 4
 
 
 def fail_config(exc: ConfigError) -> NoReturn:
@@ -54,6 +56,9 @@ def check_address(value: str | None, what: str) -> None:
 
 
 def fail_state(exc: Exception) -> NoReturn:
-    """A state-database problem: one line naming the file and what to do, exit 3 (never a traceback)."""
+    """A state-database problem: one line naming the file and what to do, exit 3 (never a traceback); a state
+    folder held by another process: one line naming the folder and the holder's pid, exit 4."""
+    from sidecar.state import StateInUse
+
     click.echo(str(exc), err=True)
-    sys.exit(EXIT_STATE)
+    sys.exit(EXIT_IN_USE if isinstance(exc, StateInUse) else EXIT_STATE)

@@ -117,15 +117,19 @@ class _FolderLock:
                 fd, users = cls._held[key]
                 cls._held[key] = (fd, users + 1)
                 return key
-            fd = os.open(key / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fd = os.open(key / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError as exc:  # a full or read-only file system: the state cannot be written at all
+                raise StateError(key / DB_NAME, f"cannot be written ({exc.strerror})") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
                 os.close(fd)
                 raise StateInUse(key, pid) from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            with contextlib.suppress(OSError):  # the pid only names the holder; a full disk is found later
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             cls._held[key] = (fd, 1)
             return key
 

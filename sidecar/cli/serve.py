@@ -1,8 +1,16 @@
-"""``querylog serve``: every configured source into one chain and its sinks, until SIGTERM/SIGINT."""
+"""``querylog serve``: every configured source into one runtime and its sinks, until SIGTERM/SIGINT.
+
+``serve`` is a driver: it builds the runtime, starts the sources and waits. The runtime owns the rest (the one
+release timer, delivery, outboxes, backpressure, the state folder's lock). Shutdown order: stop the sources (last
+started first, each lets its in-flight batches finish), one final release into the sinks, close the runtime.
+A finite source (a file) ends when its input ends; ``serve`` keeps running the others, and ends by itself when
+every source was finite and all have ended.
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 import click
@@ -10,9 +18,33 @@ import structlog
 
 from sidecar.commandkit import EXIT_USAGE, check_address, fail_config, fail_state, load, setup_logs
 from sidecar.config import ConfigError
-from sidecar.state import StateError, remove_state_database
+from sidecar.state import StateError, StateInUse, remove_state_database
 
 log = structlog.get_logger("querylog.serve")
+
+
+class _Finite:
+    """A finite source read on a thread of its own; ``done`` is set when its input ended (or it failed)."""
+
+    def __init__(self, source: Any, runtime: Any) -> None:
+        self.source: Any = source
+        self.error: Exception | None = None
+        self.done = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(runtime,), name=f"querylog-{source.NAME}")
+        self._thread.start()
+
+    def _run(self, runtime: Any) -> None:
+        try:
+            self.source.start(runtime)
+        except Exception as exc:  # counted and named; the other sources go on
+            self.error = exc
+            log.error("source_failed", source=self.source.NAME, error=type(exc).__name__)
+        finally:
+            self.done.set()
+
+    def stop(self) -> None:
+        self.source.stop()
+        self._thread.join()
 
 
 @click.command("serve")
@@ -28,91 +60,107 @@ log = structlog.get_logger("querylog.serve")
 def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
     """Run every configured source into the chain and its sinks until SIGTERM/SIGINT.
 
-    The sources are those of `sources:` (the grpc service when none is listed). On SIGTERM/SIGINT each stops
-    taking input and lets its in-flight batches finish; then buffers flush, sinks close, exit 0."""
+    The sources are those of `sources:` (the grpc service when none is listed). A finite source (a file) ends
+    when its input ends while the others go on. On SIGTERM/SIGINT each source stops taking input and lets its
+    in-flight batches finish; then buffers flush into the sinks once, sinks close, exit 0. A state folder in use
+    by another process: one line naming it and the holder's pid, exit 4."""
     from sidecar.gctune import tune_gc
-    from sidecar.pipeline import Pipeline, build_component
-    from sidecar.release import TimedRelease
+    from sidecar.pipeline import Pipeline
     from sidecar.signals import StopFlag
 
     check_address(listen, "--listen")
     cfg = load(config_file)
     setup_logs(cfg)
-    finite = [spec.path for spec in cfg.sources if spec.cls.FINITE]
-    if finite:
-        click.echo(f"serve: {', '.join(finite)} reads to its end: use `querylog replay` for it", err=True)
-        sys.exit(EXIT_USAGE)
     if not cfg.sources:
         click.echo("serve: no source configured (sources:)", err=True)
         sys.exit(EXIT_USAGE)
     stop = StopFlag()
     stop.install()
-    if reset_state and remove_state_database(cfg.state_dir):
-        click.echo(f"state: removed the state database in {cfg.state_dir}", err=True)
     try:
+        if reset_state and remove_state_database(cfg.state_dir):
+            click.echo(f"state: removed the state database in {cfg.state_dir}", err=True)
         pipeline = Pipeline(cfg, with_sinks=True)
     except ConfigError as exc:
         fail_config(exc)
-    except StateError as exc:
+    except (StateError, StateInUse) as exc:
         fail_state(exc)
-    started: list[Any] = []
+    servers, finite = _start_sources(cfg, pipeline, listen)
+    pipeline.start_release_timer()
+    metrics, metrics_port = _start_metrics(cfg, pipeline, servers, finite)
+    tune_gc()
+    log.info("serving", sources=[spec.path for spec in cfg.sources], metrics_port=metrics_port)
+    while not stop.event.wait(0.5):
+        if not servers and all(f.done.is_set() for f in finite):
+            break  # every source was finite and every one has ended
+    if metrics is not None:
+        metrics.shutdown()
+    _shutdown(servers, finite, pipeline)
+    failed = [reader for reader in finite if reader.error is not None]
+    for reader in failed:  # a located config error names the input and the key; anything else only its type
+        error = reader.error
+        click.echo(
+            f"serve: {error}"
+            if isinstance(error, ConfigError | StateError)
+            else f"serve: source {reader.source.NAME} failed ({type(error).__name__})",
+            err=True,
+        )
+    if failed:
+        sys.exit(EXIT_USAGE if all(isinstance(r.error, ConfigError) for r in failed) else 1)
+
+
+def _start_sources(cfg: Any, pipeline: Any, listen: str | None) -> tuple[list[Any], list[_Finite]]:
+    """Build and start every source: servers return at once, finite ones read on threads of their own. A
+    failure to start (a port in use, a TLS file that cannot be read) stops what started and exits 1."""
+    from sidecar.pipeline import build_component
+
+    servers: list[Any] = []
+    finite: list[_Finite] = []
     try:
         for spec in cfg.sources:
             source = build_component(spec, pipeline.ctx, cfg)
             if listen is not None and spec.name == "grpc":
                 source.listen = listen
-            source.start(pipeline)
-            started.append(source)
+            if source.FINITE:
+                finite.append(_Finite(source, pipeline))
+            else:
+                source.start(pipeline)
+                servers.append(source)
+            for address in source.listening():
+                log.info("listening", source=spec.path, address=str(address), port=address.port)
     except ConfigError as exc:
-        _stop(started, pipeline)
+        _shutdown(servers, finite, pipeline)
         fail_config(exc)
-    except (OSError, RuntimeError) as exc:  # a port in use, a TLS file that cannot be read...
-        _stop(started, pipeline)
+    except (OSError, RuntimeError) as exc:
+        _shutdown(servers, finite, pipeline)
         click.echo(f"serve: {exc}", err=True)
         sys.exit(1)
-    timer = None
-    if pipeline.sinks and any(f.BUFFERING for f in pipeline.filters):
-        timer = TimedRelease(pipeline, cfg.sidecar.flush_interval_seconds)
-    metrics_port = None
-    if cfg.sidecar.metrics_listen is not None:
-        from sidecar.metrics import serve_metrics
-
-        try:
-            metrics, _, metrics_port = serve_metrics(cfg.sidecar.metrics_listen, pipeline.stats)
-        except OSError as exc:
-            if timer is not None:
-                timer.stop()
-            _stop(started, pipeline)
-            click.echo(f"serve: metrics_listen {cfg.sidecar.metrics_listen}: {exc.strerror or exc}", err=True)
-            sys.exit(1)
-    tune_gc()
-    log.info("serving", sources=[spec.path for spec in cfg.sources], metrics_port=metrics_port)
-    while not stop.event.wait(0.5):
-        pass
-    if timer is not None:
-        timer.stop()
-    if metrics_port is not None:
-        metrics.shutdown()
-    _stop(started, pipeline)
+    return servers, finite
 
 
-def _stop(sources: list[Any], pipeline: Any) -> None:
-    """Stop the sources (last started first: each lets its in-flight batches finish), release what buffering
-    filters let go at shutdown into the sinks, close the pipeline (sinks flush, state stays)."""
-    for source in reversed(sources):
+def _start_metrics(cfg: Any, pipeline: Any, servers: list[Any], finite: list[_Finite]) -> tuple[Any, int | None]:
+    """The Prometheus endpoint (``sidecar.metrics_listen``), or (None, None) when off; exit 1 when it cannot bind."""
+    if cfg.sidecar.metrics_listen is None:
+        return None, None
+    from sidecar.metrics import serve_metrics
+
+    try:
+        metrics, _, port = serve_metrics(cfg.sidecar.metrics_listen, pipeline.stats)
+    except OSError as exc:
+        _shutdown(servers, finite, pipeline)
+        click.echo(f"serve: metrics_listen {cfg.sidecar.metrics_listen}: {exc.strerror or exc}", err=True)
+        sys.exit(1)
+    return metrics, port
+
+
+def _shutdown(servers: list[Any], finite: list[_Finite], pipeline: Any) -> None:
+    """Stop the sources (last started first: each lets its in-flight batches finish), release once what buffering
+    filters let go at shutdown into the sinks, close the runtime (timer, sinks, state)."""
+    for reader in finite:
+        reader.stop()
+    for source in reversed(servers):
         source.stop()
     try:
-        with pipeline.transaction():
-            released = pipeline.flush(final=True)
-            if released and pipeline.sinks:
-                pipeline.deliver(released)
-                pipeline.flush_sinks()
-            for ev in released if not pipeline.sinks else ():  # nobody to take them: counted, kept in the file
-                record = ev.codec.encode(ev) if ev.codec is not None else None
-                pipeline.dead_letters.add(
-                    "undelivered_at_shutdown", "serve", None, record if isinstance(record, str | bytes) else None
-                )
+        pipeline.release(final=True)
     except Exception as exc:  # a full outbox or disk at shutdown: the release rolled back, the events stay held
         log.warning("final_release_skipped", error=type(exc).__name__)
-    pipeline.dead_letters.flush()
     pipeline.close()

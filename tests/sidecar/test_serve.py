@@ -53,14 +53,6 @@ def test_two_sources_feed_one_chain_and_its_sink(tmp_path: Path, write_config: C
     assert all("/a/b" not in line for line in lines)
 
 
-def test_serve_refuses_a_source_that_reads_to_its_end(tmp_path: Path, write_config: Callable[..., Path]) -> None:
-    (tmp_path / "in.tsv").write_text("AnonID\tQuery\n1\tq\n", encoding="utf-8")
-    config = write_config("sources:\n  - file: {path: in.tsv}\n")
-    run = subprocess.run([QUERYLOG, "serve", "-c", str(config)], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2
-    assert "sources[0].file reads to its end: use `querylog replay`" in run.stderr
-
-
 def test_serve_releases_buffered_events_on_its_timer(tmp_path: Path, write_config: Callable[..., Path]) -> None:
     """A source without a timer of its own (HTTP): serve's timed release lets max_hold merge two lone categories
     and delivers the release to the sink while no request comes in (flush_interval_seconds)."""

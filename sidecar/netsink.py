@@ -1,10 +1,14 @@
 """What the HTTP-based network sinks share: a keep-alive HTTP client, batching into an outbox, dead letters.
 
 A network sink encodes events into lines (``write``), cuts them into batches bounded by events and bytes,
-and puts each batch into its durable :class:`~sidecar.outbox.Outbox` (``flush``, inside the runtime's
-transaction); the outbox's sender thread calls the sink's ``send(payload)``, which POSTs the batch with
-:class:`HttpClient` and either returns (delivered, or dead-lettered for good) or raises
-:class:`PeerUnavailable` (the outbox keeps the batch and retries it with backoff and jitter).
+and puts each batch into the durable outbox its build context gave it (``ctx.outbox(name, config)``, the
+:class:`~sidecar.api.Outbox` of the contract; ``flush``, inside the runtime's transaction); the outbox's
+sender thread calls the sink's ``send(payload)``, which POSTs the batch with :class:`HttpClient` and either
+returns (delivered, or dead-lettered for good) or raises :class:`PeerUnavailable` (the outbox keeps the
+batch and retries it with backoff and jitter).
+
+This module is a helper library at the plugins' level, not part of the runtime: it imports nothing of the
+sidecar but the contract (``sidecar.api``), so a sink that uses it still depends on the contract alone.
 
 Nothing here logs or raises with a payload, a header value or a peer's answer text: status codes,
 exception type names and counts only (a peer's error text may quote the record it refused).
@@ -20,17 +24,16 @@ import threading
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from sidecar.api import BuildContext, ConfigValueError, DeadLetterSink, Event
-from sidecar.outbox import Outbox, OutboxFull, Pending
+from sidecar.api import BuildContext, ConfigValueError, DeadLetterSink, Event, Outbox
 
 __all__ = [
     "HttpClient",
     "LineBatcher",
-    "OutboxFull",
     "PeerAnswer",
     "PeerUnavailable",
+    "Undelivered",
     "basic_auth",
     "close_outbox",
     "dead_letter_event",
@@ -177,7 +180,7 @@ class LineBatcher:
 
     ``add`` puts a batch as soon as it is full; ``flush`` puts what is left (the sink's delivery point).
     Both run inside the runtime's transaction, so the batches commit with it. When the outbox refuses a
-    batch (:class:`~sidecar.outbox.OutboxFull`, raised to the runtime: the source must not acknowledge), the
+    batch (:class:`~sidecar.api.Backpressure`, raised to the runtime: the source must not acknowledge), the
     lines stay here and go out with the next flush: never dropped (at worst delivered twice).
     """
 
@@ -207,7 +210,7 @@ class LineBatcher:
     def _put_ready(self) -> None:
         while self._ready:
             lines = self._ready[0]
-            self.outbox.put(b"\n".join(lines) + b"\n", len(lines))  # OutboxFull: kept for the next flush
+            self.outbox.put(b"\n".join(lines) + b"\n", len(lines))  # Backpressure: kept for the next flush
             self._ready.pop(0)
 
     def pending(self) -> int:
@@ -238,9 +241,16 @@ def outbox_stats(counts: Mapping[str, int], outbox: Outbox | None) -> dict[str, 
     return out
 
 
+class Undelivered(NamedTuple):
+    """What an outbox still held when its sink closed (kept for the next start)."""
+
+    batches: int
+    events: int
+
+
 def close_outbox(
     outbox: Outbox, batcher: LineBatcher | None, drain_seconds: float, client: HttpClient
-) -> Pending | None:
+) -> Undelivered | None:
     """A network sink's ``close``: put what is buffered into the outbox, keep sending for ``drain_seconds``,
     stop the sender and the client. Returns what is left undelivered (kept for the next start), or None."""
     try:
@@ -248,9 +258,10 @@ def close_outbox(
             batcher.flush()
     finally:
         drained = outbox.drain(drain_seconds) if drain_seconds else False
-        left = outbox.pending()
+        stats = outbox.stats()
         outbox.close()
         client.close()
+    left = Undelivered(int(stats.get("pending_batches", 0)), int(stats.get("pending_events", 0)))
     return left if not drained and left.batches else None
 
 

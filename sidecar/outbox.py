@@ -1,13 +1,13 @@
 """A durable, bounded outbox for network sinks, in the state database.
 
-A network sink cannot make its peer durable inside the runtime's transaction, but it can
-make the *hand-over* durable: its ``flush`` puts the encoded batch into an outbox table of
-the state database, in the same transaction as the filters' state changes, and a sender
-thread delivers the rows later. So "releasing from a buffer and handing to the outbox
-commit together", a restart (even ``kill -9``) finds every undelivered batch in the table,
-and a source may acknowledge as soon as ``receive`` returned.
+A network sink cannot make its peer durable inside the runtime's transaction, but it can make the *hand-over* durable:
+its ``flush`` puts the encoded batch into an outbox table of the state database, in the same transaction as the
+filters' state changes, and a sender thread delivers the rows later. So "releasing from a buffer and handing to the
+outbox commit together", a restart (even ``kill -9``) finds every undelivered batch in the table, and a source may
+acknowledge as soon as ``receive`` returned.
 
-The API (the forward sink uses it; the Vector, HTTP and ClickHouse sinks are meant to)::
+A sink gets one from its build context (``ctx.outbox(name, config)``, the :class:`~sidecar.api.Outbox`
+protocol of the contract, made here by :class:`OutboxFactory`); tools and tests may make one directly::
 
     outbox = Outbox(ctx.state, "forward_10_0_0_5_24224", max_bytes=256 << 20, max_batches=10_000)
     outbox.put(payload, events)    # in Sink.flush, on the runtime's state connection (a SAVEPOINT)
@@ -18,31 +18,29 @@ The API (the forward sink uses it; the Vector, HTTP and ClickHouse sinks are mea
     outbox.stop(timeout)           # stop the sender (undelivered rows stay for the next start)
     outbox.close()                 # stop, and close the sender's connection (and an owned store)
     outbox.stats()                 # counters (no values): pending_*, sent_*, retries, failures, refused_full
-    backpressure(runtime.sinks)    # a source asks this before it reads on: the name of a full outbox, or None
+    backpressure(sinks)            # behind Runtime.backpressure(): the name of a full outbox, or None
 
-* **Storage.** One table per outbox, ``outbox_<name>`` (``name``: letters, digits, ``_``), rows
-  ``(id, created, events, bytes, payload)`` in insertion order (``AUTOINCREMENT``: ids never come back).
-  ``state`` is the runtime's state store (``BuildContext.state``); a folder instead opens a store of
-  the outbox's own there (tools and tests).
-* **put** runs on the store's connection under ``state.lock`` inside ``SAVEPOINT`` … ``RELEASE`` (never
-  ``BEGIN``): inside the runtime's transaction it commits with the delivery the runtime commits; outside
-  one it commits on its own. It raises :class:`OutboxFull` when the outbox is already at (or over) one of
-  its bounds; a batch that starts below the bounds is taken whole, so the outbox holds at most
-  ``max_bytes`` plus one batch and a batch larger than ``max_bytes`` can still go through an empty
-  outbox. (Refusing a batch that does not fit into the remaining room would make a sink refuse events a
-  buffering filter already released in the same transaction; a full outbox is caught *before* the
-  chain runs by sources that call :func:`backpressure`.)
-* **The sender** is one daemon thread with its own SQLite connection to the same file (WAL,
-  ``busy_timeout``), so reading and sending never hold the runtime's lock. It takes the oldest row,
-  calls ``send(payload)``, and deletes the row when ``send`` returned (under ``state.lock`` for that one
-  statement, so it never races the runtime's write transaction). When ``send`` raises, the same row is
-  retried after an exponential backoff with jitter (``retry_initial_seconds`` doubling up to
-  ``retry_max_seconds``, each wait drawn from [d/2, d]), so batches go out in order, at least once.
-* **Counters.** ``pending()`` is kept in memory (exact at start from the table); a put whose transaction
-  the runtime rolled back is corrected by an exact count, made under ``state.lock`` (no transaction
-  open), when the sender finds the table empty or a put finds the bound reached.
-* **Privacy.** Logs and counters carry counts, the outbox name and exception type names only; a
-  payload or an exception message never reaches them.
+* **Storage.** One table per outbox, ``outbox_<name>`` (``name``: letters, digits, ``_``), rows ``(id, created,
+  events, bytes, payload)`` in insertion order (``AUTOINCREMENT``: ids never come back). ``state`` is the runtime's
+  state store (``BuildContext.state``); a folder instead opens a store of the outbox's own there (tools and tests).
+* **put** runs on the store's connection under ``state.lock`` inside ``SAVEPOINT`` … ``RELEASE`` (never ``BEGIN``):
+  inside the runtime's transaction it commits with the delivery the runtime commits; outside one it commits on its
+  own. It raises :class:`OutboxFull` when the outbox is already at (or over) one of its bounds; a batch that starts
+  below the bounds is taken whole, so the outbox holds at most ``max_bytes`` plus one batch and a batch larger than
+  ``max_bytes`` can still go through an empty outbox. (Refusing a batch that does not fit into the remaining room
+  would make a sink refuse events a buffering filter already released in the same transaction; a full outbox is caught
+  *before* the chain runs by the runtime: :func:`backpressure`.)
+* **The sender** is one daemon thread with its own SQLite connection to the same file (WAL, ``busy_timeout``), so
+  reading and sending never hold the runtime's lock. It takes the oldest row, calls ``send(payload)``, and deletes the
+  row when ``send`` returned (under ``state.lock`` for that one statement, so it never races the runtime's write
+  transaction). When ``send`` raises, the same row is retried after an exponential backoff with jitter
+  (``retry_initial_seconds`` doubling up to ``retry_max_seconds``, each wait drawn from [d/2, d]), so batches go out
+  in order, at least once.
+* **Counters.** ``pending()`` is kept in memory (exact at start from the table); a put whose transaction the runtime
+  rolled back is corrected by an exact count, made under ``state.lock`` (no transaction open), when the sender finds
+  the table empty or a put finds the bound reached.
+* **Privacy.** Logs and counters carry counts, the outbox name and exception type names only; a payload or an
+  exception message never reaches them.
 """
 
 from __future__ import annotations
@@ -64,7 +62,7 @@ import structlog
 from sidecar.api import Backpressure, OutboxOptions, StateStoreLike
 from sidecar.state import StateStore
 
-__all__ = ["Outbox", "OutboxFull", "Pending", "backpressure", "outbox_factory"]
+__all__ = ["Outbox", "OutboxFactory", "OutboxFull", "Pending", "backpressure", "outbox_factory"]
 
 log = structlog.get_logger("querylog.outbox")
 
@@ -73,10 +71,7 @@ _FIRST_POLL = 0.002  # seconds: the sender's first look after a put() or a deliv
 
 
 class OutboxFull(Backpressure):
-    """The outbox is at its bound: the batch was not taken (the caller must not acknowledge it).
-
-    ``reason`` is ``max_bytes`` or ``max_batches``; ``name`` is the outbox's name.
-    """
+    """The outbox is at its bound (``reason``: ``max_bytes``, ``max_batches``): the batch was not taken."""
 
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(name, reason)
@@ -137,12 +132,8 @@ class Outbox:
 
         def create(db: Any) -> None:
             db.execute(
-                f"CREATE TABLE IF NOT EXISTS {table} ("
-                " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-                " created REAL NOT NULL,"
-                " events INTEGER NOT NULL,"
-                " bytes INTEGER NOT NULL,"
-                " payload BLOB NOT NULL)"
+                f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY AUTOINCREMENT, created REAL NOT NULL,"
+                " events INTEGER NOT NULL, bytes INTEGER NOT NULL, payload BLOB NOT NULL)"
             )
 
         self.state.migrate(table, [create])
@@ -357,21 +348,30 @@ class Outbox:
             self._own_store = None
 
 
-def outbox_factory(state: StateStoreLike, rng: random.Random) -> Callable[[str, OutboxOptions], Outbox]:
-    """What :meth:`~sidecar.api.BuildContext.outbox` calls: outboxes in ``state`` with the given options."""
+class OutboxFactory:
+    """What :meth:`~sidecar.api.BuildContext.outbox` calls: outboxes in ``state``; it keeps each one it made
+    (``made``), so :func:`backpressure` covers them all."""
 
-    def make(name: str, options: OutboxOptions) -> Outbox:
-        return Outbox(
-            state,
+    def __init__(self, state: StateStoreLike, rng: random.Random) -> None:
+        self.state = state
+        self.rng = rng
+        self.made: list[Outbox] = []
+
+    def __call__(self, name: str, options: OutboxOptions) -> Outbox:
+        outbox = Outbox(
+            self.state,
             safe_name(name),
             max_bytes=options.outbox_max_bytes,
             max_batches=options.outbox_max_batches,
             retry_initial_seconds=options.retry_initial_seconds,
             retry_max_seconds=options.retry_max_seconds,
-            rng=rng,
+            rng=self.rng,
         )
+        self.made.append(outbox)
+        return outbox
 
-    return make
+
+outbox_factory = OutboxFactory  # the runtime's name for it
 
 
 def _database_file(conn: sqlite3.Connection) -> str:
@@ -383,13 +383,18 @@ def _database_file(conn: sqlite3.Connection) -> str:
 
 
 def backpressure(sinks: Iterable[object]) -> str | None:
-    """The name of the first full outbox among ``sinks`` (those with an ``outbox`` attribute), else None.
-
-    A source calls this before it hands a batch to the runtime: while it returns a name, the source stops
-    reading (and acknowledging) instead of running the chain into a sink that would refuse the result.
-    """
+    """The name of a full outbox of ``sinks`` (made through their build context, or a sink's own ``outbox``), else
+    None. While it returns a name, the runtime refuses batches and sources stop reading (and acknowledging)."""
+    factories: dict[int, OutboxFactory] = {}
     for sink in sinks:
         outbox = getattr(sink, "outbox", None)
         if isinstance(outbox, Outbox) and outbox.full():
             return outbox.name
+        factory = getattr(getattr(sink, "ctx", None), "outboxes", None)
+        if isinstance(factory, OutboxFactory):
+            factories[id(factory)] = factory
+    for factory in factories.values():
+        for outbox in factory.made:
+            if outbox.full():
+                return outbox.name
     return None

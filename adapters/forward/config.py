@@ -11,7 +11,7 @@ import socket
 from dataclasses import dataclass
 from typing import Literal
 
-from sidecar.api import BuildContext, ConfigValueError, SinkConfig, SourceConfig, option
+from sidecar.api import BuildContext, ConfigValueError, OutboxOptions, SinkConfig, SourceConfig, option
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -122,7 +122,7 @@ class ForwardSourceConfig(SourceConfig):
 
 
 @dataclass(frozen=True)
-class ForwardSinkConfig(SinkConfig):
+class ForwardSinkConfig(OutboxOptions, SinkConfig):
     """Fluentd forward protocol v1 client (Fluentd `out_forward`): PackedForward batches through a durable outbox."""
 
     address: str = option("127.0.0.1:24224", "host:port of the Fluentd / Fluent Bit / sidecar forward input.")
@@ -161,17 +161,6 @@ class ForwardSinkConfig(SinkConfig):
     outbox_name: str | None = option(
         None, "Name of the outbox table in the state database (default: from the address); unique per sink."
     )
-    outbox_max_bytes: int = option(
-        256 * 1024 * 1024,
-        "Bound of the outbox: when it holds this many bytes, sources stop acknowledging (backpressure).",
-        min=1024,
-    )
-    outbox_max_batches: int = option(100000, "Bound of the outbox in batches.", min=1)
-    retry_initial_seconds: float = option(0.5, "First wait before a failed batch is sent again (doubles).", gt=0)
-    retry_max_seconds: float = option(30.0, "Longest wait between two attempts (jittered).", gt=0)
-    close_timeout_seconds: float = option(
-        5.0, "On close, how long the sender may go on delivering what the outbox holds (the rest stays durable).", min=0
-    )
 
     def __post_init__(self) -> None:
         _host_port("address", self.address)
@@ -184,7 +173,6 @@ class ForwardSinkConfig(SinkConfig):
             raise ConfigValueError("username", "user authentication is part of the handshake: set a shared key as well")
         if self.outbox_name is not None and not re.fullmatch(r"[A-Za-z0-9_]{1,50}", self.outbox_name):
             raise ConfigValueError("outbox_name", "1-50 letters, digits or _")
-        if self.retry_max_seconds < self.retry_initial_seconds:
-            raise ConfigValueError("retry_max_seconds", "must be >= retry_initial_seconds")
         if self.tls_ca_file is not None and not self.tls:
             raise ConfigValueError("tls_ca_file", "set tls: true as well")
+        super().__post_init__()

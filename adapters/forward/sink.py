@@ -5,15 +5,15 @@
   entries by tag.
 * ``flush`` — the delivery point — turns the groups into PackedForward messages (gzip-compressed
   with ``compress: gzip``; split at ``max_message_bytes``), each with a fresh ``chunk`` id when
-  ``require_ack`` is on, and puts them as one batch into the sink's outbox
-  (:class:`sidecar.outbox.Outbox`) inside the runtime's transaction. When ``flush`` returns the
-  batch is durable with the rest of the state: sources may acknowledge.
+  ``require_ack`` is on, and puts them as one batch into the sink's outbox (``ctx.outbox``, the
+  contract's :class:`~sidecar.api.Outbox`) inside the runtime's transaction. When ``flush`` returns
+  the batch is durable with the rest of the state: sources may acknowledge.
 * The outbox's sender thread delivers batches in order with :class:`ForwardClient`: connect
   (TLS optional), answer the server's HELO with a PING when a shared key is configured and check
   its PONG, write the messages, and wait for an ``{"ack": chunk}`` for every one of them; any
   failure closes the connection and the batch is sent again after a backoff (the same chunk ids: a
   server that saw them may drop the duplicates). At least once; a restart sends what was left.
-* A full outbox makes ``flush`` raise :class:`~sidecar.outbox.OutboxFull`: nothing is acknowledged
+* A full outbox makes ``flush`` raise :class:`~sidecar.api.Backpressure`: nothing is acknowledged
   upstream (the batch is not kept here; the sources' clients send it again).
 """
 
@@ -43,8 +43,7 @@ from adapters.forward.protocol import (
     packer,
     parse_helo,
 )
-from sidecar.api import BuildContext, Codec, ConfigValueError, Event, Sink
-from sidecar.outbox import Outbox, safe_name
+from sidecar.api import BuildContext, Codec, ConfigValueError, Event, Outbox, Sink
 
 log = structlog.get_logger("querylog.forward")
 
@@ -84,10 +83,13 @@ class ForwardClient:
         self.connects = 0
         self.handshake_failures = 0
         self._lock = threading.Lock()  # sock: abort() from another thread
+        self._closing = threading.Event()
 
     # ---- the outbox's send callable --------------------------------------------------------------
     def send(self, payload: bytes) -> None:
         """Deliver one batch (a stream of forward messages); returns once every chunk is acked (or written)."""
+        if self._closing.is_set():
+            raise ConnectionAbortedError("the sink is closing")  # the batch stays in the outbox for the next start
         chunks = set(message_chunks(payload)) if self.config.require_ack else set()
         sock = self._connection()
         try:
@@ -199,7 +201,8 @@ class ForwardClient:
                 sock.close()
 
     def abort(self) -> None:
-        """Break a send in progress (from another thread): its socket is shut down."""
+        """Refuse further sends and break one in progress (from another thread): its socket is shut down."""
+        self._closing.set()
         with self._lock:
             sock = self.sock
         if sock is not None:
@@ -240,16 +243,7 @@ class ForwardSink(Sink[ForwardSinkConfig]):
         self.outbox: Outbox | None = None
         if ctx.validate_only:
             return
-        if ctx.state is None:
-            raise ConfigValueError("address", "the forward sink keeps its outbox in the state store: none was given")
-        self.outbox = Outbox(
-            ctx.state,
-            config.outbox_name or safe_name(f"forward_{config.address}"),
-            max_bytes=config.outbox_max_bytes,
-            max_batches=config.outbox_max_batches,
-            retry_initial_seconds=config.retry_initial_seconds,
-            retry_max_seconds=config.retry_max_seconds,
-        )
+        self.outbox = ctx.outbox(config.outbox_name or f"forward_{config.address}", config)
         self.outbox.start(self.client.send)  # what an earlier run left undelivered goes out now
 
     def start(self, header: str | None, codec: Codec | None) -> None:
@@ -308,7 +302,7 @@ class ForwardSink(Sink[ForwardSinkConfig]):
         return b"".join(messages), events
 
     def flush(self) -> None:
-        """Put what was written into the outbox (durable with the runtime's transaction); OutboxFull when full."""
+        """Put what was written into the outbox (durable with the runtime's transaction); Backpressure when full."""
         if not self._groups:
             return
         payload, events = self.payload()
@@ -328,17 +322,19 @@ class ForwardSink(Sink[ForwardSinkConfig]):
         return out
 
     def close(self) -> None:
-        """Put what is left into the outbox, let the sender deliver for ``close_timeout_seconds``, then stop it."""
+        """Put what is left into the outbox, let the sender deliver for ``close_drain_seconds``, then stop it (a
+        send still waiting for its acks is broken off: the batch stays in the outbox for the next start)."""
         if self.outbox is None:
             return
         try:
             self.flush()
         finally:
-            self.outbox.drain(self.config.close_timeout_seconds)
-            if not self.outbox.stop(0.5):
-                self.client.abort()
+            self.outbox.drain(self.config.close_drain_seconds)
+            self.client.abort()
             self.outbox.close()
             self.client.close()
-            left = self.outbox.pending()
-            if left.batches:
-                log.info("forward_sink_closed_with_pending", batches=left.batches, events=left.events)
+            left = self.outbox.stats()
+            if left["pending_batches"]:
+                log.info(
+                    "forward_sink_closed_with_pending", batches=left["pending_batches"], events=left["pending_events"]
+                )

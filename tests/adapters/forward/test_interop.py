@@ -210,7 +210,7 @@ def sink_pipeline(tmp_path: Path) -> Iterator[Callable[..., Pipeline]]:
     def build(**options: Any) -> Pipeline:
         options.setdefault("retry_initial_seconds", 0.05)
         options.setdefault("retry_max_seconds", 0.2)
-        options.setdefault("close_timeout_seconds", 0)
+        options.setdefault("close_drain_seconds", 0)
         folder = tmp_path / f"out{len(made)}"
         folder.mkdir()
         p = Pipeline(load_config(write_sidecar_config(folder, {"sinks": [{"forward": options}]})))

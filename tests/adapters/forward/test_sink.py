@@ -53,7 +53,7 @@ def sink_pipeline(tmp_path: Path) -> Iterator[Callable[..., Pipeline]]:
     def build(folder: str = "out", **options: Any) -> Pipeline:
         options.setdefault("retry_initial_seconds", 0.05)
         options.setdefault("retry_max_seconds", 0.2)
-        options.setdefault("close_timeout_seconds", 2)
+        options.setdefault("close_drain_seconds", 2)
         (tmp_path / folder).mkdir(exist_ok=True)
         cfg = load_config(write_sidecar_config(tmp_path / folder, {"sinks": [{"forward": options}]}))
         p = Pipeline(cfg, seed=3)
@@ -124,7 +124,7 @@ def test_wrong_shared_key_keeps_the_batch(
     monkeypatch.setenv("FWD_KEY", "server-key")
     monkeypatch.setenv("FWD_WRONG", "client-key")
     served = serve_forward(shared_key_env="FWD_KEY")
-    out = sink_pipeline(address=f"127.0.0.1:{served.port}", shared_key_env="FWD_WRONG", close_timeout_seconds=0)
+    out = sink_pipeline(address=f"127.0.0.1:{served.port}", shared_key_env="FWD_WRONG", close_drain_seconds=0)
     send(out, ENTRIES)
     sink = sink_of(out)
     assert wait_for(lambda: sink.client.handshake_failures >= 2)
@@ -151,7 +151,7 @@ def test_a_restart_sends_what_was_left(
 ) -> None:
     """Batches left undelivered when the sidecar stopped are sent by the next run (same state folder)."""
     port = free_port()
-    first = sink_pipeline(address=f"127.0.0.1:{port}", close_timeout_seconds=0)
+    first = sink_pipeline(address=f"127.0.0.1:{port}", close_drain_seconds=0)
     send(first, ENTRIES)
     first.close()
     served = serve_forward(listen=f"127.0.0.1:{port}")
@@ -213,7 +213,7 @@ def test_a_missing_ack_sends_the_batch_again(sink_pipeline: Callable[..., Pipeli
 def test_full_outbox_refuses(sink_pipeline: Callable[..., Pipeline]) -> None:
     """With the downstream gone the outbox fills to its bound; then the runtime's receive raises OutboxFull (the
     source does not acknowledge) instead of dropping."""
-    out = sink_pipeline(address=f"127.0.0.1:{free_port()}", outbox_max_batches=1, close_timeout_seconds=0)
+    out = sink_pipeline(address=f"127.0.0.1:{free_port()}", outbox_max_batches=1, close_drain_seconds=0)
     send(out, ENTRIES)
     with pytest.raises(OutboxFull):
         send(out, ENTRIES)

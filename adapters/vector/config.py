@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sidecar.api import ConfigValueError, SinkConfig, SourceConfig, option
+from sidecar.api import ConfigValueError, OutboxOptions, SinkConfig, SourceConfig, option
 
 _OUTBOX_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 
@@ -51,7 +51,7 @@ class VectorSourceConfig(SourceConfig):
 
 
 @dataclass(frozen=True)
-class VectorSinkConfig(SinkConfig):
+class VectorSinkConfig(OutboxOptions, SinkConfig):
     """Vector's native protocol (version 2) as a sink: `PushEvents` to a Vector `vector` source.
 
     Events from a Vector source keep every field, their metadata and their bytes (only the protected
@@ -77,19 +77,11 @@ class VectorSinkConfig(SinkConfig):
         "a single larger event still goes alone.",
         min=1024,
     )
-    outbox_max_bytes: int = option(
-        256 * 1024 * 1024, "Bound of the outbox in bytes: when it is reached, sources stop acknowledging.", min=1024
-    )
-    outbox_max_batches: int = option(10000, "Bound of the outbox in batches (requests).", min=1)
     outbox_name: str | None = option(
         None,
         "Name of this sink's outbox in the state store (letters, digits, _; null: `vector_` and the address, "
         "e.g. vector_127_0_0_1_6000). Undelivered batches wait under this name across restarts: keep it when "
         "the address changes and they should go to the new address.",
-    )
-    retry_initial_seconds: float = option(0.5, "First wait before a failed PushEvents is sent again.", gt=0)
-    retry_max_seconds: float = option(
-        30.0, "Longest wait between attempts (the wait doubles up to this, with jitter).", gt=0
     )
 
     def __post_init__(self) -> None:
@@ -98,3 +90,4 @@ class VectorSinkConfig(SinkConfig):
             raise ConfigValueError("tls_server_name", "tls_server_name needs TLS: set tls_ca_file as well")
         if self.outbox_name is not None and not _OUTBOX_NAME.fullmatch(self.outbox_name):
             raise ConfigValueError("outbox_name", "must be 1-64 ASCII letters, digits or _")
+        super().__post_init__()

@@ -1,19 +1,20 @@
 """The ``vector`` sink: ``PushEvents`` to a Vector ``vector`` source, through a durable outbox.
 
-``write`` encodes events (:class:`~adapters.vector.codec.VectorCodec`: a Vector event keeps its bytes
-unless a role changed; an event of another format becomes a log of its fields) and cuts them into
-``PushEventsRequest`` batches of at most ``batch_size`` events and ``max_batch_bytes`` bytes; ``flush``
-(the delivery point) puts the last partial batch into the outbox. Every batch goes into the outbox in the
-runtime's transaction (:mod:`sidecar.outbox`), so when ``flush`` returns the events are durable and a
-source may acknowledge them. The outbox's sender thread calls ``PushEvents`` and waits for the reply
-(Vector answers once the events are processed: an end-to-end acknowledgement); only then is the batch
-deleted. A failed call is retried with backoff, in order, at least once. A batch the downstream refuses
-for good (INVALID_ARGUMENT and the other codes Vector itself never retries) would block the outbox
-forever: it goes to the dead-letter file (reason ``vector_rejected_<code>``) instead.
+``write`` encodes events (:class:`~adapters.vector.codec.VectorCodec`: a Vector event keeps its bytes unless a
+role changed; an event of another format becomes a log of its fields) and cuts them into ``PushEventsRequest``
+batches of at most ``batch_size`` events and ``max_batch_bytes`` bytes; ``flush`` (the delivery point) puts
+the last partial batch into the outbox. Every batch goes into the outbox (``ctx.outbox``, the contract's
+:class:`~sidecar.api.Outbox`) in the runtime's transaction, so when ``flush`` returns the events are durable
+and a source may acknowledge them. The outbox's sender thread calls ``PushEvents`` and waits for the reply
+(Vector answers once the events are processed: an end-to-end acknowledgement); only then is the batch deleted.
+A failed call is retried with backoff, in order, at least once. A batch the downstream refuses for good
+(INVALID_ARGUMENT and the other codes Vector itself never retries) would block the outbox forever: it goes to
+the dead-letter file (reason ``vector_rejected_<code>``) instead.
 
-When the outbox is full, sources that ask :func:`sidecar.outbox.backpressure` (the ``vector`` source does)
-stop acknowledging; a ``put`` that is refused anyway raises :class:`~sidecar.outbox.OutboxFull` out of
+When the outbox is full, the runtime refuses batches (:meth:`~sidecar.api.Runtime.backpressure`) and sources
+stop acknowledging; a ``put`` that is refused anyway raises :class:`~sidecar.api.Backpressure` out of
 ``write``/``flush`` and the events stay in memory for the next flush (the runtime did not acknowledge them).
+On close the sender goes on for ``close_drain_seconds``; what is left stays in the outbox for the next start.
 A record Vector cannot carry (an integer beyond int64, a lone surrogate) is dead-lettered, never sent.
 """
 
@@ -29,8 +30,7 @@ import structlog
 
 from adapters.vector.codec import VectorCodec, frame
 from adapters.vector.config import VectorSinkConfig
-from sidecar.api import BadRecord, BuildContext, Codec, Event, Sink
-from sidecar.outbox import Outbox, OutboxFull, safe_name
+from sidecar.api import Backpressure, BadRecord, BuildContext, Codec, Event, Sink
 
 log = structlog.get_logger("querylog.vector")
 
@@ -60,16 +60,7 @@ class VectorSink(Sink[VectorSinkConfig]):
     def __init__(self, config: VectorSinkConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
         self.codec = VectorCodec(ctx.schema)
-        if ctx.state is None:
-            raise ValueError("the vector sink needs the state store (its outbox)")
-        self.outbox = Outbox(
-            ctx.state,
-            config.outbox_name or safe_name(f"vector_{config.address}"),
-            max_bytes=config.outbox_max_bytes,
-            max_batches=config.outbox_max_batches,
-            retry_initial_seconds=config.retry_initial_seconds,
-            retry_max_seconds=config.retry_max_seconds,
-        )
+        self.outbox = ctx.outbox(config.outbox_name or f"vector_{config.address}", config)
         self._pending: list[bytes] = []
         #: events the codec could not encode (dead-lettered, never sent)
         self.rejected = 0
@@ -135,7 +126,7 @@ class VectorSink(Sink[VectorSinkConfig]):
         """Pending events into the outbox, one batch per ``PushEventsRequest`` of at most ``batch_size`` events
         and ``max_batch_bytes`` bytes (a single larger event goes alone); ``partial``: the last batch too.
 
-        :class:`~sidecar.outbox.OutboxFull` leaves the refused batch and the ones after it pending."""
+        :class:`~sidecar.api.Backpressure` leaves the refused batch and the ones after it pending."""
         pending = self._pending
         limit_n, limit_bytes = self.config.batch_size, self.config.max_batch_bytes
         while pending:
@@ -179,11 +170,14 @@ class VectorSink(Sink[VectorSinkConfig]):
             self._inflight = None
 
     def close(self) -> None:
-        """Put what is pending into the outbox, stop the sender (undelivered batches stay for the next start)."""
+        """Put what is pending into the outbox, keep sending for ``close_drain_seconds``, stop the sender
+        (undelivered batches stay for the next start)."""
         try:
             self.flush()
-        except OutboxFull:
+        except Backpressure:
             log.error("events_not_stored_at_close", sink=self.NAME, events=len(self._pending), reason="outbox_full")
+        if self._channel is not None and self.config.close_drain_seconds:
+            self.outbox.drain(self.config.close_drain_seconds)
         self._closing.set()
         call = self._inflight
         if call is not None:  # a downstream that never answers must not hold the shutdown: the batch stays

@@ -28,7 +28,7 @@ from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
 
 FIXTURES = Path(__file__).resolve().parent / "testdata" / "fixtures"
-FAST_RETRY = "retry_initial_seconds: 0.05, retry_max_seconds: 0.2"
+FAST_RETRY = "retry_initial_seconds: 0.05, retry_max_seconds: 0.2, close_drain_seconds: 0"
 
 
 class Keep(Sink[SinkConfig]):
@@ -303,7 +303,9 @@ def test_sink_over_tls(tmp_path: Path) -> None:
 def test_batches_are_cut_by_events_and_bytes(tmp_path: Path) -> None:
     """batch_size and max_batch_bytes bound each PushEventsRequest; flush sends the last partial batch."""
     port = free_port()
-    config = upstream_config(tmp_path / "a", f"address: '127.0.0.1:{port}', batch_size: 3, max_batch_bytes: 1024")
+    config = upstream_config(
+        tmp_path / "a", f"address: '127.0.0.1:{port}', batch_size: 3, max_batch_bytes: 1024, close_drain_seconds: 0"
+    )
     with vector_sidecar(config) as a:
         sink = vector_sink(a)
         sink.outbox.stop()

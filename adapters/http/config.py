@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from sidecar.api import ConfigValueError, SinkConfig, SourceConfig, option
+from sidecar.api import ConfigValueError, OutboxOptions, SinkConfig, SourceConfig, option
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: An HTTP header name (RFC 9110 token).
@@ -88,7 +88,7 @@ class HttpSourceConfig(SourceConfig):
 
 
 @dataclass(frozen=True)
-class HttpSinkConfig(SinkConfig):
+class HttpSinkConfig(OutboxOptions, SinkConfig):
     """POST events as newline-delimited JSON (one object per line, the input's keys) in batches, through a
     durable outbox: a batch is acknowledged upstream once it is in the outbox, and sent (again) until the
     peer answers 2xx. 5xx, 408, 429 and connection errors are retried with exponential backoff and jitter;
@@ -129,21 +129,6 @@ class HttpSinkConfig(SinkConfig):
     tls_ca_file: str | None = option(
         None, "PEM CA certificate(s) to verify an https peer with (default: the system's trust store)."
     )
-    outbox_max_bytes: int = option(
-        256 * 1024 * 1024,
-        "Bytes of undelivered batches kept at most (in the state database); when full, sources stop "
-        "acknowledging (backpressure) until the peer takes batches again.",
-        min=1024,
-    )
-    outbox_max_batches: int = option(10_000, "Undelivered batches kept at most (see outbox_max_bytes).", min=1)
-    retry_initial_seconds: float = option(0.5, "First wait before sending a failed batch again (doubles).", gt=0)
-    retry_max_seconds: float = option(30.0, "Longest wait between two attempts.", gt=0)
-    close_drain_seconds: float = option(
-        10.0,
-        "On shutdown, how long to keep sending what the outbox holds; the rest stays in the state database "
-        "and is sent after the next start.",
-        min=0,
-    )
 
     def __post_init__(self) -> None:
         parts = urllib.parse.urlsplit(self.url)
@@ -172,5 +157,4 @@ class HttpSinkConfig(SinkConfig):
                     raise ConfigValueError(key, f"{name} is set by the sink (or secret: use headers_env/headers_file)")
         for env in (self.headers_env or {}).values():
             check_env_name("headers_env", env)
-        if self.retry_max_seconds < self.retry_initial_seconds:
-            raise ConfigValueError("retry_max_seconds", "must be >= retry_initial_seconds")
+        super().__post_init__()

@@ -2,9 +2,9 @@
 
 ``write`` encodes each event as one JSON line in the input's schema (JSON-lines input keeps its lines byte for
 byte; other input becomes a fresh object of its fields) and cuts batches of ``batch_max_events`` /
-``batch_max_bytes``; ``flush`` (inside the runtime's transaction) puts them into the sink's
-:class:`~sidecar.outbox.Outbox`, so an acknowledgement upstream waits only for that. The outbox's sender
-thread POSTs each batch, oldest first:
+``batch_max_bytes``; ``flush`` (inside the runtime's transaction) puts them into the sink's outbox
+(``ctx.outbox``, the contract's :class:`~sidecar.api.Outbox`), so an acknowledgement upstream waits only for
+that. The outbox's sender thread POSTs each batch, oldest first:
 
 * **2xx**: delivered.
 * **5xx, 408, 429**, a connection error or a timeout, and **401, 403, 404** (a wrong token or URL: an
@@ -29,8 +29,7 @@ from typing import Any
 import structlog
 
 from adapters.http.config import HttpSinkConfig
-from sidecar.api import BadRecord, BuildContext, Codec, ConfigValueError, Event, Sink
-from sidecar.codecs import JsonlCodec, SchemaConfig
+from sidecar.api import BadRecord, BuildContext, Codec, ConfigValueError, Event, Outbox, Sink
 from sidecar.netsink import (
     HttpClient,
     LineBatcher,
@@ -42,7 +41,6 @@ from sidecar.netsink import (
     outbox_stats,
     read_secret,
 )
-from sidecar.outbox import Outbox, safe_name
 
 log = structlog.get_logger("querylog.http")
 
@@ -81,7 +79,6 @@ class HttpSink(Sink[HttpSinkConfig]):
 
     def __init__(self, config: HttpSinkConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
-        self.schema = ctx.schema or SchemaConfig()
         headers = secret_headers(ctx, config)
         token = read_secret(
             ctx, config.bearer_token_env, config.bearer_token_file, "bearer_token_env", "bearer_token_file", "token"
@@ -116,20 +113,16 @@ class HttpSink(Sink[HttpSinkConfig]):
         self.outbox: Outbox | None = None
         self.batcher: LineBatcher | None = None
         if not ctx.validate_only and ctx.state is not None:
-            self.outbox = Outbox(
-                ctx.state,
-                "http_" + safe_name(f"{self.client.host}_{self.client.port}_{self.client.path}"),
-                max_bytes=config.outbox_max_bytes,
-                max_batches=config.outbox_max_batches,
-                retry_initial_seconds=config.retry_initial_seconds,
-                retry_max_seconds=config.retry_max_seconds,
-            )
+            self.outbox = ctx.outbox(f"http_{self.client.host}_{self.client.port}_{self.client.path}", config)
             self.batcher = LineBatcher(self.outbox, config.batch_max_events, config.batch_max_bytes)
             self.outbox.start(self.send)  # batches an earlier run left go out now
 
     # ---- the runtime's side ---------------------------------------------------------------------
     def start(self, header: str | None, codec: Codec | None) -> None:
-        self.codec = codec if codec is not None and codec.format == "jsonl" else JsonlCodec(self.schema)
+        """JSON lines keep their codec; events of another format are written by the configured JSON-lines codec."""
+        self.codec = codec if codec is not None and codec.format == "jsonl" else self.ctx.codec_for("jsonl")
+        if self.codec is None:
+            raise RuntimeError("the http sink needs the runtime's JSON-lines codec (ctx.codec_for('jsonl'))")
 
     def write(self, events: list[Event]) -> None:
         if not events:
@@ -157,7 +150,7 @@ class HttpSink(Sink[HttpSinkConfig]):
 
     def flush(self) -> None:
         if self.batcher is not None:
-            self.batcher.flush()  # OutboxFull goes to the runtime: the batch is not acknowledged
+            self.batcher.flush()  # Backpressure goes to the runtime: the batch is not acknowledged
 
     # ---- the sender's side ------------------------------------------------------------------------
     def send(self, payload: bytes) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ssl
 import threading
 import time
 from collections import Counter
@@ -40,7 +41,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from sidecar.api import Listen
+from sidecar.api import BuildContext, ConfigValueError, Listen, ServerTls
 
 log = structlog.get_logger("querylog.serving")
 
@@ -250,3 +251,26 @@ class ServerHost:
             out = dict(self._counts)
         out["requests_in_flight"] = self._inflight
         return out
+
+
+def ssl_server_context(tls: ServerTls, ctx: BuildContext) -> ssl.SSLContext | None:
+    """The ``ssl.SSLContext`` of a server configured with :class:`~sidecar.api.ServerTls` (None: no TLS): its
+    certificate and key; with ``tls_client_ca_file``, every client must present a certificate signed by that CA
+    (mutual TLS). A file that does not load is a :class:`~sidecar.api.ConfigValueError` at its key (the file's
+    content is never shown)."""
+    if tls.tls_cert_file is None or tls.tls_key_file is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(ctx.resolve(tls.tls_cert_file), ctx.resolve(tls.tls_key_file))
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigValueError("tls_cert_file", f"cannot load the TLS certificate/key: {type(exc).__name__}") from None
+    if tls.tls_client_ca_file is not None:
+        try:
+            context.load_verify_locations(cafile=ctx.resolve(tls.tls_client_ca_file))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigValueError(
+                "tls_client_ca_file", f"cannot load the client CA certificate(s): {type(exc).__name__}"
+            ) from None
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context

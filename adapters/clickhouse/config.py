@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from sidecar.api import ConfigValueError, SinkConfig, option
+from sidecar.api import ConfigValueError, OutboxOptions, SinkConfig, option
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Database and table names the sink accepts (ClickHouse allows more when quoted; these need no thought).
@@ -21,7 +21,7 @@ def _env(key: str, value: str | None) -> None:
 
 
 @dataclass(frozen=True)
-class ClickHouseSinkConfig(SinkConfig):
+class ClickHouseSinkConfig(OutboxOptions, SinkConfig):
     """Insert events into a ClickHouse table over its HTTP interface (`INSERT ... FORMAT JSONEachRow`), in
     batches through a durable outbox: acknowledged upstream once in the outbox, inserted (again) until
     ClickHouse takes them. A row ClickHouse cannot parse is dead-lettered (`rejected_by_peer`) without the
@@ -62,21 +62,6 @@ class ClickHouseSinkConfig(SinkConfig):
     compression: Literal["none", "gzip"] = option("none", "gzip: compress each INSERT body.")
     timeout_seconds: float = option(30.0, "Seconds to wait for a connection and for ClickHouse's answer.", gt=0)
     tls_ca_file: str | None = option(None, "PEM CA certificate(s) for an https url (default: the system's).")
-    outbox_max_bytes: int = option(
-        256 * 1024 * 1024,
-        "Bytes of undelivered batches kept at most (in the state database); when full, sources stop "
-        "acknowledging (backpressure) until ClickHouse takes batches again.",
-        min=1024,
-    )
-    outbox_max_batches: int = option(10_000, "Undelivered batches kept at most (see outbox_max_bytes).", min=1)
-    retry_initial_seconds: float = option(0.5, "First wait before inserting a failed batch again (doubles).", gt=0)
-    retry_max_seconds: float = option(30.0, "Longest wait between two attempts.", gt=0)
-    close_drain_seconds: float = option(
-        10.0,
-        "On shutdown, how long to keep inserting what the outbox holds; the rest stays in the state database "
-        "and is inserted after the next start.",
-        min=0,
-    )
 
     def __post_init__(self) -> None:
         parts = urllib.parse.urlsplit(self.url)
@@ -105,8 +90,7 @@ class ClickHouseSinkConfig(SinkConfig):
             for column, fld in self.columns.items():
                 if not column or "\n" in column or not fld:
                     raise ConfigValueError("columns", f"column {column!r}: needs a name and a record field")
-        if self.retry_max_seconds < self.retry_initial_seconds:
-            raise ConfigValueError("retry_max_seconds", "must be >= retry_initial_seconds")
+        super().__post_init__()
 
     @property
     def database_name(self) -> str:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.api import ROLES, Event, SinkError
-from sidecar.codecs import carried_fields
 
 #: A value the record does not have (a JSON key that is absent).
 MISSING: Any = object()
@@ -156,8 +155,8 @@ def record_fields(event: Event, pairs: Sequence[tuple[str, str]]) -> dict[str, A
         out = dict(record)
     elif text_columns:
         out = dict(zip(columns, record))  # type: ignore[arg-type]  # a TSV record: its columns by name
-    else:
-        out = dict(carried_fields(event))
+    else:  # another format: the non-role fields its codec carries
+        out = dict(codec.fields(event)) if codec is not None else {}
     for role, key in pairs:
         value = getattr(event, role)
         if value is None and text_columns:

@@ -9,15 +9,15 @@ acknowledged. When ClickHouse cannot be reached then, the rows go into the outbo
 sender does the same check before its first INSERT (a mismatch is then logged and retried: the outbox
 keeps the rows until the table is fixed).
 
-**Delivery.** ``flush`` puts the batches into the sink's durable outbox inside the runtime's transaction; the
-outbox's sender thread inserts them in order. One INSERT of up to ``batch_max_events`` rows is one block, so it
-is taken whole or not at all. An answer whose ClickHouse error code says the *data* is wrong (cannot parse a
-value, unknown field...) splits the batch in halves and inserts each, down to the single rows ClickHouse
-refuses, which are dead-lettered (``rejected_by_peer``): a bad row never takes the good rows of its batch
-with it. Every other failure (connection, timeout, 5xx without a data error, authentication, a missing
-table) keeps the batch and retries it with backoff; meanwhile the outbox fills and then the sources stop
-acknowledging (backpressure). Logs carry the HTTP status and ClickHouse's error code, never its message
-(which may quote a row).
+**Delivery.** ``flush`` puts the batches into the sink's durable outbox (``ctx.outbox``, the contract's
+:class:`~sidecar.api.Outbox`) inside the runtime's transaction; the outbox's sender thread inserts them in
+order. One INSERT of up to ``batch_max_events`` rows is one block, so it is taken whole or not at all. An answer
+whose ClickHouse error code says the *data* is wrong (cannot parse a value, unknown field...) splits the batch
+in halves and inserts each, down to the single rows ClickHouse refuses, which are dead-lettered
+(``rejected_by_peer``): a bad row never takes the good rows of its batch with it. Every other failure
+(connection, timeout, 5xx without a data error, authentication, a missing table) keeps the batch and retries it
+with backoff; meanwhile the outbox fills and then the sources stop acknowledging (backpressure). Logs carry the
+HTTP status and ClickHouse's error code, never its message (which may quote a row).
 """
 
 from __future__ import annotations
@@ -49,8 +49,7 @@ from adapters.clickhouse.schema import (
     record_fields,
     role_pairs,
 )
-from sidecar.api import BuildContext, Codec, ConfigValueError, Event, Sink
-from sidecar.codecs import SchemaConfig
+from sidecar.api import BuildContext, Codec, ConfigValueError, Event, Outbox, SchemaConfig, Sink
 from sidecar.netsink import (
     HttpClient,
     LineBatcher,
@@ -62,7 +61,6 @@ from sidecar.netsink import (
     outbox_stats,
     read_secret,
 )
-from sidecar.outbox import Outbox, safe_name
 
 log = structlog.get_logger("querylog.clickhouse")
 
@@ -148,15 +146,8 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
         self.outbox: Outbox | None = None
         self.batcher: LineBatcher | None = None
         if not ctx.validate_only and ctx.state is not None:
-            self.outbox = Outbox(
-                ctx.state,
-                "clickhouse_"
-                + safe_name(f"{self.client.host}_{self.client.port}_{config.database_name}_{config.table_name}"),
-                max_bytes=config.outbox_max_bytes,
-                max_batches=config.outbox_max_batches,
-                retry_initial_seconds=config.retry_initial_seconds,
-                retry_max_seconds=config.retry_max_seconds,
-            )
+            place = f"{self.client.host}_{self.client.port}_{config.database_name}_{config.table_name}"
+            self.outbox = ctx.outbox(f"clickhouse_{place}", config)
             self.batcher = LineBatcher(self.outbox, config.batch_max_events, config.batch_max_bytes)
             self.outbox.start(self.send)  # batches an earlier run left go out now
 
@@ -342,7 +333,7 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
 
     def flush(self) -> None:
         if self.batcher is not None:
-            self.batcher.flush()  # OutboxFull goes to the runtime: the batch is not acknowledged
+            self.batcher.flush()  # Backpressure goes to the runtime: the batch is not acknowledged
 
     # ---- the sender's side ------------------------------------------------------------------------
     def send(self, payload: bytes) -> None:

@@ -1,11 +1,13 @@
 """Reference docs generated from the code: config options (from the dataclasses) and CLI help.
 
-``docs/CONFIG.md`` and ``docs/CLI.md`` are the output of ``querylog docs``; a test
-fails when they are stale.
+``docs/CONFIG.md`` (an index of the registered components with their ``SUMMARY``, then every option) and
+``docs/CLI.md`` (an index of the commands, then every command's help) are the output of ``querylog docs``;
+a test fails when they are stale.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
@@ -40,29 +42,62 @@ def _options_table(options: list[dict[str, Any]], prefix: str = "") -> list[str]
     return out
 
 
+def _cell(text: str) -> str:
+    """``text`` as one Markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _summary(cls: Any) -> str:
+    return str(cls.SUMMARY or (cls.__doc__ or "").strip().splitlines()[0])
+
+
 def config_reference() -> str:
-    """Markdown reference of the top-level config, every filter and every sink."""
+    """Markdown reference: an index of the registered components, the top-level config, then each component."""
     from sidecar.api import FILTERS, SINKS, SOURCES
     from sidecar.config import SidecarConfig
     from sidecar.registry import plugin_origin, plugins
 
+    groups = ((FILTERS, "Filters", "filter"), (SOURCES, "Sources", "source"), (SINKS, "Sinks", "sink"))
     lines = [HEADER.format(what="config").rstrip("\n"), "", "# Configuration reference", ""]
-    lines += ["## Top level", "", *_options_table(describe_config(SidecarConfig)), ""]
-    for group, title in ((FILTERS, "Filters"), (SOURCES, "Sources"), (SINKS, "Sinks")):
+    lines += ["## Components", "", "Every registered filter, source and sink; their options follow below.", ""]
+    lines += ["| kind | name | what it does |", "|---|---|---|"]
+    for group, _, kind in groups:
+        lines += [f"| {kind} | `{name}` | {_cell(_summary(cls))} |" for name, cls in sorted(plugins(group).items())]
+    lines += ["", "## Top level", "", *_options_table(describe_config(SidecarConfig)), ""]
+    for group, title, _ in groups:
         lines += [f"## {title}", ""]
         for name, cls in sorted(plugins(group).items()):
-            summary = cls.SUMMARY or (cls.__doc__ or "").strip().splitlines()[0]
-            lines += [f"### `{name}`", "", f"{summary} (`{plugin_origin(group, name)}`)", ""]
+            lines += [f"### `{name}`", "", f"{_summary(cls)} (`{plugin_origin(group, name)}`)", ""]
             opts = describe_config(cls.Config)
             lines += [*_options_table(opts), ""] if opts else ["No options.", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def cli_reference(root: click.Group) -> str:
-    """Markdown with the --help text of every command."""
-    lines = [HEADER.format(what="cli").rstrip("\n"), "", "# CLI reference", ""]
+def _commands(cmd: click.Command, path: list[str]) -> list[tuple[list[str], click.Command]]:
+    """``cmd`` and every command under it, depth first, sorted by name."""
+    found = [(path, cmd)]
+    if isinstance(cmd, click.Group):
+        for name in sorted(cmd.commands):
+            found += _commands(cmd.commands[name], [*path, name])
+    return found
 
-    def walk(cmd: click.Command, path: list[str]) -> None:
+
+def _anchor(title: str) -> str:
+    """GitHub's anchor of a heading made of words, spaces and hyphens."""
+    return "#" + title.lower().replace(" ", "-")
+
+
+def cli_reference(root: click.Group) -> str:
+    """Markdown: an index of the commands (the first paragraph of each help), then every command's --help."""
+    commands = _commands(root, ["querylog"])
+    lines = [HEADER.format(what="cli").rstrip("\n"), "", "# CLI reference", ""]
+    lines += ["| command | what it does |", "|---|---|"]
+    for path, cmd in commands[1:]:
+        title = " ".join(path)
+        first = inspect.cleandoc(cmd.help or "").split("\n\n")[0]
+        lines.append(f"| [`{title}`]({_anchor(title)}) | {_cell(first)} |")
+    lines.append("")
+    for path, cmd in commands:
         ctx = click.Context(
             cmd,
             info_name=" ".join(path),
@@ -71,9 +106,4 @@ def cli_reference(root: click.Group) -> str:
             help_option_names=["-h", "--help"],
         )
         lines.extend([f"## `{' '.join(path)}`", "", "```", cmd.get_help(ctx).rstrip(), "```", ""])
-        if isinstance(cmd, click.Group):
-            for name in sorted(cmd.commands):
-                walk(cmd.commands[name], [*path, name])
-
-    walk(root, ["querylog"])
     return "\n".join(lines).rstrip() + "\n"

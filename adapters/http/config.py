@@ -8,7 +8,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from sidecar.api import ConfigValueError, OutboxOptions, SinkConfig, SourceConfig, option
+from sidecar.api import (
+    BearerToken,
+    ConfigValueError,
+    Listen,
+    OutboxOptions,
+    ServerTls,
+    SinkConfig,
+    SourceConfig,
+    listen_option,
+    option,
+)
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: An HTTP header name (RFC 9110 token).
@@ -30,18 +40,13 @@ def check_one_of(pairs: Mapping[str, object]) -> None:
         raise ConfigValueError(given[1], f"Set {' or '.join(pairs)}, not both")
 
 
-def check_listen(key: str, value: str) -> None:
-    host, _, port = value.rpartition(":")
-    if not host or not port.isdigit() or int(port) > 65535:
-        raise ConfigValueError(key, f"must be host:port, got {value!r}")
-
-
 @dataclass(frozen=True)
-class HttpSourceConfig(SourceConfig):
-    """Take records as newline-delimited JSON over HTTP POST (what Vector's `http` sink with
-    `framing.method: newline_delimited` and Fluent Bit's `http` output with `format json_lines` send)."""
+class HttpSourceConfig(ServerTls, BearerToken, SourceConfig):
+    """Take records by HTTP POST: newline-delimited JSON (what Vector's `http` sink with
+    `framing.method: newline_delimited` and Fluent Bit's `http` output with `format json_lines` send), a JSON
+    array of objects, or msgpack. With `auth_token_*` every POST must carry the token (`GET /health` needs none)."""
 
-    listen: str = option("127.0.0.1:8080", "host:port to listen on (port 0: any free port).")
+    listen: str = listen_option("127.0.0.1:8080")
     path: str = option("/", "URL path that takes the POSTs; other paths answer 404 (`GET /health` is always there).")
     max_body_bytes: int = option(
         10 * 1024 * 1024,
@@ -49,26 +54,18 @@ class HttpSourceConfig(SourceConfig):
         "(Payload Too Large) and the sender must split it.",
         min=1024,
     )
-    auth_token_file: str | None = option(
-        None,
-        "File holding a bearer token (relative to the config file): every POST must carry "
-        "`Authorization: Bearer <token>`, else 401 (counted by reason). Use TLS with it outside loopback.",
-        secret_ref=True,
-    )
-    auth_token_env: str | None = option(
-        None, "Environment variable holding the bearer token (instead of auth_token_file).", secret_ref=True
-    )
-    tls_cert_file: str | None = option(None, "PEM certificate (chain) file; with tls_key_file serves HTTPS.")
-    tls_key_file: str | None = option(None, "PEM private key file for TLS.")
     max_connections: int = option(
-        1024,
-        "Open connections at most; one more is answered 503 and closed. Each connection has its own thread, "
-        "so idle keep-alive connections never keep others waiting.",
+        10000,
+        "Open connections at most; one more is answered 503 and closed. An idle keep-alive connection costs no "
+        "thread (connections share one event loop), so idle ones never keep others waiting (mind the process's "
+        "open-file limit).",
         min=1,
         max=65536,
     )
     idle_timeout_seconds: float = option(
-        60.0, "A connection idle this long (between requests, or within a slow request) is closed.", gt=0
+        60.0,
+        "A connection idle this long (before or between requests, or while its body stops arriving) is closed.",
+        gt=0,
     )
     retry_after_seconds: int = option(
         2, "`Retry-After` of a 503 (a sink's outbox is full, or the sinks failed): when the sender should retry.", min=1
@@ -78,13 +75,10 @@ class HttpSourceConfig(SourceConfig):
     )
 
     def __post_init__(self) -> None:
-        check_listen("listen", self.listen)
+        Listen.parse(self.listen)
         if not self.path.startswith("/"):
             raise ConfigValueError("path", f"must start with /, got {self.path!r}")
-        if (self.tls_cert_file is None) != (self.tls_key_file is None):
-            raise ConfigValueError("tls_cert_file", "Set both tls_cert_file and tls_key_file, or neither")
-        check_one_of({"auth_token_file": self.auth_token_file, "auth_token_env": self.auth_token_env})
-        check_env_name("auth_token_env", self.auth_token_env)
+        super().__post_init__()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,240 @@
+"""The HTTP side of the ``http`` source: aiohttp's low-level server on the shared host's event loop.
+
+aiohttp parses HTTP in C (keep-alive, chunked bodies, header limits); a connection is a protocol object on the
+loop, so an idle keep-alive connection costs no thread and never keeps another client waiting. Added here:
+
+* **Connections:** at most ``max_connections``; one more is answered 503 at once and closed. A connection that
+  sends nothing for ``idle_timeout_seconds`` (before its first request, between requests, or while its body
+  trickles in) is closed.
+* **Requests:** ``GET /health``; ``POST`` on ``path`` (``Expect: 100-continue`` answered once the token and the
+  length passed); refusals and the parser's own errors as JSON, counted by reason, never echoing the input and
+  never logged. A body goes to :meth:`Endpoint.take` through the host's workers (decode, ``runtime.receive``);
+  the answer is written when it returns.
+* **Stop:** the listeners close, idle connections end at once, requests in progress get ``grace`` seconds to
+  be answered, then every connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from adapters.http.body import BodyError, body_format
+from adapters.http.config import HttpSourceConfig
+from sidecar.api import Listen
+from sidecar.serving import ServerHost
+
+_REFUSAL_BODY = b'{"error": "too_many_connections"}\n'
+TOO_MANY_CONNECTIONS = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s" % (len(_REFUSAL_BODY), _REFUSAL_BODY)
+)
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+SERVER_NAME = "querylog-sidecar"
+BACKLOG = 1024
+
+
+@dataclass
+class Answer:
+    """What a request is answered: status, JSON body, ``Retry-After`` seconds (0: none), whether to close."""
+
+    status: int
+    payload: dict[str, Any] = field(default_factory=dict)
+    retry_after: int = 0
+    close: bool = False
+
+
+class Endpoint(Protocol):
+    """What the server asks of the source."""
+
+    config: HttpSourceConfig
+    stopping: bool
+
+    def count(self, reason: str, n: int = 1) -> int: ...
+
+    def check_token(self, header: str | None) -> str | None: ...
+
+    def backpressure(self) -> str | None: ...
+
+    def take(self, body: bytes, kind: str, encoding: str) -> Answer:
+        """A whole body into the runtime (blocking; on a worker): the answer."""
+        ...
+
+
+def reply(answer: Answer) -> web.Response:
+    """The response of ``answer`` (``", "`` separators and a final newline; nothing of the request echoed)."""
+    body = (json.dumps(answer.payload, separators=(", ", ": ")) + "\n").encode("utf-8")
+    resp = web.Response(status=answer.status, body=body, content_type="application/json")
+    resp.headers["Server"] = SERVER_NAME
+    if answer.retry_after:
+        resp.headers["Retry-After"] = str(answer.retry_after)
+    if answer.status == 401:
+        resp.headers["WWW-Authenticate"] = 'Bearer realm="querylog"'
+    if answer.close:
+        resp.force_close()
+    return resp
+
+
+class _Connection(web.RequestHandler):
+    """One connection: refused at once over ``max_connections``; the parser's errors answered as JSON, unlogged."""
+
+    _manager: _WebServer | None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        manager = self._manager
+        assert manager is not None
+        if manager.open >= manager.endpoint.config.max_connections:
+            manager.endpoint.count("too_many_connections")
+            self._manager = None  # connection_lost has nothing to undo
+            writable: Any = transport
+            writable.write(TOO_MANY_CONNECTIONS)
+            writable.close()
+            return
+        super().connection_made(transport)
+
+    def handle_error(
+        self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
+    ) -> web.StreamResponse:
+        """A request line or headers the parser refused, or a bug: a JSON answer, counted, never logged (the
+        library's own log line would quote the request)."""
+        reason = "bad_request" if status == 400 else f"http_{status}"
+        if self._manager is not None:
+            self._manager.endpoint.count(reason)
+        if request.writer.output_size > 0:  # an answer is on its way already: only closing is left
+            raise ConnectionError("answer already started")
+        return reply(Answer(status, {"error": reason}, close=True))
+
+
+class _WebServer(web.Server):
+    """aiohttp's low-level server making :class:`_Connection` protocols for an :class:`Endpoint`."""
+
+    def __init__(self, endpoint: Endpoint, handler: Any) -> None:
+        idle = endpoint.config.idle_timeout_seconds
+        super().__init__(
+            handler,
+            keepalive_timeout=idle,  # also closes a connection that never completes its request's headers
+            access_log=None,  # a request line may carry anything: counts only, in the source
+            auto_decompress=False,  # decompressed by the source, bounded by max_body_bytes (a gzip bomb is a 413)
+            lingering_time=min(idle, 10.0),  # the unread body of a refused request, drained before closing
+        )
+        self.endpoint = endpoint
+
+    @property
+    def open(self) -> int:
+        """Connections open now (a length: safe to read from another thread)."""
+        return len(self._connections)
+
+    def __call__(self) -> web.RequestHandler:
+        return _Connection(self, loop=self._loop, **self._kwargs)
+
+
+class HttpServer:
+    """The host's protocol (:class:`sidecar.serving.ServerProtocol`) for an :class:`Endpoint`."""
+
+    def __init__(self, endpoint: Endpoint, tls: ssl.SSLContext | None) -> None:
+        self.endpoint = endpoint
+        self.tls = tls
+        self.host: ServerHost | None = None
+        self._web: _WebServer | None = None
+        self._listeners: list[asyncio.Server] = []
+
+    @property
+    def open_connections(self) -> int:
+        return self._web.open if self._web is not None else 0
+
+    async def start(self, host: ServerHost) -> list[Listen]:
+        self.host = host
+        self._web = _WebServer(self.endpoint, self._handle)
+        listen = Listen.parse(self.endpoint.config.listen)
+        loop = asyncio.get_running_loop()
+        timeout = self.endpoint.config.idle_timeout_seconds if self.tls is not None else None
+        server = await loop.create_server(
+            self._web, listen.host, listen.port, ssl=self.tls, ssl_handshake_timeout=timeout, backlog=BACKLOG
+        )
+        self._listeners = [server]
+        return [Listen(str(sock.getsockname()[0]), int(sock.getsockname()[1])) for sock in server.sockets]
+
+    async def stop(self, host: ServerHost, grace: float) -> None:
+        self.endpoint.stopping = True
+        for server in self._listeners:
+            server.close()
+        if self._web is not None:
+            self._web.pre_shutdown()  # idle keep-alive connections end now, busy ones once answered
+            await self._web.shutdown(grace)
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        endpoint = self.endpoint
+        path = request.raw_path.split("?", 1)[0]
+        if request.method == "GET" and path == "/health":
+            if endpoint.stopping:
+                return reply(Answer(503, {"status": "stopping"}, close=True))
+            return reply(Answer(200, {"status": "ok", "backpressure": endpoint.backpressure()}))
+        if path != endpoint.config.path and request.method in ("GET", "POST"):
+            return self._refuse(404, "not_found")
+        if request.method != "POST":
+            return self._refuse(405, "method_not_allowed")
+        if endpoint.stopping:
+            return self._refuse(503, "stopping", retry_after=endpoint.config.retry_after_seconds)
+        assert self.host is not None
+        with self.host.track():
+            try:
+                body, kind, encoding = await self._read(request)
+            except BodyError as exc:
+                return self._refuse(exc.status, exc.reason, close=exc.status != 415)
+            answer = await self.host.work(endpoint.take, len(body), body, kind, encoding)
+        answer.close = answer.close or endpoint.stopping
+        return reply(answer)
+
+    def _refuse(self, status: int, reason: str, *, close: bool = True, retry_after: int = 0) -> web.Response:
+        self.endpoint.count(reason)
+        return reply(Answer(status, {"error": reason}, retry_after, close or self.endpoint.stopping))
+
+    def _check(self, request: web.BaseRequest, chunked: bool) -> BodyError | None:
+        """Why a POST is refused before its body is read (token, length), or None."""
+        reason = self.endpoint.check_token(request.headers.get("Authorization"))
+        if reason is not None:
+            return BodyError(401, reason)
+        length = request.headers.get("Content-Length")
+        if length is None and not chunked:
+            return BodyError(411, "length_required")
+        if length is not None and length.strip().isdigit() and int(length) > self.endpoint.config.max_body_bytes:
+            return BodyError(413, "body_too_large")
+        return None
+
+    async def _read(self, request: web.BaseRequest) -> tuple[bytes, str, str]:
+        """The body as sent (``max_body_bytes`` at most) and its format, once the token and length passed."""
+        config = self.endpoint.config
+        chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+        refused = self._check(request, chunked)
+        expect = request.headers.get("Expect", "").lower() == "100-continue"
+        if refused is not None:
+            if expect:  # the client waits for a 100 and sends no body: close right after the answer
+                request.content.feed_eof()
+            raise refused
+        if expect:
+            await request.writer.write(_CONTINUE)
+        parts: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                async with asyncio.timeout(config.idle_timeout_seconds):
+                    chunk = await request.content.readany()
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > config.max_body_bytes:
+                    raise BodyError(413, "body_too_large")
+                parts.append(chunk)
+        except TimeoutError:
+            raise BodyError(408, "body_timeout") from None
+        except BodyError:
+            raise
+        except Exception:  # chunk framing the parser refused, or the peer went away mid-body
+            raise BodyError(400, "invalid_chunked_body" if chunked else "truncated_body") from None
+        kind, encoding = body_format(request.headers.get("Content-Type"), request.headers.get("Content-Encoding"))
+        return b"".join(parts), kind, encoding

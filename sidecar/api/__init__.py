@@ -51,9 +51,50 @@ acknowledgement is a promise:** when ``receive`` returns, every event of the
 batch is delivered (sinks flushed), durably held by a filter, dropped by rule or
 dead-lettered — only then may the source acknowledge upstream.
 
+A *server* source declares its address with :func:`listen_option` and reads it with
+:meth:`Listen.parse`; ``listen: 127.0.0.1:0`` binds any free port, and
+``listening()`` returns the bound addresses (``serve`` logs them as ``listening``).
+It decodes with a codec of the runtime (``ctx.codec_for("jsonl")``, or its own).
+``receive`` blocks (SQLite, the chain): an event loop calls it on a worker thread
+(``asyncio.to_thread``). When it raises :class:`Backpressure`, nothing ran: answer
+the client "busy, retry later"; any other exception is answered as an error; in
+neither case acknowledge. A record the source cannot even hand over (longer than
+``ctx.max_record_bytes``, not UTF-8) goes to ``runtime.dead_letters.add(reason,
+origin, position, record)`` — the next ``receive`` flushes it, or call
+``runtime.dead_letters.flush()`` before acknowledging — and the good records of
+its batch go on. ``stop(grace)`` stops accepting and lets batches in flight finish
+within ``grace`` seconds; the runtime runs the release timer, never a source.
+
 **Sinks** (:class:`Sink`) take events out: ``start(header, codec)`` once,
 ``write(events)`` (may buffer), ``flush()`` (the delivery point: when it
-returns, everything written is durable), ``close()``.
+returns, everything written is durable), ``close()``. A ``stats()`` method, if
+present, returns counts (never values) that the runtime exports as metrics.
+
+A *network* sink cannot make its peer durable inside the runtime's transaction,
+so its ``flush`` makes the hand-over durable: its config lists
+:class:`OutboxOptions` among its bases, and it asks for a durable queue,
+``self.outbox = ctx.outbox(name, self.config)`` (:class:`Outbox`; ``name``
+stable across restarts, e.g. the sink's name and peer), unless
+``ctx.validate_only``. In ``__init__`` it calls ``outbox.start(self.send)``:
+``send(payload)`` runs on the outbox's own thread, delivers one batch and returns,
+or raises to have it sent again after a backoff (in order, at least once; batches
+an earlier run left go first). ``flush`` encodes what was written and calls
+``outbox.put(payload, events)``, which commits with the runtime's batch; when it
+raises :class:`Backpressure`, keep the data for the next flush (the batch is not
+acknowledged). ``close`` flushes, ``drain(config.close_drain_seconds)``, then
+``outbox.close(timeout)``: what is left is sent after the next start. The
+runtime checks every outbox made this way before a batch runs
+(:meth:`Runtime.backpressure`). ``outbox.stats()`` counts ``pending_batches``,
+``pending_events``, ``pending_bytes``, ``sent_batches``, ``sent_events``,
+``retries``, ``failures`` and ``refused_full``.
+
+**Shared options.** A network component does not declare its own copies of the
+common options: a config lists the mixins among its bases and gets their keys,
+checks and docs — :class:`ServerTls` (certificate, key, client CA for mutual
+TLS; read with ``server_tls(ctx)``), :class:`BearerToken` (``bearer_token(ctx)``,
+compare in constant time), :class:`OutboxOptions` — and declares a listen
+address with :func:`listen_option`. Its own ``__post_init__`` calls
+``super().__post_init__()``.
 
 **Configs.** Every option is declared with :func:`option` (a default, a doc
 string, optionally bounds or choices) on a frozen dataclass subclassing

@@ -1,58 +1,33 @@
 """A filter, a source, a sink and a codec written from the contract page alone, registered like the built-ins.
 
-The example plugins (``example_plugins/querylog_examples_kv.py``) import nothing of the
-sidecar but ``sidecar.api``; here they are installed as a distribution with entry points
-(a ``dist-info`` folder on ``sys.path``) and run through the real runtime.
+The example plugins (``example_plugins/querylog_examples_*.py``) import nothing of the
+sidecar but ``sidecar.api``; they are installed as a distribution with entry points
+(a ``dist-info`` folder on ``sys.path``, conftest.py) and run through the real runtime. The
+network ones (a server source and a sink with an outbox) are run in test_network_plugins.py.
 """
 
 from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from sidecar.api import CODECS, FILTERS, SINKS, SOURCES
+from sidecar.api import CODECS, SOURCES
 from sidecar.config import ConfigError, load_config
 from sidecar.pipeline import Pipeline
 from sidecar.registry import plugins
 
+#: The example plugin modules (installed with entry points by the ``installed`` fixture of conftest.py).
 EXAMPLES = Path(__file__).with_name("example_plugins")
-MODULE = "querylog_examples_kv"
-ENTRY_POINTS = f"""\
-[{FILTERS}]
-redact_digits = {MODULE}:RedactDigitsFilter
-
-[{SOURCES}]
-lines = {MODULE}:LinesSource
-
-[{SINKS}]
-json_lines = {MODULE}:JsonLinesSink
-
-[{CODECS}]
-kv = {MODULE}:KvCodec
-"""
+MODULES = ("querylog_examples_kv", "querylog_examples_net")
 
 
-@pytest.fixture
-def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The example plugins installed as the distribution ``querylog-examples`` (entry points only)."""
-    dist = tmp_path / "site" / "querylog_examples-1.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: querylog-examples\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text(ENTRY_POINTS)
-    monkeypatch.syspath_prepend(str(EXAMPLES))
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    plugins.cache_clear()
-    yield
-    plugins.cache_clear()
-
-
-def test_examples_import_only_the_contract() -> None:
-    """The example plugin module imports the standard library and ``sidecar.api``, nothing else of ours."""
-    tree = ast.parse((EXAMPLES / f"{MODULE}.py").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("module", MODULES)
+def test_examples_import_only_the_contract(module: str) -> None:
+    """An example plugin module imports the standard library and ``sidecar.api``, nothing else of ours."""
+    tree = ast.parse((EXAMPLES / f"{module}.py").read_text(encoding="utf-8"))
     ours = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.outbox import Outbox, OutboxFull, Pending, backpressure, safe_name
+from sidecar.api import BuildContext, OutboxOptions
+from sidecar.outbox import Outbox, OutboxFull, Pending, backpressure, outbox_factory, safe_name
 from sidecar.state import StateStore
 
 
@@ -117,6 +118,24 @@ def test_full_outbox_refuses_and_reports_backpressure(store: StateStore) -> None
     empty = Outbox(store, "empty", max_batches=1)
     assert backpressure([Sink(empty)]) is None
     assert store.conn.execute("SELECT COUNT(*) FROM outbox_bound").fetchone()[0] == 2
+
+
+def test_backpressure_covers_every_outbox_made_through_the_build_context(store: StateStore) -> None:
+    """An outbox a sink got from ``ctx.outbox`` (the runtime's factory) counts for backpressure whatever the sink
+    calls its attribute; the name is made safe and the options give the bounds."""
+    ctx = BuildContext(config_dir=Path("."), state=store, outboxes=outbox_factory(store, random.Random(1)))
+    box = ctx.outbox("peer 10.0.0.5:24224", OutboxOptions(outbox_max_batches=1, retry_initial_seconds=0.01))
+    assert box.name == "peer_10_0_0_5_24224"
+
+    class Sink:
+        def __init__(self) -> None:
+            self.ctx = ctx
+            self.queue = box
+
+    assert backpressure([Sink()]) is None
+    box.put(b"x", 1)
+    assert backpressure([Sink()]) == "peer_10_0_0_5_24224"
+    box.close()
 
 
 def test_failed_sends_are_retried_in_order(store: StateStore) -> None:

@@ -57,8 +57,8 @@ class KvCodec(Codec):
             if "query" not in record:  # no query at all; an empty one (``query=``) is a valid event
                 bad.append((i, "missing_query"))
                 continue
-            values = [record.get(role) for role in ROLES]
-            out.append(Event(*values, record=record, raw=line, codec=self, eol=eol))
+            user, query, time, rank, url = (record.get(role) for role in ROLES)
+            out.append(Event(user, query, time, rank, url, record=record, raw=line, codec=self, eol=eol))
         return out
 
     def encode(self, event: Event) -> str:

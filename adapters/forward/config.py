@@ -11,7 +11,17 @@ import socket
 from dataclasses import dataclass
 from typing import Literal
 
-from sidecar.api import BuildContext, ConfigValueError, OutboxOptions, SinkConfig, SourceConfig, option
+from sidecar.api import (
+    BuildContext,
+    ConfigValueError,
+    Listen,
+    OutboxOptions,
+    ServerTls,
+    SinkConfig,
+    SourceConfig,
+    listen_option,
+    option,
+)
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -63,10 +73,13 @@ class ForwardUser:
 
 
 @dataclass(frozen=True)
-class ForwardSourceConfig(SourceConfig):
-    """Fluentd forward protocol v1 server (Fluentd `in_forward`): TCP (+TLS) with the UDP heartbeat on the same port."""
+class ForwardSourceConfig(ServerTls, SourceConfig):
+    """Fluentd forward protocol v1 server (Fluentd `in_forward`): TCP (+TLS, mutual TLS with a client CA) with the
+    UDP heartbeat on the same port."""
 
-    listen: str = option("127.0.0.1:24224", "host:port to listen on (TCP, and UDP for the heartbeat).")
+    listen: str = listen_option(
+        "127.0.0.1:24224", "host:port to listen on, TCP and UDP for the heartbeat (port 0: any free port, logged)."
+    )
     shared_key_env: str | None = option(
         None,
         "Environment variable holding the shared key: when a shared key is set, every connection must pass the "
@@ -82,8 +95,6 @@ class ForwardSourceConfig(SourceConfig):
     self_hostname: str | None = option(
         None, "Host name sent in HELO/PONG; must differ from the clients' own (default: `<host>-querylog-in`)."
     )
-    tls_cert_file: str | None = option(None, "PEM certificate file; with tls_key_file the server speaks TLS only.")
-    tls_key_file: str | None = option(None, "PEM private key file for TLS.")
     max_frame_bytes: int = option(
         16 * 1024 * 1024,
         "Largest msgpack frame (one forward message) accepted; a larger one closes the connection "
@@ -110,15 +121,14 @@ class ForwardSourceConfig(SourceConfig):
     )
 
     def __post_init__(self) -> None:
-        _host_port("listen", self.listen)
+        Listen.parse(self.listen)
         _secret_names("shared_key_env", self.shared_key_env, "shared_key_file", self.shared_key_file)
         if self.users and self.shared_key_env is None and self.shared_key_file is None:
             raise ConfigValueError("users", "user authentication is part of the handshake: set a shared key as well")
-        if (self.tls_cert_file is None) != (self.tls_key_file is None):
-            raise ConfigValueError("tls_cert_file", "Set both tls_cert_file and tls_key_file, or neither")
         names = [u.username for u in self.users]
         if len(set(names)) != len(names):
             raise ConfigValueError("users", "each username once")
+        super().__post_init__()
 
 
 @dataclass(frozen=True)

@@ -329,6 +329,31 @@ class TestTls:
         assert len(served.capture.events) == 1
 
 
+    def test_mutual_tls(self, serve_forward: Serve, clients: Connect, tmp_path: Path) -> None:
+        """With tls_client_ca_file a client with a certificate from that CA is served; one without a certificate,
+        or with one from another CA, is not (nothing of it is delivered)."""
+        pki = make_pki(tmp_path / "pki")
+        served = serve_forward(
+            tls_cert_file=str(pki.server.cert), tls_key_file=str(pki.server.key), tls_client_ca_file=str(pki.ca)
+        )
+
+        def context(pair: Any) -> ssl.SSLContext:
+            ctx = ssl.create_default_context(cafile=str(pki.ca))
+            if pair is not None:
+                ctx.load_cert_chain(pair.cert, pair.key)
+            return ctx
+
+        c = clients(served.port, tls=context(pki.client))
+        c.send(["app", 1, R1, {"chunk": "mtls"}])
+        assert c.read() == {"ack": "mtls"}
+        for pair in (None, pki.stranger):
+            with pytest.raises((OSError, EOFError)):  # refused in the handshake, or closed right after it
+                other = clients(served.port, tls=context(pair))
+                other.send(["app", 1, R2, {"chunk": "no"}])
+                other.read()
+        assert [e.record for e in served.capture.entries()] == [R1]
+
+
 class TestBackpressure:
     def test_a_full_outbox_stops_reading_until_it_drains(
         self, serve_forward: Serve, clients: Connect, tmp_path: Path

@@ -1,4 +1,5 @@
-"""Shared test helpers: paths, the test HMAC key, the generated-log type, leak checks."""
+"""Shared test helpers: paths, the test HMAC key, the generated-log type, leak checks, and :func:`wait_until`
+(the one way a test waits for a condition: :mod:`helpers.waiting`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.waiting import WaitTimeout as WaitTimeout
+from helpers.waiting import exited as exited
+from helpers.waiting import wait_until as wait_until
 from sidecar.tools.generate.synthetic import GenerateStats
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,6 +17,7 @@ from helpers.httptest import Peer, lines
 
 from adapters.http.sink import HttpSink
 from sidecar.api import RecordBatch
+from sidecar.codecs import SchemaConfig, TsvCodec
 from sidecar.config import load_config
 from sidecar.netsink import HttpClient, PeerUnavailable
 from sidecar.pipeline import Pipeline
@@ -85,12 +86,14 @@ class TestDelivery:
         """Events from TSV become one JSON object per line with the header's columns."""
         config = tmp_path / "tsv.yaml"
         config.write_text(f"state_dir: state\nsinks:\n  - http: {{url: '{peer.url}'}}\n", encoding="utf-8")
-        (tmp_path / "in.tsv").write_text(
-            "AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n7\tq\t2006-03-01 07:17:12\t\t\n"
-        )
-        from adapters.file.replay import replay
-
-        replay(load_config(config), str(tmp_path / "in.tsv"), None)
+        tsv = TsvCodec(SchemaConfig())
+        tsv.accept_header("AnonID\tQuery\tQueryTime\tItemRank\tClickURL")
+        pipeline = Pipeline(load_config(config))
+        try:
+            pipeline.receive(RecordBatch(["7\tq\t2006-03-01 07:17:12\t\t"], tsv, "in.tsv"))
+            assert peer.wait_for(lambda: len(peer.requests) == 1)
+        finally:
+            pipeline.close()
         assert [json.loads(line) for line in peer.delivered()] == [
             {"AnonID": "7", "Query": "q", "QueryTime": "2006-03-01 07:17:12", "ItemRank": "", "ClickURL": ""}
         ]

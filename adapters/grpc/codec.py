@@ -20,7 +20,7 @@ from typing import Any
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import EventBatch, QueryEvent
 from sidecar.api import NO_META, ROLES, Codec, Event, FieldError
 
-__all__ = ["EventBatch", "ProtoCodec", "ProtoEvent", "QueryEvent"]
+__all__ = ["DECODED", "DecodedCodec", "EventBatch", "ProtoCodec", "ProtoEvent", "QueryEvent"]
 
 
 class ProtoEvent(Event):
@@ -154,3 +154,16 @@ class ProtoCodec(Codec):
 
     def unpack_record(self, data: Any) -> Any:
         return QueryEvent.FromString(data) if isinstance(data, bytes) else None
+
+
+class DecodedCodec(ProtoCodec):
+    """The codec of a :class:`~sidecar.api.RecordBatch` whose records are events a :class:`ProtoCodec` already
+    decoded: the gRPC service decodes a request once (to check sizes, answer with the request's own messages and
+    detach held ones) and the runtime takes the events as they are. Everything else is :class:`ProtoCodec`'s."""
+
+    def decode_many(self, records: Sequence[Any], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
+        return list(records)
+
+
+#: The one :class:`DecodedCodec` (stateless).
+DECODED = DecodedCodec()

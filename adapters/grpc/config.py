@@ -1,38 +1,23 @@
-"""Options of the ``grpc`` source (the ``server:`` section of a config file)."""
+"""Options of the ``grpc`` source (the ``server:`` section of a config file).
+
+``listen``, TLS (``tls_cert_file``, ``tls_key_file``, ``tls_client_ca_file`` for mutual TLS) and the bearer token
+(``auth_token_file``/``auth_token_env``) are the shared option types of :mod:`sidecar.api.options`.
+"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
-from sidecar.api import ConfigValueError, SourceConfig, option
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+from sidecar.api import BearerToken, ConfigValueError, Listen, ServerTls, SourceConfig, listen_option, option
 
 
 @dataclass(frozen=True)
-class GrpcSourceConfig(SourceConfig):
-    """The gRPC service (`querylog serve`)."""
+class GrpcSourceConfig(ServerTls, BearerToken, SourceConfig):
+    """The gRPC service (`querylog serve`). Every RPC but the health service carries the bearer token when one
+    is set (else UNAUTHENTICATED, counted by reason in Stats and metrics)."""
 
-    listen: str = option("127.0.0.1:50051", "host:port to listen on.")
-    tls_cert_file: str | None = option(None, "PEM certificate file; with tls_key_file enables TLS.")
-    tls_key_file: str | None = option(None, "PEM private key file for TLS.")
-    tls_client_ca_file: str | None = option(
-        None,
-        "PEM CA certificate(s) for mutual TLS: when set, every client must present a certificate signed by "
-        "one of them (a client without one, or with another, cannot connect). Needs tls_cert_file.",
-    )
-    auth_token_file: str | None = option(
-        None,
-        "File holding a bearer token (relative to the config file): every RPC but the health service must carry "
-        "`authorization: Bearer <token>` metadata, else UNAUTHENTICATED (counted by reason in Stats and "
-        "metrics). Use TLS with it outside loopback.",
-        secret_ref=True,
-    )
-    auth_token_env: str | None = option(
-        None, "Environment variable holding the bearer token (instead of auth_token_file).", secret_ref=True
-    )
+    listen: str = listen_option("127.0.0.1:50051")
     filter_release: Literal["sinks", "any_stream"] = option(
         "sinks",
         "With a buffering chain (category_buffer), where events released from the buffers go: `sinks` (only to "
@@ -47,7 +32,6 @@ class GrpcSourceConfig(SourceConfig):
         "`raw` serves whatever the profile filter is keyed by, raw user ids included.",
     )
     max_message_bytes: int = option(64 * 1024 * 1024, "Largest gRPC message accepted or sent.", min=1024)
-    flush_interval_seconds: float = option(1.0, "How often buffering filters are asked to release.", gt=0)
     shutdown_grace_seconds: float = option(10.0, "On SIGTERM, how long in-flight RPCs may take to finish.", min=0)
     workers: int = option(
         8,
@@ -58,27 +42,18 @@ class GrpcSourceConfig(SourceConfig):
         max=256,
     )
     metrics_listen: str | None = option(
-        None, "host:port of a Prometheus /metrics endpoint (counts and reasons only); null: off."
+        None, "host:port of a Prometheus /metrics endpoint of this source (counts and reasons only); null: off."
     )
 
     def __post_init__(self) -> None:
-        if (self.tls_cert_file is None) != (self.tls_key_file is None):
-            raise ConfigValueError("tls_cert_file", "Set both tls_cert_file and tls_key_file, or neither")
-        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
-            raise ConfigValueError(
-                "tls_client_ca_file", "mutual TLS needs TLS: set tls_cert_file and tls_key_file as well"
-            )
-        if self.auth_token_file is not None and self.auth_token_env is not None:
-            raise ConfigValueError("auth_token_file", "Set auth_token_file or auth_token_env, not both")
-        if self.auth_token_env is not None and not _ENV_NAME.fullmatch(self.auth_token_env):
-            # perhaps the token itself was pasted here: never echo it
-            raise ConfigValueError(
-                "auth_token_env", "must name an environment variable (letters, digits, _); the value is not shown"
-            )
-        for key in ("listen", "metrics_listen"):
-            value = getattr(self, key)
-            if value is None:
-                continue
-            host, _, port = value.rpartition(":")
-            if not host or not port.isdigit():
-                raise ConfigValueError(key, f"must be host:port, got {value!r}")
+        super().__post_init__()
+        Listen.parse(self.listen)
+        if self.metrics_listen is not None:
+            Listen.parse(self.metrics_listen, "metrics_listen")
+
+
+def printable_token(token: bytes, key: str) -> bytes:
+    """``token`` when it can travel as gRPC metadata (printable ASCII, no spaces); the value is never shown."""
+    if any(c < 0x21 or c > 0x7E for c in token):
+        raise ConfigValueError(key, "the bearer token must be printable ASCII without spaces (value not shown)")
+    return token

@@ -1,44 +1,45 @@
 """The RPC handlers of ``querylog.v1.QueryLogFilter``: ``Filter``, ``Ingest``, ``GetProfile``, ``Stats``.
 
-The handlers are coroutines of the asynchronous server (:mod:`adapters.grpc.server`): a stream waiting for
-its next message holds no thread, so idle streams cost nothing and never starve health or ``Stats``. Each
-received batch is parsed, run through the chain and encoded on a worker thread (``server.workers``); the
-chain, the sinks and the state store are used one batch at a time under :attr:`QueryLogService.lock`.
+The handlers are coroutines on the shared server host (:mod:`sidecar.serving`, set up by
+:mod:`adapters.grpc.server`): a stream waiting for its next message holds no thread, so idle streams cost
+nothing and never starve health or ``Stats``. Each received batch is parsed, decoded (once), run through the
+runtime and encoded in the host's work (a worker thread, ``server.workers``, or the loop itself for a cheap
+batch while the runtime's lock is free); the chain, the sinks and the state store are used one batch at a time
+under the runtime's lock.
 
 **What a caller receives.** ``Filter`` answers each request batch with one response batch. With a chain
 that holds events (a ``BUFFERING`` filter such as ``category_buffer``) the delivery model is
 ``server.filter_release``:
 
-* ``sinks`` (default): a response carries only events *of its own request* that passed straight through the
-  chain (none, with ``category_buffer``, whose output events are all re-paired). Events a buffer releases,
-  during a call or on the timer, go to the configured sinks, committed together with the buffer's state
-  (``Runtime.transaction``) as ``Ingest`` does. With no sink configured, ``Filter`` is refused
-  (FAILED_PRECONDITION) and the chain is never asked to release.
-* ``any_stream``: released events go into the response of whichever ``Filter`` stream asks next (or the
-  sinks, on the timer, when there are any). Single-tenant only: any caller may receive any user's events; and
-  best effort: what a response carried to a client that went away meanwhile is gone.
+* ``sinks`` (default, :meth:`~sidecar.api.Runtime.transform`): a response carries only events *of its own
+  request* that passed straight through the chain (none, with ``category_buffer``, whose output events are all
+  re-paired). Events a buffer releases, during a call or on the runtime's timer, go to the configured sinks,
+  committed together with the buffer's state, as ``Ingest`` does. With no sink configured, ``Filter`` is
+  refused (FAILED_PRECONDITION) and the chain is never asked to release.
+* ``any_stream``: each ``Filter`` request first asks buffering filters to release what their policy lets go,
+  and that comes back in its response after the request's own events (the runtime's timer releases into the
+  sinks, when there are any). Single-tenant only: any caller may receive any user's events; and best effort:
+  what a response carried to a client that went away meanwhile is gone.
 
-``Ingest`` runs the chain into the sinks and answers once they are flushed; with a stateful chain each
-batch's state commits in the same transaction as its delivery. ``GetProfile`` is served by the first
-filter that is a :class:`~sidecar.api.ProfileSource`, only when a filter before it pseudonymizes the user
-role (``server.profile_lookup: pseudonym``, the default), so profiles are looked up by the pseudonym the
-sidecar emits, never by a raw user id; ``raw`` lifts that rule. ``Stats`` gives the pipeline's counters
-and the RPCs refused by reason.
+``Ingest`` hands each batch to :meth:`~sidecar.api.Runtime.receive` and answers once every batch of the stream
+is durable (delivered to the sinks and flushed, or held by a filter, committed together). ``GetProfile`` is
+served by the first filter that is a :class:`~sidecar.api.ProfileSource`, only when a filter before it
+pseudonymizes the user role (``server.profile_lookup: pseudonym``, the default), so profiles are looked up by
+the pseudonym the sidecar emits, never by a raw user id; ``raw`` lifts that rule. ``Stats`` gives the
+pipeline's counters and the RPCs refused by reason.
 
-Bad input never breaks a stream: an unparseable message, an event with an empty
-query or one over ``limits.max_record_bytes`` is dead-lettered (counted by reason)
-and the stream goes on.
+Bad input never breaks a stream: an unparseable message or event, or one over ``limits.max_record_bytes``,
+is dead-lettered (counted by reason) and the stream goes on; an empty query is a valid event.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import operator
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -47,7 +48,7 @@ import grpc.aio
 import structlog
 from google.protobuf.message import DecodeError, Message
 
-from adapters.grpc.codec import EventBatch, ProtoCodec, QueryEvent
+from adapters.grpc.codec import DECODED, EventBatch, ProtoCodec, QueryEvent
 from adapters.grpc.stats import stats_message
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
     IngestResponse,
@@ -56,22 +57,15 @@ from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
     StatsRequest,
     StatsResponse,
 )
-from sidecar.api import Event, ProfileSource, Runtime
+from sidecar.api import Backpressure, Event, ProfileSource, RecordBatch, Runtime
 from sidecar.failures import describe_failure
 from sidecar.protowire import read_varint
+from sidecar.serving import ServerHost
 
 log = structlog.get_logger("querylog.grpc")
 
 _is = operator.is_
 M = TypeVar("M", bound=Message)
-T = TypeVar("T")
-
-#: A batch estimated to take less than this runs on the event loop (no thread hop); a slower one on a worker.
-INLINE_SECONDS = 0.002
-#: Batches smaller than this are costed as this size (their fixed overhead dominates).
-MIN_COST_BYTES = 4096
-#: Weight of the last batch in the running cost estimate.
-COST_WEIGHT = 0.2
 
 #: Why ``Filter`` is refused under ``filter_release: sinks`` when the chain buffers and no sink is configured.
 NEEDS_SINK = "buffering chain: released events go to sinks; configure a sink or use Ingest"
@@ -197,60 +191,54 @@ def _skip_group(data: bytes, pos: int, number: int, depth: int = 0) -> int:
 
 
 class QueryLogService:
-    """The RPC handlers. The chain and the sinks are used under :attr:`lock`, on the ``work`` executor's threads
-    (never on the event loop); ``Stats`` runs on the ``admin`` executor so that it never queues behind batches."""
+    """The RPC handlers. A received batch is worked on by the host (:meth:`~sidecar.serving.ServerHost.work`): on a
+    worker thread, or on the loop when it is cheap and the runtime's lock is free; ``Stats`` runs on the host's
+    side thread so that it never queues behind batches."""
 
     def __init__(
         self,
         runtime: Runtime,
+        host: ServerHost,
         max_record_bytes: int,
-        work: Executor,
-        admin: Executor,
         *,
         filter_release: Literal["sinks", "any_stream"] = "sinks",
         profile_lookup: Literal["pseudonym", "raw"] = "pseudonym",
     ) -> None:
         self.pipeline = runtime
+        self.host = host
         self.codec = ProtoCodec()
         self.limit = max_record_bytes
-        #: the runtime's own (re-entrant) lock, shared with every other source of the runtime: a batch worked
-        #: on by the event loop itself holds it around the whole call, and only takes it when it is free
+        #: the runtime's own (re-entrant) lock, shared with every other source of the runtime
         self.lock = runtime.lock
-        #: running estimate of a batch's cost, seconds per request byte (None until one was measured)
-        self.cost: float | None = None
-        self.work = work
-        self.admin = admin
         self.buffering = any(f.BUFFERING for f in runtime.filters)
-        #: filters that keep state: Ingest then commits each batch's state with its delivery
-        self.stateful = any(f.STATEFUL or f.BUFFERING for f in runtime.filters)
         #: released events go to the sinks only, never into another caller's Filter response
         self.release_to_sinks = filter_release == "sinks"
         self.profile_lookup = profile_lookup
-        self._released: list[Event] = []  # any_stream: released by the timer, for the next Filter response
         self._rpcs = itertools.count(1)
         self.rpcs = 0
         #: RPCs refused before reaching the chain, by reason (missing_token, wrong_token)
         self.refused: Counter[str] = Counter()
 
+    def refuse(self, reason: str) -> int:
+        """Count an RPC refused for ``reason`` (on the event loop); returns the count so far."""
+        self.refused[reason] += 1
+        return self.refused[reason]
+
     # ---- input -------------------------------------------------------------------------
     def accept(self, incoming: Incoming, method: str) -> tuple[list[Event], int]:
-        """Decode a request into events (ProtoEvents); bad ones are dead-lettered. Returns (events, dead)."""
+        """Decode a request into events (ProtoEvents, decoded once: the runtime takes them as they are); bad ones
+        are dead-lettered. Returns (events, dead)."""
         dead = self.pipeline.dead_letters
         batch = incoming.batch
         if batch is None:
             data = incoming.data
             dead.add("invalid_message", f"grpc:{method}", None, data if data and len(data) <= self.limit else None)
             return [], 1
-        salvage_bad = len(incoming.bad_events)
+        bad = len(incoming.bad_events)
         for chunk in incoming.bad_events:  # the rest of the batch goes on
             dead.add("invalid_event", f"grpc:{method}", None, chunk if len(chunk) <= self.limit else None)
         messages = batch.events
-        empties: list[tuple[int, str]] = []
-        events = self.codec.decode_many(messages, "\n", empties)  # ProtoEvents, in a list of the chain's own
-        for i, reason in empties:
-            record = messages[i].SerializeToString()
-            dead.add(reason, f"grpc:{method}", None, record if len(record) <= self.limit else None)
-        bad = salvage_bad + len(empties)
+        events: list[Event] = list(self.codec.decode_batch(messages))
         # No event can be larger than the batch minus 2 bytes (tag + length) for each other event.
         if incoming.size - 2 * (len(messages) - 1) > self.limit:
             limit = self.limit
@@ -267,24 +255,14 @@ class QueryLogService:
         return events, bad
 
     def _detach_held(self, taken: list[Event], out: list[Event]) -> None:
-        """Copy the messages of events a filter kept, so they do not pin their whole request batch."""
+        """Copy the messages of events a filter kept, so they do not pin their whole request batch (caller holds
+        the lock: a held event is the chain's)."""
         left = {id(e) for e in out}
         for ev in taken:
             if id(ev) not in left:
                 copy = QueryEvent()
                 copy.CopyFrom(ev.record)
                 ev.record = copy
-
-    def _run(self, events: list[Event]) -> tuple[list[Event], int]:
-        """The chain on one batch (caller holds the lock). Returns (out, change of held)."""
-        runtime = self.pipeline
-        if not self.buffering:
-            return (runtime.process(events) if events else []), 0
-        before = runtime.held()
-        taken = list(events)
-        out = runtime.process(events) if events else []
-        self._detach_held(taken, out)
-        return out, runtime.held() - before
 
     # ---- output ------------------------------------------------------------------------
     def response(self, request: EventBatch, taken: list[Event], out: list[Event]) -> EventBatch:
@@ -298,116 +276,58 @@ class QueryLogService:
             return request
         return EventBatch(events=[encode(e) for e in out], batch_id=request.batch_id)
 
-    def _take_released(self) -> list[Event]:
-        if not self._released:
-            return []
-        out, self._released = self._released, []
-        return out
-
-    def _deliver(self, events: list[Event]) -> None:
-        """Write to the sinks (caller holds the lock)."""
-        if events:
-            self.pipeline.deliver(events)
-
-    def flush(self, final: bool) -> int:
-        """Ask buffering filters to release; deliver to the sinks, else keep for Filter streams (``any_stream``).
-
-        Under ``filter_release: sinks`` without sinks nobody may receive a release: the chain is not asked (what
-        it holds stays in the state store)."""
-        with self.lock:
-            runtime = self.pipeline
-            if not runtime.sinks:
-                if self.release_to_sinks:
-                    return 0
-                released = runtime.flush(final)
-                self._released.extend(released)
-                return len(released)
-            with runtime.transaction():  # a release commits only together with its delivery
-                released = runtime.flush(final)
-                if released:
-                    self._deliver(released)
-                    runtime.flush_sinks()
-            return len(released)
-
-    def drain_undeliverable(self) -> int:
-        """At shutdown, events nobody can take any more go to the dead-letter file (never lost silently)."""
-        with self.lock:
-            left = self._take_released()
-            for ev in left:
-                record = self.codec.encode(ev).SerializeToString()
-                self.pipeline.dead_letters.add("undelivered_at_shutdown", "grpc", None, record)
-            return len(left)
-
-    # ---- one batch, on a worker thread ------------------------------------------------------
+    # ---- one batch, in the host's work ---------------------------------------------------------
     def filter_batch(self, data: bytes) -> bytes:
-        """One ``Filter`` request (wire bytes) through the chain; the serialized response."""
+        """One ``Filter`` request (wire bytes) through the chain; the serialized response.
+
+        ``sinks``: :meth:`Runtime.transform` (what a buffer releases goes to the sinks, committed with its state).
+        ``any_stream``: what buffering filters may release now (``flush``) comes back with this response, after
+        the request's own events (so a stream pulls what the old timer pushed; nothing is kept in memory)."""
         incoming = parse_batch(data)
         events, bad = self.accept(incoming, "Filter")
-        if bad:
-            self.pipeline.dead_letters.flush()
+        request = incoming.batch if incoming.batch is not None else EventBatch()
         taken = events[:]
         runtime = self.pipeline
-        with self.lock:
-            if not self.buffering:
-                out = runtime.process(events) if events else []
-            elif self.release_to_sinks:
-                # released events (anything that is not one of this request's own events) go to the sinks only,
-                # committed together with the buffer's state
-                with runtime.transaction():
-                    out = runtime.process(events) if events else []
-                    self._detach_held(taken, out)
-                    own = {id(e) for e in taken}
-                    released = [e for e in out if id(e) not in own]
-                    if released:
-                        out = [e for e in out if id(e) in own]
-                        self._deliver(released)
-                        runtime.flush_sinks()
-            else:
+        if self.release_to_sinks and events:
+            with self.lock if self.buffering else contextlib.nullcontext():
+                receipt, out = runtime.transform(RecordBatch(events, DECODED, "grpc:Filter"))
+                if self.buffering:
+                    self._detach_held(taken, out + receipt.delivered)
+        elif self.release_to_sinks or not self.buffering:  # nothing to run, or any_stream without buffering
+            if bad:
+                runtime.dead_letters.flush()
+            out = runtime.process(events) if events else []
+        else:  # any_stream: even an empty request takes what may be released now
+            if bad:
+                runtime.dead_letters.flush()
+            with self.lock:
+                released = runtime.flush(False)
                 out = runtime.process(events) if events else []
                 self._detach_held(taken, out)
-                out += self._take_released()
-        request = incoming.batch if incoming.batch is not None else EventBatch()
+                out += released
         return self.response(request, taken, out).SerializeToString()
 
-    def filter_tail(self) -> bytes | None:
-        """After a ``Filter`` stream's last request: the events released meanwhile (``any_stream`` only)."""
-        if self.release_to_sinks:
-            return None
-        with self.lock:
-            released = self._take_released()
-        if not released:
-            return None
-        return EventBatch(events=[self.codec.encode(e) for e in released]).SerializeToString()
-
     def ingest_batch(self, data: bytes, resp: IngestResponse) -> None:
-        """One ``Ingest`` request (wire bytes) into the sinks; adds its counts to ``resp``."""
+        """One ``Ingest`` request (wire bytes) into the sinks (:meth:`Runtime.receive`); adds its counts to
+        ``resp``."""
         incoming = parse_batch(data)
         events, bad = self.accept(incoming, "Ingest")
-        n = len(events)
-        dead = self.pipeline.dead_letters
-        with self.lock:
-            before = dead.total
-            if self.stateful:
-                # held rows change only together with the delivery of what left the chain
-                with self.pipeline.transaction():
-                    out, held = self._run(events)
-                    self._deliver(out)
-                    self.pipeline.flush_sinks()
-            else:
-                out, held = self._run(events)
-                self._deliver(out)
-            refused = dead.total - before  # what a sink refused (a value that would break its framing)
-        resp.accepted += n
-        resp.delivered += max(0, len(out) - refused)
-        resp.held += held
-        resp.dropped += max(0, n - len(out) - held)
-        resp.dead_lettered += bad + refused
-        if bad:
-            self.pipeline.dead_letters.flush()
-
-    def flush_sinks(self) -> None:
-        with self.lock:
-            self.pipeline.flush_sinks()
+        if not events:
+            if bad:
+                self.pipeline.dead_letters.flush()
+            resp.dead_lettered += bad
+            return
+        taken = events[:]
+        with self.lock if self.buffering else contextlib.nullcontext():
+            receipt = self.pipeline.receive(RecordBatch(events, DECODED, "grpc:Ingest"))
+            if self.buffering:
+                self._detach_held(taken, receipt.delivered)
+        refused = receipt.reasons["refused_by_sink"]  # a value that would break a sink's framing
+        resp.accepted += receipt.accepted
+        resp.delivered += max(0, len(receipt.delivered) - refused)
+        resp.held += receipt.held
+        resp.dropped += receipt.dropped
+        resp.dead_lettered += bad + receipt.dead_lettered
 
     def locked_stats(self) -> dict[str, Any]:
         """The pipeline's counters and the refused RPCs (counts and reasons only)."""
@@ -430,49 +350,24 @@ class QueryLogService:
         with self.lock:
             return get_profile(user)
 
-    # ---- RPCs (coroutines on the server's event loop) ----------------------------------------
-    async def _offload(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn`` on a worker thread; the event loop goes on serving other streams meanwhile."""
-        return await asyncio.get_running_loop().run_in_executor(self.work, fn, *args)
-
-    def _timed(self, fn: Callable[..., T], data: bytes, *args: Any) -> T:
-        started = time.perf_counter()
-        try:
-            return fn(data, *args)
-        finally:
-            per_byte = (time.perf_counter() - started) / max(len(data), MIN_COST_BYTES)
-            cost = self.cost
-            self.cost = per_byte if cost is None else cost + (per_byte - cost) * COST_WEIGHT
-
-    async def _batch(self, fn: Callable[..., T], data: bytes, *args: Any) -> T:
-        """Work on one received batch: on the event loop itself when the running estimate says it takes less than
-        ``INLINE_SECONDS`` and the chain is free (a thread hop costs more than such a batch), else on a worker
-        thread, so a slow chain never holds up health, ``Stats`` or the other streams."""
-        cost = self.cost
-        if cost is not None and cost * max(len(data), MIN_COST_BYTES) < INLINE_SECONDS and self.lock.acquire(False):
-            try:
-                return self._timed(fn, data, *args)
-            finally:
-                self.lock.release()
-        return await self._offload(self._timed, fn, data, *args)
-
+    # ---- RPCs (coroutines on the host's event loop) -------------------------------------------
     async def Filter(
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> AsyncIterator[bytes]:
         self.rpcs = next(self._rpcs)
         if self.buffering and self.release_to_sinks and not self.pipeline.sinks:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, NEEDS_SINK)
+        work = self.host.work
         try:
             async for data in requests:
-                yield await self._batch(self.filter_batch, data)
-            tail = None if self.release_to_sinks else await self._offload(self.filter_tail)
-            if tail is not None:
-                yield tail
+                yield await work(self.filter_batch, len(data), data)
         except asyncio.CancelledError:
-            log.info("rpc_cancelled", method="Filter")
+            self._cancelled("Filter")
             raise
         except Exception as exc:  # values may sit in the message: log the type only
             await self._failed("Filter", exc, context)
+            return
+        self.host.count("rpcs_ok")
 
     async def Ingest(
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, IngestResponse]
@@ -481,33 +376,43 @@ class QueryLogService:
         if not self.pipeline.sinks:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no sinks configured")
         resp = IngestResponse()
+        work = self.host.work
         try:
             async for data in requests:
-                await self._batch(self.ingest_batch, data, resp)
-            await self._offload(self.flush_sinks)
+                await work(self.ingest_batch, len(data), data, resp)
         except asyncio.CancelledError:
-            log.info("rpc_cancelled", method="Ingest")
+            self._cancelled("Ingest")
             raise
         except Exception as exc:
             await self._failed("Ingest", exc, context)
+            return resp  # reached only when the client has gone
+        self.host.count("rpcs_ok")
         return resp
 
-    @staticmethod
-    async def _failed(method: str, exc: Exception, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    def _cancelled(self, method: str) -> None:
+        self.host.count("rpcs_cancelled")
+        log.info("rpc_cancelled", method=method)
+
+    async def _failed(self, method: str, exc: Exception, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         """A stream ended by an error: the client went away (cancelled); a full outbox (RESOURCE_EXHAUSTED); a
         state database or output that cannot be written now (UNAVAILABLE, naming the file and what to do); or a
         bug (INTERNAL, the exception's type only)."""
         if context.cancelled() or context.done():
-            log.info("rpc_cancelled", method=method)
+            self._cancelled(method)
             return
-        failure = describe_failure(exc)  # names a file or an outbox and what to do, never a value
-        code = {
-            "busy": grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "unavailable": grpc.StatusCode.UNAVAILABLE,
-            "internal": grpc.StatusCode.INTERNAL,
-        }[failure.kind]
-        log.error("rpc_failed", method=method, error=type(exc).__name__, status=code.name, problem=failure.message)
-        await context.abort(code, failure.message)
+        if isinstance(exc, Backpressure):
+            code, message = grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)
+        else:
+            failure = describe_failure(exc)  # names a file or an outbox and what to do, never a value
+            code = {
+                "busy": grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "unavailable": grpc.StatusCode.UNAVAILABLE,
+                "internal": grpc.StatusCode.INTERNAL,
+            }[failure.kind]
+            message = failure.message
+        self.host.count(f"rpcs_{code.name.lower()}")
+        log.error("rpc_failed", method=method, error=type(exc).__name__, status=code.name, problem=message)
+        await context.abort(code, message)
 
     async def GetProfile(
         self, request: ProfileRequest | Unparseable, context: grpc.aio.ServicerContext[Any, ProfileResponse]
@@ -518,7 +423,7 @@ class QueryLogService:
         if get_profile is None:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, why)
         try:
-            profile: Mapping[str, int] | None = await self._offload(self._locked_profile, get_profile, request.user)
+            profile = await self.host.run_in_worker(self._locked_profile, get_profile, request.user)
         except Exception as exc:  # the message may hold the user id: log the type only
             await self._failed("GetProfile", exc, context)
             return ProfileResponse()  # reached only when the client has gone
@@ -538,8 +443,7 @@ class QueryLogService:
         if isinstance(request, Unparseable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unparseable StatsRequest")
         try:
-            s = await asyncio.get_running_loop().run_in_executor(self.admin, self.locked_stats)
-            return stats_message(s)
+            return stats_message(await self.host.run_aside(self.locked_stats))
         except Exception as exc:
             await self._failed("Stats", exc, context)
             return StatsResponse()  # reached only when the client has gone

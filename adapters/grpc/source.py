@@ -1,18 +1,25 @@
 """The ``grpc`` source: the ``querylog.v1.QueryLogFilter`` service (``server:`` in a config file).
 
 Loading the plugin (to validate a config) imports no gRPC; :meth:`GrpcSource.start` does. Building it reads
-the bearer token (``auth_token_file``/``auth_token_env``), so a missing one is a located config error.
+the bearer token and the TLS files, so a missing one is a located config error. The server runs on the shared
+host (:mod:`sidecar.serving`); this module only wires the protocol (:mod:`adapters.grpc.server`) to it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
-from adapters.grpc.config import GrpcSourceConfig
-from sidecar.api import BuildContext, ConfigValueError, Runtime, Source
+import structlog
+
+from adapters.grpc.config import GrpcSourceConfig, printable_token
+from sidecar.api import BuildContext, Listen, Runtime, Source
 
 if TYPE_CHECKING:
-    from adapters.grpc.server import SidecarServer
+    from adapters.grpc.service import QueryLogService
+    from sidecar.serving import ServerHost
+
+log = structlog.get_logger("querylog.grpc")
 
 
 class GrpcSource(Source[GrpcSourceConfig]):
@@ -23,42 +30,87 @@ class GrpcSource(Source[GrpcSourceConfig]):
     SUMMARY = "gRPC service querylog.v1.QueryLogFilter (Filter, Ingest, GetProfile, Stats) + health checking"
 
     def __init__(self, config: GrpcSourceConfig, ctx: BuildContext, listen: str | None = None) -> None:
+        """``listen`` overrides the configured address (``serve --listen``; tests: ``127.0.0.1:0``)."""
         super().__init__(config, ctx)
         self.listen = listen
-        self.server: SidecarServer | None = None  # grpc is imported when the source starts, not when it loads
-        self.final_counts: dict[str, int] = {}
-        self.token = self._token(config, ctx)
-
-    @staticmethod
-    def _token(config: GrpcSourceConfig, ctx: BuildContext) -> bytes | None:
-        """The bearer token from its file or environment variable (None: no token asked)."""
-        if config.auth_token_file is None and config.auth_token_env is None:
-            return None
+        token = config.bearer_token(ctx)
         key = "auth_token_env" if config.auth_token_env else "auth_token_file"
-        try:
-            token = ctx.secret(config.auth_token_env, config.auth_token_file, "bearer token")
-        except ConfigValueError as exc:  # ctx.secret names its own keys (key_env/key_file): name ours
-            raise ConfigValueError(key, exc.problem) from None
-        token = token.strip()
-        if any(c < 0x21 or c > 0x7E for c in token):  # gRPC metadata is printable ASCII
-            raise ConfigValueError(key, "the bearer token must be printable ASCII without spaces (value not shown)")
-        return token
+        self.token = printable_token(token, key) if token is not None else None
+        self.tls = config.server_tls(ctx)
+        self.host: ServerHost | None = None  # grpc is imported when the source starts, not when it loads
+        self.service: QueryLogService | None = None
+        self.metrics_port: int | None = None
+        self._metrics: Any = None
+        self.final_counts: dict[str, int] = {}
 
     def start(self, runtime: Runtime) -> None:
-        """Bind and serve; returns at once (RPCs run on the server's threads)."""
-        from adapters.grpc.server import SidecarServer
+        """Bind and serve on the shared host; returns at once (RPCs run on the host's loop and workers)."""
+        from adapters.grpc.server import GrpcProtocol, credentials
+        from adapters.grpc.service import QueryLogService
+        from sidecar.serving import ServerHost
 
-        self.server = SidecarServer(self.config, self.ctx, runtime, self.listen, self.token)
-        self.server.start()
+        cfg = self.config
+        host = ServerHost("grpc", workers=cfg.workers, lock=runtime.lock)
+        service = QueryLogService(
+            runtime,
+            host,
+            self.ctx.max_record_bytes,
+            filter_release=cfg.filter_release,
+            profile_lookup=cfg.profile_lookup,
+        )
+        listen = Listen.parse(self.listen or cfg.listen)
+        host.start(GrpcProtocol(service, listen, cfg.max_message_bytes, credentials(self.tls), self.token))
+        self.host, self.service = host, service
+        if cfg.metrics_listen:
+            from sidecar.metrics import serve_metrics
+
+            try:
+                self._metrics, _, self.metrics_port = serve_metrics(cfg.metrics_listen, service.locked_stats)
+            except BaseException:
+                self.stop(0)
+                raise
+        if self.token is not None and self.tls is None:
+            log.warning("auth_token_without_tls", hint="the token crosses the network in clear text")
+        log.info(
+            "server_started",
+            metrics_port=self.metrics_port,
+            port=self.port,
+            tls=self.tls is not None,
+            mutual_tls=self.tls is not None and self.tls.client_ca is not None,
+            auth_token=self.token is not None,
+            workers=cfg.workers,
+            filters=len(runtime.filters),
+            sinks=len(runtime.sinks),
+            filter_release=cfg.filter_release,
+        )
+
+    def listening(self) -> list[Listen]:
+        return list(self.host.listening) if self.host is not None else []
 
     @property
     def port(self) -> int:
         """The bound port (useful with ``listen: host:0``)."""
-        assert self.server is not None, "start() first"
-        return int(self.server.port)
+        assert self.host is not None, "start() first"
+        return self.host.listening[0].port
 
     def stop(self, grace: float | None = None) -> None:
-        """Graceful stop: in-flight RPCs finish within ``grace``, buffers flush, released events are delivered."""
-        if self.server is not None:
-            self.final_counts = self.server.stop(grace)
-            self.server = None
+        """Graceful stop: no new RPC, in-flight RPCs finish within ``grace`` (default ``shutdown_grace_seconds``),
+        then the rest is cancelled. The runtime stays open (its owner releases what filters hold and closes it)."""
+        host, service = self.host, self.service
+        if host is None or service is None:
+            return
+        started = time.monotonic()
+        host.stop(self.config.shutdown_grace_seconds if grace is None else grace)
+        if self._metrics is not None:
+            self._metrics.shutdown()
+            self._metrics = None
+        stats = service.locked_stats()
+        self.final_counts = {k: v for k, v in stats.items() if k.startswith("events_")}
+        log.info(
+            "server_stopped",
+            rpcs=service.rpcs,
+            stop_seconds=round(time.monotonic() - started, 3),
+            **host.stats(),
+            **self.final_counts,
+        )
+        self.host = self.service = None

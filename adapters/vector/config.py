@@ -5,7 +5,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sidecar.api import ConfigValueError, OutboxOptions, SinkConfig, SourceConfig, option
+from sidecar.api import (
+    ConfigValueError,
+    Listen,
+    OutboxOptions,
+    ServerTls,
+    SinkConfig,
+    SourceConfig,
+    listen_option,
+    option,
+)
 
 _OUTBOX_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 
@@ -17,7 +26,7 @@ def _host_port(key: str, value: str) -> None:
 
 
 @dataclass(frozen=True)
-class VectorSourceConfig(SourceConfig):
+class VectorSourceConfig(ServerTls, SourceConfig):
     """Vector's native protocol (version 2) as a source: what Vector's `vector` sink sends to.
 
     Records are Vector log events; the roles are top-level keys of the log named by `schema.roles`
@@ -25,29 +34,22 @@ class VectorSourceConfig(SourceConfig):
     rank: null, url: null}`). A `PushEvents` reply is sent only once its events are durable (delivered,
     in a sink's outbox, or held by a filter); otherwise the reply is an error status (RESOURCE_EXHAUSTED
     when an outbox or the disk is full, UNAVAILABLE for another failure) and Vector retries. Metrics and
-    traces are not queries: they are dead-lettered as `unsupported_event`.
+    traces are not queries: they are dead-lettered as `unsupported_event`. TLS and mutual TLS (Vector's
+    sink `tls.crt_file`/`tls.key_file` as its client certificate) are the shared server TLS options.
     """
 
-    listen: str = option("127.0.0.1:6000", "host:port to listen on (Vector's `vector` sink `address`).")
-    tls_cert_file: str | None = option(
-        None, "PEM certificate file (relative to the config file); with tls_key_file enables TLS."
-    )
-    tls_key_file: str | None = option(None, "PEM private key file for TLS.")
+    listen: str = listen_option("127.0.0.1:6000", "host:port to listen on (Vector's `vector` sink `address`).")
     max_message_bytes: int = option(
         64 * 1024 * 1024,
         "Largest PushEvents request accepted (bytes); a larger one is refused with RESOURCE_EXHAUSTED. "
         "Each event is also bounded by limits.max_record_bytes (longer ones are dead-lettered).",
         min=1024,
     )
-    flush_interval_seconds: float = option(
-        1.0, "How often buffering filters are asked to release (their events go to the sinks).", gt=0
-    )
     shutdown_grace_seconds: float = option(10.0, "On stop, how long in-flight requests may take to finish.", min=0)
 
     def __post_init__(self) -> None:
-        if (self.tls_cert_file is None) != (self.tls_key_file is None):
-            raise ConfigValueError("tls_cert_file", "Set both tls_cert_file and tls_key_file, or neither")
-        _host_port("listen", self.listen)
+        super().__post_init__()
+        Listen.parse(self.listen)
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,28 @@
 """The ``vector`` source: Vector's native protocol (``vector.Vector/PushEvents``), see :mod:`adapters.vector`.
 
-Loading the plugin (to validate a config) imports no gRPC server; :meth:`VectorSource.start` does.
+Loading the plugin (to validate a config) imports no gRPC server; :meth:`VectorSource.start` does. The server
+runs on the shared host (:mod:`sidecar.serving`); :mod:`adapters.vector.server` holds its handlers.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
+import structlog
+
+from adapters.vector.codec import VectorCodec
 from adapters.vector.config import VectorSourceConfig
-from sidecar.api import BuildContext, Runtime, Source
+from sidecar.api import BuildContext, Listen, RolesConfig, Runtime, Source
 
 if TYPE_CHECKING:
-    from adapters.vector.server import VectorServer
+    from adapters.vector.server import VectorProtocol
+    from sidecar.serving import ServerHost
+
+log = structlog.get_logger("querylog.vector")
+
+#: worker threads for received requests (splitting runs in parallel; the chain one batch at a time)
+WORKERS = 4
 
 
 class VectorSource(Source[VectorSourceConfig]):
@@ -25,24 +36,71 @@ class VectorSource(Source[VectorSourceConfig]):
         """``listen`` overrides the configured address (tests: ``127.0.0.1:0``)."""
         super().__init__(config, ctx)
         self.listen = listen
-        self.server: VectorServer | None = None
+        self.tls = config.server_tls(ctx)
+        self.host: ServerHost | None = None
+        self.server: VectorProtocol | None = None
         self.final_counts: dict[str, int] = {}
 
     def start(self, runtime: Runtime) -> None:
-        """Bind and serve; returns at once (requests run on the server's threads)."""
-        from adapters.vector.server import VectorServer
+        """Bind and serve on the shared host; returns at once (requests run on the host's loop and workers)."""
+        import grpc
 
-        self.server = VectorServer(self.config, self.ctx, runtime, self.listen)
-        self.server.start()
+        from adapters.vector.server import VectorProtocol
+        from sidecar.serving import ServerHost
+
+        tls = self.tls
+        creds = None
+        if tls is not None:
+            creds = grpc.ssl_server_credentials(
+                [(tls.key, tls.cert)], root_certificates=tls.client_ca, require_client_auth=tls.client_ca is not None
+            )
+        host = ServerHost("vector", workers=WORKERS, lock=runtime.lock)
+        codec = VectorCodec(self.ctx.schema)
+        protocol = VectorProtocol(
+            runtime,
+            host,
+            codec,
+            listen=Listen.parse(self.listen or self.config.listen),
+            max_message_bytes=self.config.max_message_bytes,
+            max_record_bytes=self.ctx.max_record_bytes,
+            creds=creds,
+        )
+        host.start(protocol)
+        self.host, self.server = host, protocol
+        log.info(
+            "vector_source_started",
+            port=self.port,
+            tls=tls is not None,
+            mutual_tls=tls is not None and tls.client_ca is not None,
+        )
+        if codec.schema.roles == RolesConfig():
+            log.warning(
+                "vector_roles_are_the_aol_defaults",
+                hint="set schema.roles to your events' keys (e.g. user: user_id, query: message, time: timestamp); "
+                "events without the query and user keys are dead-lettered",
+            )
+
+    def listening(self) -> list[Listen]:
+        return list(self.host.listening) if self.host is not None else []
 
     @property
     def port(self) -> int:
         """The bound port (useful with ``listen: host:0``)."""
-        assert self.server is not None, "start() first"
-        return int(self.server.port)
+        assert self.host is not None, "start() first"
+        return self.host.listening[0].port
 
     def stop(self, grace: float | None = None) -> None:
-        """Graceful stop: in-flight requests finish within ``grace``, buffering filters flush into the sinks."""
-        if self.server is not None:
-            self.final_counts = self.server.stop(grace)
-            self.server = None
+        """Graceful stop: NOT_SERVING, in-flight requests finish within ``grace`` (default
+        ``shutdown_grace_seconds``). The runtime stays open: its owner releases what filters hold, once."""
+        host, server = self.host, self.server
+        if host is None or server is None:
+            return
+        started = time.monotonic()
+        host.stop(self.config.shutdown_grace_seconds if grace is None else grace)
+        self.final_counts = server.counts
+        log.info(
+            "vector_source_stopped",
+            stop_seconds=round(time.monotonic() - started, 3),
+            **{f"requests_{k}": v for k, v in self.final_counts.items()},
+        )
+        self.host = self.server = None

@@ -10,7 +10,6 @@ from pathlib import Path
 import grpc
 
 from adapters.grpc.client import channel
-from adapters.grpc.server import SidecarServer
 from adapters.grpc.source import GrpcSource
 from sidecar.api import Event, Filter, FilterConfig
 from sidecar.config import load_config
@@ -22,20 +21,22 @@ SHARED_DATA = ROOT / ".." / "shared" / "data"
 
 @dataclass
 class Running:
-    server: SidecarServer
+    source: GrpcSource
+    pipeline: Pipeline
     chan: grpc.Channel
     address: str
 
     @property
-    def pipeline(self) -> Pipeline:
-        runtime = self.server.pipeline
-        assert isinstance(runtime, Pipeline)
-        return runtime
+    def server(self) -> GrpcSource:
+        """The running source (the name older tests use)."""
+        return self.source
 
 
 @contextmanager
 def sidecar(config_path: Path, extra_filters: tuple[Filter, ...] = (), stop: bool = True) -> Iterator[Running]:
-    """Start a sidecar for ``config_path`` on 127.0.0.1 (free port); ``extra_filters`` are appended to the chain."""
+    """Start a sidecar for ``config_path`` on 127.0.0.1 (port 0: the bound one is read back), with the runtime's
+    release timer as ``serve`` runs it; ``extra_filters`` are appended to the chain. ``stop``: at the end, stop
+    the source, release (final) and close the runtime as ``serve`` does."""
     cfg = load_config(config_path)
     pipeline = Pipeline(cfg, seed=7)
     pipeline.chain.filters.extend(extra_filters)
@@ -43,16 +44,18 @@ def sidecar(config_path: Path, extra_filters: tuple[Filter, ...] = (), stop: boo
     assert spec is not None
     source = GrpcSource(spec.config, pipeline.ctx, listen="127.0.0.1:0")
     source.start(pipeline)
-    server = source.server
-    assert server is not None
-    address = f"127.0.0.1:{server.port}"
+    pipeline.start_release_timer()
+    (bound,) = source.listening()
+    address = f"127.0.0.1:{bound.port}"
     chan = channel(address)
     try:
-        yield Running(server, chan, address)
+        yield Running(source, pipeline, chan, address)
     finally:
         chan.close()
         if stop:
             source.stop(grace=1.0)
+            if any(f.BUFFERING for f in pipeline.filters):  # serve's one final release
+                pipeline.release(final=True)
             pipeline.close()
 
 

@@ -87,7 +87,8 @@ def vector_sidecar(
     extra_filters: Sequence[Filter[Any]] = (),
     extra_sinks: Sequence[Sink[Any]] = (),
 ) -> Iterator[Running]:
-    """A Pipeline for ``config`` with its ``vector`` source on 127.0.0.1 (``port`` 0: a free one)."""
+    """A Pipeline for ``config`` with its ``vector`` source on 127.0.0.1 (``port`` 0: a free one) and the runtime's
+    release timer, as ``serve`` runs them; at the end the source stops, the runtime releases (final) and closes."""
     cfg = load_config(config)
     pipeline = Pipeline(cfg, seed=7)
     pipeline.chain.filters.extend(extra_filters)
@@ -97,12 +98,16 @@ def vector_sidecar(
     source = VectorSource(spec.config, pipeline.ctx, listen=f"127.0.0.1:{port}")
     try:
         source.start(pipeline)
-        address = f"127.0.0.1:{source.port}"
+        pipeline.start_release_timer()
+        (bound,) = source.listening()
+        address = f"127.0.0.1:{bound.port}"
         channel = grpc.insecure_channel(address)
         try:
             yield Running(pipeline, source, channel, address)
         finally:
             channel.close()
             source.stop(grace=1.0)
+            if any(f.BUFFERING for f in pipeline.filters):  # serve's one final release
+                pipeline.release(final=True)
     finally:
         pipeline.close()

@@ -217,29 +217,18 @@ def test_get_profile_from_a_filter_with_get_profile(tmp_path: Path) -> None:
 
 
 def test_timer_released_events_come_back_on_the_next_filter_response(tmp_path: Path) -> None:
-    """With `filter_release: any_stream` (single-tenant), events a buffering filter releases on the timer are queued
-    for Filter streams, not lost."""
-    config = write_config(tmp_path, "server: {flush_interval_seconds: 0.05, filter_release: any_stream}\nfilters: []\n")
+    """With `filter_release: any_stream` (single-tenant), events a buffering filter releases come back in the next
+    Filter response, not lost (each request asks the filters to release: the source runs no timer of its own)."""
+    config = write_config(tmp_path, "server: {filter_release: any_stream}\nfilters: []\n")
     hold = HoldAll()
     first = EventBatch(batch_id="1")
     first.events.add(user="1", query="weather", seq=1)
     second = EventBatch(batch_id="2")
     second.events.add(user="2", query="maps", seq=2)
 
-    def released(seq: int) -> None:
-        """Wait until the timer has flushed the event ``seq`` out of the filter. The service queues it for Filter
-        streams under the service lock, which the next request takes before it runs the chain, so it is queued then."""
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            if any(e.record.seq == seq for e in list(hold.released)):
-                return
-            time.sleep(0.01)
-
     def requests():  # type: ignore[no-untyped-def]  # local request generator
         yield first
-        released(1)
         yield second
-        released(2)
         yield EventBatch(batch_id="3")
 
     with sidecar(config, extra_filters=(hold,)) as sc:
@@ -251,8 +240,8 @@ def test_timer_released_events_come_back_on_the_next_filter_response(tmp_path: P
 
 def test_timer_released_events_go_to_sinks_when_configured(tmp_path: Path) -> None:
     """With a file sink configured, an event Ingest reports as held (accepted 1, delivered 0, held 1) is written to
-    the sink's file once the flush timer (every 0.05 s) releases it."""
-    config = write_config(tmp_path, "server: {flush_interval_seconds: 0.05}\nsinks:\n  - file: {path: out.tsv}\n")
+    the sink's file once the runtime's release timer (every 0.05 s) releases it."""
+    config = write_config(tmp_path, "flush_interval_seconds: 0.05\nsinks:\n  - file: {path: out.tsv}\n")
     hold = HoldAll()
     batch = EventBatch()
     batch.events.add(user="5", query="weather", seq=1)
@@ -269,14 +258,15 @@ def test_timer_released_events_go_to_sinks_when_configured(tmp_path: Path) -> No
 def test_held_events_are_flushed_at_stop_and_not_lost(tmp_path: Path) -> None:
     """With `filter_release: any_stream` and no sinks, events still held at stop are released (final flush) into the
     dead-letter file."""
-    config = write_config(tmp_path, "server: {flush_interval_seconds: 3600, filter_release: any_stream}\nfilters: []\n")
+    config = write_config(tmp_path, "flush_interval_seconds: 3600\nserver: {filter_release: any_stream}\nfilters: []\n")
     batch = EventBatch()
     batch.events.add(user="5", query="weather", seq=1)
     with sidecar(config, extra_filters=(HoldAll(),), stop=False) as sc:
         list(QueryLogFilterStub(sc.chan).Filter(iter([batch])))
-        server = sc.server
-    counts = server.stop(grace=1.0)
-    sc.pipeline.close()  # the server leaves the runtime open; its owner closes it (dead letters flushed)
+    sc.source.stop(grace=1.0)
+    sc.pipeline.release(final=True)  # what serve does once every source stopped: the one final release
+    counts = sc.pipeline.stats()
+    sc.pipeline.close()  # the source leaves the runtime open; its owner closes it (dead letters flushed)
     assert counts["events_out"] == 1
     dead = sc.pipeline.config.dead_letter_path
     assert dead is not None
@@ -402,7 +392,7 @@ def test_encode_without_a_kept_message_builds_a_fresh_one() -> None:
 
 def test_a_second_server_on_a_busy_port_fails(tmp_path: Path) -> None:
     """No silent port sharing (SO_REUSEPORT off): the second sidecar cannot bind."""
-    from adapters.grpc.server import SidecarServer
+    from adapters.grpc.source import GrpcSource
     from sidecar.config import load_config
     from sidecar.pipeline import Pipeline
 
@@ -414,7 +404,7 @@ def test_a_second_server_on_a_busy_port_fails(tmp_path: Path) -> None:
             with pytest.raises((OSError, RuntimeError)):
                 spec = cfg.source("grpc")
                 assert spec is not None
-                SidecarServer(spec.config, pipeline.ctx, pipeline, sc.address)
+                GrpcSource(spec.config, pipeline.ctx, listen=sc.address).start(pipeline)
         finally:
             pipeline.close()
 

@@ -55,7 +55,7 @@ def test_mutual_tls_refuses_plaintext_clients_without_a_certificate_and_stranger
     certificate another CA signed all fail to connect (UNAVAILABLE); a client with a certificate from the
     configured CA is served."""
     with sidecar(_mtls_config(tmp_path, pki)) as sc:
-        address = f"127.0.0.1:{sc.server.port}"
+        address = f"127.0.0.1:{sc.source.port}"
         cases = {
             "plaintext": channel(address),
             "no certificate": channel(address, str(pki.ca)),
@@ -91,7 +91,7 @@ def test_token_is_asked_on_every_rpc_but_health_and_never_logged(
     batch = EventBatch()
     batch.events.add(user="1", query="weather", seq=1)
     with capture_logs() as logs, sidecar(config) as sc:
-        address = f"127.0.0.1:{sc.server.port}"
+        address = f"127.0.0.1:{sc.source.port}"
         wrong = channel(address, token="not-the-token")
         right = channel(address, token=TOKEN)
         details = []
@@ -112,7 +112,7 @@ def test_token_is_asked_on_every_rpc_but_health_and_never_logged(
             health = health_pb2_grpc.HealthStub(sc.chan).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
             (response,) = list(QueryLogFilterStub(right).Filter(iter([batch]), timeout=5))
             stats = get_stats(right, timeout=5)
-            metrics = urllib.request.urlopen(f"http://127.0.0.1:{sc.server.metrics_port}/metrics", timeout=5).read()
+            metrics = urllib.request.urlopen(f"http://127.0.0.1:{sc.source.metrics_port}/metrics", timeout=5).read()
         finally:
             wrong.close()
             right.close()
@@ -140,7 +140,7 @@ def test_token_from_a_file_over_mutual_tls_with_send(tmp_path: Path, pki: Pki) -
     )
     base = ["send", "--tls-ca", str(pki.ca), "--tls-cert", str(pki.client.cert), "--tls-key", str(pki.client.key)]
     with sidecar(config) as sc:
-        address = ["--address", f"127.0.0.1:{sc.server.port}", "--timeout", "20"]
+        address = ["--address", f"127.0.0.1:{sc.source.port}", "--timeout", "20"]
         ok = CliRunner().invoke(
             main, [*base, *address, "--token-file", str(tmp_path / "token"), str(src), "-o", str(tmp_path / "out.tsv")]
         )
@@ -161,7 +161,7 @@ def test_send_token_env_and_option_errors(tmp_path: Path, monkeypatch: pytest.Mo
     cert = tmp_path / "c.pem"
     cert.write_text("x")
     with sidecar(config) as sc:
-        run = ["send", "--address", f"127.0.0.1:{sc.server.port}", str(src), "-o", str(tmp_path / "out.tsv")]
+        run = ["send", "--address", f"127.0.0.1:{sc.source.port}", str(src), "-o", str(tmp_path / "out.tsv")]
         ok = CliRunner().invoke(main, [*run, "--token-env", "QUERYLOG_TEST_TOKEN"])
         unset = CliRunner().invoke(main, [*run, "--token-env", "QUERYLOG_NO_SUCH_VAR"])
         pasted = CliRunner().invoke(main, [*run, "--token-env", "Bearer abc-123.xyz"])

@@ -45,13 +45,13 @@ def test_idle_filter_streams_do_not_starve_health_or_stats(tmp_path: Path) -> No
     calls = []
     try:
         with sidecar(config) as sc:
-            workers = sc.server.cfg.workers
+            workers = sc.source.config.workers
             stub = QueryLogFilterStub(sc.chan)
             for target in (3 * workers, 200):
                 while len(calls) < target:
                     calls.append(stub.Filter(_idle(gate)))
                 deadline = time.monotonic() + 3  # until the server has taken every stream (or gives up)
-                while sc.server.service.rpcs < target and time.monotonic() < deadline:
+                while sc.source.service is not None and sc.source.service.rpcs < target and time.monotonic() < deadline:
                     time.sleep(0.02)
                 started = time.monotonic()
                 _answers_within(sc, 1.0)
@@ -140,7 +140,7 @@ def test_graceful_stop_lets_an_inflight_ingest_finish_and_cuts_idle_streams(tmp_
         # real conditions, not sleeps: the server worked the first batch (the Ingest is mid-stream), and then
         # the stop began (health no longer SERVING) before the second batch is sent
         _until(lambda: get_stats(sc.chan, timeout=5).events_in >= 1, "the server never took the first batch")
-        stopper = threading.Thread(target=sc.server.stop, kwargs={"grace": 3.0})
+        stopper = threading.Thread(target=sc.source.stop, kwargs={"grace": 3.0})
         started = time.monotonic()
         stopper.start()
         _until(lambda: not _serving(sc.chan), "the stop did not begin")

@@ -54,7 +54,7 @@ def test_send_over_tls_is_byte_identical_and_plaintext_is_refused(tmp_path: Path
         "AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n1\tweather\t2006-03-01 00:00:00\t\t\n", encoding="utf-8"
     )
     with sidecar(config) as sc:
-        port = sc.server.port
+        port = sc.source.port
         result = CliRunner().invoke(
             main,
             [

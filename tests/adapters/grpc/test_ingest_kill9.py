@@ -43,8 +43,8 @@ def _free_port() -> int:
 def _config(tmp: Path, port: int) -> Path:
     path = tmp / "sidecar.yaml"
     path.write_text(
-        "state_dir: state\n"
-        f"server: {{listen: '127.0.0.1:{port}', flush_interval_seconds: 0.2, shutdown_grace_seconds: 2}}\n"
+        "state_dir: state\nflush_interval_seconds: 0.2\n"
+        f"server: {{listen: '127.0.0.1:{port}', shutdown_grace_seconds: 2}}\n"
         "logging: {level: warning}\n"
         "filters:\n  - category_buffer: {k: 4, category_field: cat}\n"
         "sinks:\n  - file: {path: out.jsonl, format: jsonl}\n",

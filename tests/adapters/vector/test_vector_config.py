@@ -30,8 +30,9 @@ def test_valid_config_gives_the_options_it_writes() -> None:
     source = cfg.source("vector")
     assert source is not None and source.cls is VectorSource
     assert source.config == VectorSourceConfig(
-        listen="127.0.0.1:6000", max_message_bytes=8388608, flush_interval_seconds=0.5, shutdown_grace_seconds=5
+        listen="127.0.0.1:6000", max_message_bytes=8388608, shutdown_grace_seconds=5
     )
+    assert cfg.sidecar.flush_interval_seconds == 0.5  # the runtime's one release timer, no longer the source's
     (sink,) = cfg.sinks
     assert sink.cls is VectorSink and sink.config.outbox_name == "vector_downstream"
     assert cfg.source("grpc") is None  # a sources: list replaces serve's default grpc source

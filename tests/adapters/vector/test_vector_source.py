@@ -224,9 +224,9 @@ def test_request_over_max_message_bytes_is_refused(tmp_path: Path) -> None:
 
 
 def test_buffering_filter_releases_on_the_timer(tmp_path: Path) -> None:
-    """Events held by a buffering filter reach the sinks when the source's flush timer asks it to release."""
+    """Events held by a buffering filter reach the sinks when the runtime's release timer asks it to release."""
     hold = HoldAll()
-    with vector_sidecar(config(tmp_path, source="{flush_interval_seconds: 0.05}"), extra_filters=[hold]) as sc:
+    with vector_sidecar(config(tmp_path, "flush_interval_seconds: 0.05\n"), extra_filters=[hold]) as sc:
         assert sc.push(events(2)) == b""
         deadline = time.monotonic() + 10
         while len(lines(tmp_path)) < 2 and time.monotonic() < deadline:

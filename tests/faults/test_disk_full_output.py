@@ -96,7 +96,7 @@ def test_serve_ingest_on_a_full_output_disk_acknowledges_only_what_is_written_an
     cfg = tmp_path / "serve.yaml"
     cfg.write_text(
         "state_dir: state\nlogging: {level: warning}\n"
-        "server: {flush_interval_seconds: 0.2, shutdown_grace_seconds: 5}\n"
+        "flush_interval_seconds: 0.2\nserver: {shutdown_grace_seconds: 5}\n"
         + CHAINS[chain]
         + f"sinks:\n  - file: {{path: {out}, format: jsonl}}\n",
         encoding="utf-8",
@@ -160,7 +160,7 @@ def test_kill9_while_the_output_disk_is_full_loses_no_acknowledged_event(
     cfg = tmp_path / "serve.yaml"
     cfg.write_text(
         "state_dir: state\nlogging: {level: warning}\n"
-        "server: {flush_interval_seconds: 0.2, shutdown_grace_seconds: 5}\n"
+        "flush_interval_seconds: 0.2\nserver: {shutdown_grace_seconds: 5}\n"
         + "filters:\n  - category_buffer: {k: 20, category_field: cat}\n"
         + f"sinks:\n  - file: {{path: {out}, format: jsonl}}\n",
         encoding="utf-8",

@@ -125,7 +125,7 @@ def _serve_config(tmp: Path, state_dir: Path) -> Path:
     cfg.write_text(
         f"state_dir: {state_dir}\n"
         "logging: {level: warning}\n"
-        "server: {flush_interval_seconds: 0.2, shutdown_grace_seconds: 5}\n"
+        "flush_interval_seconds: 0.2\nserver: {shutdown_grace_seconds: 5}\n"
         "filters:\n  - category_buffer: {k: 8, category_field: cat}\n  - profile: {}\n"
         f"sinks:\n  - file: {{path: {tmp / 'out.jsonl'}, format: jsonl}}\n",
         encoding="utf-8",

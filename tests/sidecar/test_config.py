@@ -28,7 +28,7 @@ CASES = [
         "4: schema.roles.agent: unknown key (allowed: query, rank, time, url, user)",
     ),
     ("logging:\n  level: loud\n", "3: logging.level: unknown value 'loud' (allowed: debug, info, warning, error)"),
-    ("server:\n  listen: nowhere\n", "3: server.listen: must be host:port, got 'nowhere'"),
+    ("server:\n  listen: nowhere\n", "3: server.listen: must be host:port (port 0..65535), got 'nowhere'"),
     (
         "server:\n  tls_cert_file: c.pem\n",
         "3: server.tls_cert_file: Set both tls_cert_file and tls_key_file, or neither",

@@ -3,6 +3,11 @@
 Built-in and third-party commands register the same way, as entry points in
 ``querylog.commands`` (see :mod:`sidecar.api`). The group loads them when it is
 asked for a command or the help, so ``querylog --version`` imports nothing heavy.
+
+A command that needs an extra says so in its entry point (``audit = "sidecar.tools.audit.command:audit_cmd
+[audit]"``). When that extra's dependencies are not installed, the command's module is not imported: the
+command stands as one that prints ``querylog audit: needs the [audit] extra: pip install
+'querylog-sidecar[audit]'`` and exits 2, whatever its arguments (``--help`` included).
 """
 
 from __future__ import annotations
@@ -12,6 +17,26 @@ from importlib.metadata import EntryPoint, entry_points
 import click
 
 from sidecar.api import COMMANDS
+
+
+class ExtraMissing(click.Command):
+    """Stands in for a command whose extra is not installed: any use prints one line naming it and exits 2."""
+
+    def __init__(self, name: str, extra: str, message: str) -> None:
+        self.message = message
+        super().__init__(
+            name,
+            help=self.message,
+            short_help=f"(needs the [{extra}] extra)",
+            add_help_option=False,
+            context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        )
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from sidecar.commandkit import EXIT_USAGE
+
+        click.echo(self.message, err=True)
+        ctx.exit(EXIT_USAGE)
 
 
 class PluginGroup(click.Group):
@@ -53,6 +78,15 @@ class PluginGroup(click.Group):
         ep = self._registered().get(name)
         if ep is None:
             return None
+        if ep.extras:  # "module:command [audit]": not imported unless that extra is installed
+            from sidecar.commandkit import DISTRIBUTION, extra_message, missing_for_extra
+
+            dist = ep.dist.name if ep.dist is not None else DISTRIBUTION
+            for extra in ep.extras:
+                if missing_for_extra(extra, dist):
+                    message = extra_message(f"querylog {name}", extra, dist)
+                    self._commands[name] = ExtraMissing(name, extra, message)
+                    return self._commands[name]
         command = ep.load()
         if not isinstance(command, click.Command):
             raise click.ClickException(f"{COMMANDS}: {ep.name} ({ep.value}) is not a click command")

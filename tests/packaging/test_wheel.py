@@ -1,32 +1,22 @@
 """Installed, not only checked out: the wheel built from the repository works on its own.
 
-The wheel is built from a copy of the repository's files (tracked and untracked, not ignored:
-what a clean checkout of the working tree holds), installed with ``--no-deps`` into a fresh
-virtual environment outside the repository, and run from a folder outside it. Third-party
-dependencies come from the interpreter running the tests through a folder of symlinks named in
-a ``.pth`` file: a path line adds that folder to ``sys.path`` after the new venv's own
-site-packages, and the ``.pth`` files inside it (the main venv's editable-install finder) are
-never processed; the project's own entries (its dist-info and editable finder) are left out.
+The wheel (built from a copy of the working tree) goes into a fresh virtual environment outside the
+repository with ``--no-deps``, its third-party dependencies linked from the interpreter running the tests
+(:mod:`tests.packaging.wheelkit`), and runs from a folder outside the repository.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import sysconfig
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.packaging.wheelkit import PACKAGES, ROOT, Installed, Wheel, install
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("sidecar", "filters", "adapters", "knowledge")
 CONFIGS = ("default", "dp", "hipaa", "k-anonymity", "passthrough")
 #: Data files the runtime reads through its packages (not through the repository).
 DATA_FILES = (
@@ -39,118 +29,10 @@ DATA_FILES = (
 HMAC_ENV = "QUERYLOG_HMAC_KEY"
 
 
-@dataclass(frozen=True)
-class Installed:
-    """A fresh venv (outside the repository) with the wheel installed, and where to run it."""
-
-    wheel: Path
-    source: Path
-    venv: Path
-    site: Path
-    work: Path
-    env: dict[str, str]
-
-    def run(self, *args: str, timeout: float = 120, extra_env: dict[str, str] | None = None):
-        """Run a command of the new venv (``bin/NAME``) in the work folder; returns the CompletedProcess."""
-        cmd = [str(self.venv / "bin" / args[0]), *args[1:]]
-        env = {**self.env, **(extra_env or {})}
-        return subprocess.run(cmd, cwd=self.work, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def _source_files() -> list[str]:
-    """Files of the working tree a build sees: tracked and untracked, minus what .gitignore ignores."""
-    try:
-        out = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=ROOT,
-            capture_output=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("git is needed to list the repository's files")
-    return [name for name in out.decode().split("\0") if name and (ROOT / name).is_file()]
-
-
-def _copy_source(dest: Path) -> Path:
-    """Copy the repository's files to dest (a clean tree: no build/, egg-info or caches)."""
-    for name in _source_files():
-        target = dest / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, target)
-    return dest
-
-
-def _dependency_folder(dest: Path) -> Path:
-    """Symlinks to the running interpreter's site-packages entries, minus this project's own."""
-    dest.mkdir()
-    own = {*PACKAGES, "querylog_config"}
-    for site in dict.fromkeys([sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]):
-        for entry in Path(site).iterdir():
-            name = entry.name
-            if (
-                name.startswith(("__editable__", "querylog_sidecar"))
-                or name.split(".")[0] in own
-                or entry.suffix == ".pth"
-                or (dest / name).exists()
-            ):
-                continue
-            (dest / name).symlink_to(entry)
-    return dest
-
-
-def _clean_env(tmp: Path, venv: Path) -> dict[str, str]:
-    """The environment for the installed commands: no repository on any path, HOME and caches in tmp."""
-    drop = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "NLTK_DATA")
-    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("QUERYLOG_")}
-    (tmp / "home").mkdir()
-    env.update(
-        HOME=str(tmp / "home"),
-        XDG_CACHE_HOME=str(tmp / "cache"),
-        PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-        PYTHONNOUSERSITE="1",
-        PYTHONDONTWRITEBYTECODE="1",
-    )
-    return env
-
-
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """Build the wheel, create a venv in tmp, expose the dependencies, install the wheel (--no-deps)."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    source = _copy_source(tmp / "src")
-    dist = tmp / "dist"
-    build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert build.returncode == 0, build.stderr[-3000:]
-    (wheel,) = dist.glob("querylog_sidecar-*.whl")
-
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
-    site = Path(
-        subprocess.run(
-            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    )
-    deps = _dependency_folder(tmp / "deps")
-    (site / "zz_querylog_test_deps.pth").write_text(f"{deps}\n", encoding="utf-8")
-    install = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert install.returncode == 0, install.stderr[-3000:]
-
-    work = tmp / "work"
-    work.mkdir()
-    return Installed(wheel, source, venv, site, work, _clean_env(tmp, venv))
+def installed(wheel: Wheel, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """A venv in tmp with the wheel installed (--no-deps), the dependencies linked from this interpreter's."""
+    return install(wheel, tmp_path_factory.mktemp("wheel"), linked=True)
 
 
 def test_wheel_ships_every_module_and_data_file(installed: Installed) -> None:

@@ -25,6 +25,8 @@ from typing import Any
 
 import click
 
+from sidecar.commandkit import needs_extras
+
 REPO = Path(__file__).resolve().parents[3]
 AOL_SAMPLE = REPO / ".." / "shared" / "data" / "aol-sample.tsv"
 
@@ -201,6 +203,7 @@ def table(
     return rows
 
 
+@needs_extras("audit")
 @click.command("anonymity")
 @click.option("--ks", default="2,5,10,20", show_default=True, help="Comma-separated k values.")
 @click.option("--users", default=10_000, show_default=True, help="Users of the generated log (0: skip it).")

@@ -32,6 +32,8 @@ from typing import Any
 
 import click
 
+from sidecar.commandkit import needs_extras
+
 DEFAULT_AOL = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "aol-sample.tsv"
 
 
@@ -146,6 +148,7 @@ def _csv_ints(text: str) -> list[int]:
         raise click.BadParameter(f"a comma-separated list of integers, got {text!r}") from exc
 
 
+@needs_extras("microaggregate")
 @click.command("microaggregate")
 @click.option("--users", "users_list", default="1000,10000", show_default=True, help="Generated log sizes (users).")
 @click.option(

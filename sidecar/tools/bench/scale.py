@@ -27,6 +27,8 @@ from pathlib import Path
 import click
 import yaml
 
+from sidecar.commandkit import needs_extras
+
 REPO = Path(__file__).resolve().parents[3]
 QUERYLOG = str(Path(sys.executable).with_name("querylog"))
 
@@ -130,6 +132,7 @@ def microaggregate(log: Path, out: Path, workers: int, seed: int) -> tuple[float
     return seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
 
 
+@needs_extras("dask", "microaggregate")
 @click.command("scale")
 @click.option("--events", default=1_000_000, show_default=True, help="Events in the generated log.")
 @click.option("--users", default=100_000, show_default=True, help="Users in the generated log.")

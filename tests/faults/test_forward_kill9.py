@@ -4,7 +4,8 @@ Peers nobody here wrote: npm ``@fluent-org/logger``'s ``FluentClient`` (PackedFo
 acks, its own event retries and reconnects) sends N uniquely numbered events to `querylog serve` (forward
 source → the default chain of config/default.yaml → forward sink with ``require_ack``), whose sink delivers
 into the same package's ``FluentServer``, which records every entry it receives. The sidecar is killed with
-SIGKILL at a random point of the stream (seeded), restarted on the same state folder and port, and the
+SIGKILL at a random point of the stream (seeded), restarted on the same state folder and port (the port it bound
+at the first start, read from its ``listening`` log event), and the
 client's retries finish. Then every event the client saw acknowledged must have reached the FluentServer at
 least once (from the outbox before the kill, or resent from it after the restart); duplicates are counted and
 printed. Skipped only where node/npm are absent (the package is installed into tests/.npm-cache).
@@ -12,11 +13,11 @@ printed. Skipped only where node/npm are absent (the package is installed into t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import threading
@@ -31,6 +32,7 @@ import yaml
 from helpers import QUERYLOG, ROOT, TEST_KEY
 from helpers.forward import fluent_logger_node, node_env
 from helpers.kb import kb_file
+from helpers.waiting import exited, wait_until
 
 from sidecar.state import DB_NAME
 
@@ -146,12 +148,6 @@ def fluent_node() -> Path:
     return fluent_logger_node("to drive @fluent-org/logger's FluentClient and FluentServer")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _default_chain() -> list[Any]:
     """config/default.yaml's filters, classify on the session's KB."""
     filters: list[Any] = yaml.safe_load((ROOT / "config" / "default.yaml").read_text(encoding="utf-8"))["filters"]
@@ -174,15 +170,6 @@ class Lines:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.items.append(json.loads(line))
-
-
-def _wait(cond: Callable[[], object], timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return bool(cond())
 
 
 def _wait_moving(cond: Callable[[], object], progress: Callable[[], int], stall: float = 60.0) -> bool:
@@ -209,21 +196,29 @@ def _outbox_events(state: Path) -> int:
         db.close()
 
 
-def _serve(config: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def _listening_ports(log: Path) -> list[int]:
+    """The ports of every ``listening`` event in serve's JSON log so far (one per start)."""
+    ports = []
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if isinstance(event, dict) and event.get("event") == "listening":
+                ports.append(int(event["port"]))
+    return ports
+
+
+def _serve(config: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Start serve (its JSON log appended to ``log``); once it logged ``listening``: the process and its port."""
     env = dict(os.environ, QUERYLOG_HMAC_KEY=TEST_KEY)
+    started = len(_listening_ports(log)) if log.exists() else 0
     with log.open("ab") as err:
         proc = subprocess.Popen([QUERYLOG, "serve", "--config", str(config)], env=env, stderr=err)
-
-    def listening() -> bool:
-        assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        except OSError:
-            return False
-
-    assert _wait(listening, 120), "the sidecar did not start listening"
-    return proc
+    ports = wait_until(
+        lambda: (found := _listening_ports(log))[started:] and found,
+        what="serve's listening event",
+        abort=exited(proc),
+    )
+    return proc, ports[started]
 
 
 @pytest.mark.slow
@@ -242,23 +237,23 @@ def test_every_acknowledged_event_reaches_fluent_server_across_kill9(fluent_node
     client: subprocess.Popen[str] | None = None
     try:
         downstream = Lines(server)
-        assert _wait(lambda: downstream.items or server.poll() is not None, 120), "FluentServer did not start"
-        assert downstream.items, f"FluentServer exited ({server.poll()}) before listening"
+        wait_until(lambda: downstream.items, what="FluentServer's port", abort=exited(server))
         server_port = int(downstream.items.pop(0)["port"])
 
-        port = _free_port()
         config = tmp_path / "sidecar.yaml"
         sink = {"address": f"127.0.0.1:{server_port}", "require_ack": True, "ack_timeout_seconds": 5,
                 "retry_initial_seconds": 0.05, "retry_max_seconds": 0.5}  # fmt: skip
         body = {
             "state_dir": "state",
-            "logging": {"level": "warning"},
-            "sources": [{"forward": {"listen": f"127.0.0.1:{port}"}}],
+            "logging": {"level": "info", "format": "json"},  # info: the listening event names the bound port
+            "sources": [{"forward": {"listen": "127.0.0.1:0"}}],
             "filters": _default_chain(),
             "sinks": [{"forward": sink}],
         }
         config.write_text(yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
-        sidecar = _serve(config, port, tmp_path / "sidecar.err")
+        sidecar, port = _serve(config, tmp_path / "sidecar.err")
+        body["sources"] = [{"forward": {"listen": f"127.0.0.1:{port}"}}]  # restarts: the port the client knows
+        config.write_text(yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
 
         out = tmp_path / "client-result.json"
         spec = {"port": port, "events": EVENTS, "batch": 500, "window": 5000, "ackTimeout": 5000, "attempts": 100,
@@ -285,7 +280,7 @@ def test_every_acknowledged_event_reaches_fluent_server_across_kill9(fluent_node
             sidecar.wait()
             in_outbox.append(_outbox_events(tmp_path / "state"))
             time.sleep(rng.uniform(0.0, 1.0))  # down for a while: the client reconnects and retries
-            sidecar = _serve(config, port, tmp_path / "sidecar.err")
+            sidecar, _ = _serve(config, tmp_path / "sidecar.err")
 
         assert _wait_moving(lambda: client.poll() is not None, acked_so_far), "the client stalled for 60 s"
         assert client.wait() == 0, progress.items[-3:]

@@ -22,6 +22,7 @@ import pytest
 from fluent import asyncsender, sender
 from helpers.certs import make_pki
 from helpers.forward import NODE_SCRIPTS, Served, node_env, write_sidecar_config
+from helpers.waiting import wait_until
 
 from adapters.forward.codec import ForwardCodec
 from adapters.forward.protocol import Entry, EventTime
@@ -44,15 +45,6 @@ EXPECTED = [
     Entry("app.search", EventTime(1141251180, 123456789), R2),
     Entry("app.click", 1141251190, {"AnonID": "9", "Query": ""}),
 ]
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 15.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
 
 
 def run_client(folder: Path, tmp_path: Path, spec: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
@@ -89,7 +81,7 @@ def test_fluent_client_modes(
     served = serve_forward()
     result = run_client(fluent_node, tmp_path, {"port": served.port, "mode": mode, "ack": ack})
     assert result["returncode"] == 0, result
-    assert wait_for(lambda: len(served.capture.events) == 3)
+    wait_until(lambda: len(served.capture.events) == 3, what="3 events delivered")
     assert sorted_entries(served.capture.entries()) == sorted_entries(EXPECTED)
     stats = served.source.stats()
     want_mode = {"Message": "message", "Forward": "forward"}.get(mode, "packed_forward")
@@ -252,7 +244,7 @@ def test_sink_into_fluent_server(
     server = node_server()
     out = sink_pipeline(address=f"127.0.0.1:{server.port}", **options)
     out.receive(RecordBatch(EXPECTED, ForwardCodec(), "test"))
-    assert wait_for(lambda: len(server.entries) == 3)
+    wait_until(lambda: len(server.entries) == 3, what="3 entries at the server")
     key = lambda e: (e["tag"], json.dumps(e["time"]))  # noqa: E731
     assert sorted(server.entries, key=key) == sorted(map(as_node_json, EXPECTED), key=key)
     sink = out.sinks[0]
@@ -282,7 +274,7 @@ def test_sink_handshake_and_tls_into_fluent_server(
         tls_ca_file=str(pki.ca),
     )
     out.receive(RecordBatch(EXPECTED, ForwardCodec(), "test"))
-    assert wait_for(lambda: len(server.entries) == 3)
+    wait_until(lambda: len(server.entries) == 3, what="3 entries at the server")
     sink = out.sinks[0]
     assert isinstance(sink, ForwardSink) and sink.outbox is not None and sink.outbox.drain(5)
     assert sink.client.handshake_failures == 0
@@ -299,7 +291,7 @@ def test_sink_with_a_wrong_key_keeps_its_batch(
     out.receive(RecordBatch(EXPECTED, ForwardCodec(), "test"))
     sink = out.sinks[0]
     assert isinstance(sink, ForwardSink)
-    assert wait_for(lambda: sink.client.handshake_failures >= 1)
+    wait_until(lambda: sink.client.handshake_failures >= 1, what="a failed handshake")
     assert sink.outbox is not None and sink.outbox.pending().events == 3 and server.entries == []
 
 
@@ -328,7 +320,7 @@ def test_client_to_source_to_sink_to_server(
                        "repeat": 50}  # fmt: skip
         result = run_client(fluent_node, tmp_path, client_spec)
         assert result["returncode"] == 0 and result["emitted"] == 150, result
-        assert wait_for(lambda: len(server.entries) == 150)
+        wait_until(lambda: len(server.entries) == 150, what="150 entries at the server")
         assert {e["tag"] for e in server.entries} == {"app.search", "app.click"}
     finally:
         source.stop(1.0)
@@ -347,7 +339,7 @@ def test_fluent_logger_sender(serve_forward: Serve) -> None:
     assert ns.emit("search", {"AnonID": "5", "Query": "fluent"})
     s.close()
     ns.close()
-    assert wait_for(lambda: len(served.capture.events) == 2)
+    wait_until(lambda: len(served.capture.events) == 2, what="2 events delivered")
     first, second = sorted(served.capture.entries(), key=lambda e: e.record["AnonID"])
     assert first == Entry("py.search", 1141251120, R1)
     assert second.tag == "py.search" and isinstance(second.time, EventTime)
@@ -361,5 +353,5 @@ def test_fluent_logger_async_sender(serve_forward: Serve) -> None:
     for i in range(100):
         s.emit_with_time("bulk", 1141251120 + i, {"AnonID": str(i), "Query": f"q{i}"})
     s.close()
-    assert wait_for(lambda: len(served.capture.events) == 100)
+    wait_until(lambda: len(served.capture.events) == 100, what="100 events delivered")
     assert sorted(int(e.record["AnonID"]) for e in served.capture.entries()) == list(range(100))

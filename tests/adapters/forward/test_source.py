@@ -7,7 +7,6 @@ import gzip
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 import structlog
 from helpers.certs import make_pki
 from helpers.forward import Capture, RawClient, Served
+from helpers.waiting import wait_until
 
 from adapters.forward.protocol import (
     Entry,
@@ -39,15 +39,6 @@ Connect = Callable[..., RawClient]
 def str_packed_forward(tag: str, blob: bytes, option: dict[str, Any]) -> bytes:
     """PackedForward with the entries in a msgpack str (str32: d9 would limit them to 255 bytes), as Fluentd sends."""
     return b"\x93" + packb(tag) + b"\xdb" + len(blob).to_bytes(4, "big") + blob + packb(option)
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
 
 
 class TestModesAndAcks:
@@ -85,7 +76,7 @@ class TestModesAndAcks:
         served = serve_forward()
         c = clients(served.port)
         c.send(["app", 1, R1])
-        assert wait_for(lambda: len(served.capture.events) == 1)
+        wait_until(lambda: len(served.capture.events) == 1, what="the event delivered")
         with pytest.raises(TimeoutError):
             c.read(timeout=0.2)
 
@@ -152,7 +143,7 @@ class TestBadPeers:
         bad = clients(served.port)
         bad.send(data)
         assert bad.closed_by_server()
-        assert wait_for(lambda: served.source.stats().get(f"closed_{reason}") == 1), served.source.stats()
+        wait_until(lambda: served.source.stats().get(f"closed_{reason}") == 1, what=f"a close counted as {reason}")
         good.send(["app", 1, R1, {"chunk": "ok"}])
         assert good.read() == {"ack": "ok"}
 
@@ -192,7 +183,7 @@ class TestBadPeers:
         served = serve_forward()
         idle = [socket.create_connection(("127.0.0.1", served.port)) for _ in range(1000)]
         try:
-            assert wait_for(lambda: served.source.stats()["connections_open"] >= 1000, 20)
+            wait_until(lambda: served.source.stats()["connections_open"] >= 1000, what="1,000 connections open")
             c = clients(served.port)
             c.send(["app", 1, R1, {"chunk": "busy"}])
             assert c.read() == {"ack": "busy"}
@@ -207,7 +198,7 @@ class TestBadPeers:
             u.settimeout(5)
             u.sendto(b"\x00", ("127.0.0.1", served.port))
             assert u.recvfrom(16)[0] == b"\x00"
-        assert wait_for(lambda: served.source.stats().get("heartbeats_answered") == 1)
+        wait_until(lambda: served.source.stats().get("heartbeats_answered") == 1, what="the heartbeat counted")
 
 
 class TestHandshake:
@@ -327,7 +318,6 @@ class TestTls:
         plain.send(["app", 1, R1, {"chunk": "plain"}])
         assert plain.closed_by_server()
         assert len(served.capture.events) == 1
-
 
     def test_mutual_tls(self, serve_forward: Serve, clients: Connect, tmp_path: Path) -> None:
         """With tls_client_ca_file a client with a certificate from that CA is served; one without a certificate,

@@ -9,7 +9,6 @@ import http.client
 import socket
 import ssl
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import structlog
 from helpers.certs import make_pki
 from helpers.configs import report_invalid_lines
 from helpers.httptest import Served, lines, post
+from helpers.waiting import wait_until
 
 from adapters.http.source import decompress, split_records
 from sidecar.api import Event, Sink
@@ -172,7 +172,9 @@ class TestUnavailable:
     def test_503_backpressure_when_an_outbox_is_full(self, serve: Any, tmp_path: Path) -> None:
         """An http sink whose peer is down and whose outbox holds its bound: the next body is refused before
         the chain runs (503), and /health names the full outbox."""
-        dead_port = _free_port()
+        dead = socket.socket()  # bound, never listening: a connection to it is refused (and no one else gets it)
+        dead.bind(("127.0.0.1", 0))
+        dead_port = dead.getsockname()[1]
         served: Served = serve(
             sinks_yaml=f"sinks:\n  - http: {{url: 'http://127.0.0.1:{dead_port}/', outbox_max_batches: 1, "
             "retry_initial_seconds: 5, close_drain_seconds: 0}\n"
@@ -185,12 +187,7 @@ class TestUnavailable:
         health = conn.getresponse().read()
         conn.close()
         assert b'"backpressure": "http_127_0_0_1_' in health
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        dead.close()
 
 
 class TestAuth:
@@ -227,16 +224,13 @@ class TestAuth:
         assert served.out.read_bytes() == lines(AOL[0], AOL[2])
 
 
-def _wait_refused(port: int, timeout: float = 30.0) -> None:
-    """Until a connection to ``port`` is refused (the listener is closed)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        except ConnectionRefusedError:
-            return
-        assert time.monotonic() < deadline, f"port {port} still accepts after {timeout} s"
-        time.sleep(0.01)
+def _refused(port: int) -> bool:
+    """A connection to ``port`` is refused (the listener is closed)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except ConnectionRefusedError:
+        return True
+    return False
 
 
 class TestConnections:
@@ -250,10 +244,8 @@ class TestConnections:
                 if i == 0:
                     s.sendall(b"POST / HTTP/1.1\r\nContent-Le")
                 idle.append(s)
-            started = time.monotonic()
-            answer = post(served.port, lines(AOL[0]))
+            answer = post(served.port, lines(AOL[0]))  # answered, not timed out (10 s) behind the idle ones
             assert answer.status == 200
-            assert time.monotonic() - started < 10  # answered, not timed out behind the idle ones
             assert served.source.stats()["open_connections"] >= 200
         finally:
             for s in idle:
@@ -263,19 +255,13 @@ class TestConnections:
         """One connection over max_connections is answered 503 at once and closed; freed room is usable again."""
         served: Served = serve(max_connections=2)
         held = [socket.create_connection(("127.0.0.1", served.port), timeout=10) for _ in range(2)]
-        deadline = time.monotonic() + 30  # the server counts them (not a fixed sleep a slow machine may outlast)
-        while served.source.stats().get("open_connections", 0) < 2:
-            assert time.monotonic() < deadline, "the server did not take the two connections in 30 s"
-            time.sleep(0.01)
+        wait_until(lambda: served.source.stats().get("open_connections", 0) >= 2, what="the two connections taken")
         with socket.create_connection(("127.0.0.1", served.port), timeout=10) as extra:
             answer = extra.makefile("rb").read()
         assert answer.startswith(b"HTTP/1.1 503 ") and answer.endswith(b'{"error": "too_many_connections"}\n')
         for s in held:
             s.close()
-        deadline = time.monotonic() + 5
-        while post(served.port, lines(AOL[0])).status != 200:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: post(served.port, lines(AOL[0])).status == 200, what="a POST taken once room is freed")
 
     def test_idle_timeout_closes_a_silent_connection(self, serve: Any) -> None:
         served: Served = serve(idle_timeout_seconds=0.3)
@@ -303,7 +289,7 @@ class TestConnections:
         assert entered.wait(5)
         stopper = threading.Thread(target=served.source.stop, kwargs={"grace": 5})
         stopper.start()
-        _wait_refused(served.port)  # the stop closed the listener: it is on to waiting for the request
+        wait_until(lambda: _refused(served.port), what="the listener closed")  # stop is waiting for the request
         gate.set()
         worker.join(5)
         stopper.join(10)

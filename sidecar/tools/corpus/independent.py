@@ -31,11 +31,14 @@ checks the committed file is what this module produces).
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import random
 import string
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+
+from sidecar.tools.corpus.independent_formats import FORMATS, Planted
 
 Gold = list[tuple[int, int, str]]
 Item = tuple[str, Gold]
@@ -66,11 +69,7 @@ NAME_KINDS: tuple[str, ...] = ("name",)
 ADDRESS_KINDS: tuple[str, ...] = ("street", "town")
 """A street address is planted as its street part and the town after it."""
 
-# --- public format definitions --------------------------------------------------------------
-_MBI_LETTERS = "".join(c for c in string.ascii_uppercase if c not in "SLOIBZ")
-_ITIN_GROUPS = [*range(50, 66), *range(70, 89), *range(90, 93), *range(94, 100)]
-_VIN_CHARS = "".join(c for c in string.ascii_uppercase + string.digits if c not in "IOQ")
-_HEX_LETTERS = "abcdef"
+# --- public definitions of addresses (the identifier formats: :mod:`.independent_formats`) -----
 # USPS Publication 28, appendix C1: primary street suffixes and their standard abbreviations
 _USPS_SUFFIXES = [
     "Street",
@@ -167,23 +166,9 @@ class IndependentCorpus:
         towns = {(c["name"], c["admin1code"]) for c in gc.get_cities().values() if c["countrycode"] == "US"}
         self.towns = sorted(towns)
         self.states = {code: s["name"] for code, s in gc.get_us_states().items()}
-        self.makers: dict[str, Callable[[random.Random], Item]] = {
-            "name": self.name,
-            "street": self.address,
-            "mbi": self.mbi,
-            "itin": self.itin,
-            "ssn_dotted": self.ssn_dotted,
-            "mac": self.mac,
-            "ipv6": self.ipv6,
-            "phone_nanp": self.phone_nanp,
-            "phone_e164": self.phone_e164,
-            "phone_national": self.phone_national,
-            "license": self.license,
-            "vin": self.vin,
-            "card": self.card,
-            "cued_value": self.cued_value,
-            "serial": self.serial,
-        }
+        self.makers: dict[str, Callable[[random.Random], Item]] = {"name": self.name, "street": self.address}
+        for kind, make in FORMATS.items():
+            self.makers[kind] = functools.partial(self._plant_format, make, kind)
 
     @staticmethod
     def _census(path: str, out: list[str], cum: list[float], limit: int | None = None) -> None:
@@ -216,12 +201,12 @@ class IndependentCorpus:
         start = len(pre)
         return pre + value + post, [(start, start + len(value), kind)]
 
-    @staticmethod
-    def _case(r: random.Random, value: str) -> str:
-        x = r.random()
-        return value.lower() if x < 0.35 else value.upper() if x < 0.7 else value
+    def _plant_format(self, make: Callable[[random.Random], Planted], kind: str, r: random.Random) -> Item:
+        """One of the identifier formats, drawn and planted in one of its templates."""
+        value, templates = make(r)
+        return self._plant(r, templates, value, kind)
 
-    # --- one maker per kind -------------------------------------------------------------------
+    # --- names and addresses ------------------------------------------------------------------
     def name(self, r: random.Random) -> Item:
         first = self._pick(r, self.first, self.first_cum)
         last = self._pick(r, self.last, self.last_cum)
@@ -292,209 +277,6 @@ class IndependentCorpus:
     def po_box(self, r: random.Random) -> Item:
         value = r.choice(["PO Box", "P.O. Box", "po box"]) + f" {r.randint(1, 99999)}"
         return self._plant(r, ["{}", "{w} {}", "{} {w}"], value, "street")
-
-    def mbi(self, r: random.Random) -> Item:
-        def alnum() -> str:
-            return r.choice(_MBI_LETTERS + string.digits)
-
-        c = [
-            r.choice("123456789"),
-            r.choice(_MBI_LETTERS),
-            alnum(),
-            r.choice(string.digits),
-            r.choice(_MBI_LETTERS),
-            alnum(),
-            r.choice(string.digits),
-            r.choice(_MBI_LETTERS),
-            r.choice(_MBI_LETTERS),
-            r.choice(string.digits),
-            r.choice(string.digits),
-        ]
-        raw = "".join(c)
-        value = f"{raw[:4]}-{raw[4:7]}-{raw[7:]}" if r.random() < 0.4 else raw
-        templates = ["{}", "mbi {}", "medicare number {}", "{w} {}", "{} {w}", "new medicare card {}", "my mbi is {}"]
-        return self._plant(r, templates, self._case(r, value), "mbi")
-
-    def itin(self, r: random.Random) -> Item:
-        area, group, serial = r.randint(0, 99), r.choice(_ITIN_GROUPS), r.randint(0, 9999)
-        sep = r.choice(["-", "-", " ", ""])
-        value = f"9{area:02d}{sep}{group}{sep}{serial:04d}"
-        templates = ["itin {}", "{}", "{w} {}", "taxpayer id {}", "{} tax return", "itin number {} {w}"]
-        return self._plant(r, templates, value, "itin")
-
-    def ssn_dotted(self, r: random.Random) -> Item:
-        area = r.choice([n for n in range(1, 900) if n != 666])
-        value = f"{area:03d}.{r.randint(1, 99):02d}.{r.randint(1, 9999):04d}"
-        return self._plant(r, ["{}", "ssn {}", "{w} {}", "{} {w}", "social security {}"], value, "ssn_dotted")
-
-    def mac(self, r: random.Random) -> Item:
-        if r.random() < 0.25:
-            octets = ["".join(r.choice(_HEX_LETTERS) for _ in range(2)) for _ in range(6)]
-        else:
-            octets = [f"{r.randint(0, 255):02x}" for _ in range(6)]
-        style = r.random()
-        if style < 0.35:
-            value = ":".join(octets)
-        elif style < 0.7:
-            value = "-".join(octets)
-        else:
-            h = "".join(octets)
-            value = ".".join(h[i : i + 4] for i in range(0, 12, 4))
-        templates = ["{}", "mac {}", "{w} {}", "{} {w}", "block device {}", "router {} {w}"]
-        return self._plant(r, templates, value.upper() if r.random() < 0.4 else value, "mac")
-
-    def ipv6(self, r: random.Random) -> Item:
-        import ipaddress
-
-        groups = [r.randint(0, 0xFFFF) for _ in range(8)]
-        style = r.random()
-        if style < 0.3:
-            groups[0], groups[1] = 0x2001, 0x0DB8
-            for i in range(r.randint(2, 5), r.randint(5, 7)):
-                groups[i] = 0
-        elif style < 0.5:
-            groups[0], groups[1], groups[2], groups[3] = 0xFE80, 0, 0, 0
-        elif style < 0.6:
-            groups = [0] * 7 + [1]
-        value = ipaddress.IPv6Address(sum(g << (16 * (7 - i)) for i, g in enumerate(groups))).compressed
-        templates = ["{}", "ping {}", "{w} {}", "{}.", "{},", "({})", "{}?", "is {} {w}", "{}; {w}", "ip {}!"]
-        return self._plant(r, templates, value, "ipv6")
-
-    def phone_nanp(self, r: random.Random) -> Item:
-        a, b, c = r.randint(200, 999), r.randint(200, 999), r.randint(0, 9999)
-        form = r.choice(["({a}) {b}-{c:04d}", "{a}-{b}-{c:04d}", "{a}.{b}.{c:04d}", "1 ({a}) {b}-{c:04d}"])
-        value = form.format(a=a, b=b, c=c)
-        return self._plant(r, ["{}", "call {}", "{w} {}", "{} {w}", "tel: {}"], value, "phone_nanp")
-
-    def phone_e164(self, r: random.Random) -> Item:
-        cc, length = r.choice([("1", 10), ("44", 10), ("49", 11), ("33", 9), ("91", 10), ("61", 9), ("81", 10)])
-        digits = str(r.randint(2, 9)) + "".join(r.choice(string.digits) for _ in range(length - 1))
-        value = f"+{cc}{digits}" if r.random() < 0.5 else f"+{cc} {digits[:3]} {digits[3:6]} {digits[6:]}"
-        return self._plant(r, ["{}", "whatsapp {}", "{w} {}", "{} {w}"], value, "phone_e164")
-
-    def phone_national(self, r: random.Random) -> Item:
-        def d(n: int) -> str:
-            return "".join(r.choice(string.digits) for _ in range(n))
-
-        country = r.choice(["uk", "de", "fr", "in", "au", "jp", "it", "nl", "es"])
-        if country == "uk":
-            value = r.choice(
-                [f"020 {r.randint(7, 8)}{d(3)} {d(4)}", f"07{r.randint(4, 9)}{d(2)} {d(6)}", f"(01{d(3)}) {d(6)}"]
-            )
-        elif country == "de":
-            value = r.choice([f"030 {d(8)}", f"0171 {d(7)}", f"089/{d(7)}", f"040-{d(7)}"])
-        elif country == "fr":
-            sep = r.choice([" ", "."])
-            value = sep.join([f"0{r.randint(1, 9)}", d(2), d(2), d(2), d(2)])
-        elif country == "in":
-            value = r.choice(
-                [f"0{r.randint(7, 9)}{d(4)} {d(5)}", f"0{r.randint(11, 99)} {d(8)}", f"0{r.randint(7, 9)}{d(9)}"]
-            )
-        elif country == "au":
-            value = r.choice([f"(0{r.randint(2, 8)}) {d(4)} {d(4)}", f"04{d(2)} {d(3)} {d(3)}"])
-        elif country == "jp":
-            value = r.choice([f"03-{d(4)}-{d(4)}", f"090-{d(4)}-{d(4)}", f"06-{d(4)}-{d(4)}"])
-        elif country == "it":
-            value = r.choice([f"06 {d(4)} {d(4)}", f"02 {d(8)}", f"3{d(2)} {d(3)} {d(4)}"])
-        elif country == "nl":
-            value = r.choice([f"020-{d(7)}", f"06-{d(8)}", f"010 {d(3)} {d(4)}"])
-        else:
-            value = r.choice([f"9{d(2)} {d(3)} {d(3)}", f"6{d(2)} {d(2)} {d(2)} {d(2)}"])
-        templates = ["{}", "tel {}", "{w} {}", "{} {w}", "phone {}", "call {} {w}"]
-        return self._plant(r, templates, value, "phone_national")
-
-    def license(self, r: random.Random) -> Item:
-        def d(n: int) -> str:
-            return "".join(r.choice(string.digits) for _ in range(n))
-
-        def a(n: int) -> str:
-            return "".join(r.choice(string.ascii_uppercase) for _ in range(n))
-
-        value = r.choice(
-            [
-                f"{a(1)}{d(7)}",  # CA
-                f"{a(1)}{d(3)}-{d(3)}-{d(2)}-{d(3)}-{d(1)}",  # FL
-                f"{a(1)}{d(3)}-{d(4)}-{d(4)}",  # IL
-                f"{d(3)} {d(3)} {d(3)}",  # NY
-                d(8),  # TX
-                f"{a(5)}{a(2)}{d(3)}{a(1)}{d(1)}",  # WA (pre-2018)
-                f"{a(1)}{d(12)}",  # MI, MN
-                f"{d(2)}-{d(3)}-{d(4)}",  # PA-like
-            ]
-        )
-        if r.random() < 0.3:
-            value = value.lower()
-        templates = [
-            "drivers license {}",
-            "driver license number {}",
-            "dl# {}",
-            "license no: {}",
-            "{w} drivers license {}",
-            "drivers license {} {w}",
-        ]
-        return self._plant(r, templates, value, "license")
-
-    def vin(self, r: random.Random) -> Item:
-        value = "".join(r.choice(_VIN_CHARS) for _ in range(17))
-        if r.random() < 0.4:
-            value = value.lower()
-        templates = ["vin {}", "vin: {}", "vin number {}", "{w} vin {}", "vin# {} {w}", "vin lookup {}"]
-        return self._plant(r, templates, value, "vin")
-
-    def card(self, r: random.Random) -> Item:
-        digits = r.choice("3456") + "".join(r.choice(string.digits) for _ in range(15))
-        style = r.random()
-        if style < 0.4:
-            value = " ".join(digits[i : i + 4] for i in range(0, 16, 4))
-        elif style < 0.6:
-            value = "-".join(digits[i : i + 4] for i in range(0, 16, 4))
-        else:
-            value = digits
-        templates = ["visa {}", "credit card {}", "{} visa", "mastercard {}", "card number {}", "my credit card {} {w}"]
-        return self._plant(r, templates, value, "card")
-
-    def cued_value(self, r: random.Random) -> Item:
-        def code() -> str:
-            n = r.randint(6, 12)
-            chars = [r.choice(string.ascii_uppercase + string.digits) for _ in range(n)]
-            chars[r.randrange(n)] = r.choice(string.digits)
-            chars[r.randrange(n)] = r.choice(string.digits)
-            return "".join(chars)
-
-        cue = r.choice(
-            [
-                "member id:",
-                "account number:",
-                "policy no.:",
-                "patient id:",
-                "medical record number:",
-                "account number for my {w}",
-                "member id on the card",
-                "policy number of my {w}",
-                "customer number is",
-                "claim number for {w}",
-            ]
-        )
-        value = code()
-        return self._plant(
-            r, [cue + " {}", cue + " {} {w}"], value.lower() if r.random() < 0.3 else value, "cued_value"
-        )
-
-    def serial(self, r: random.Random) -> Item:
-        n = r.randint(8, 13)
-        chars = [r.choice(string.ascii_uppercase) for _ in range(n)]
-        for _ in range(r.randint(0, 2)):
-            chars[r.randrange(n)] = r.choice(string.digits)
-        value = "".join(chars)
-        templates = [
-            "serial number {}",
-            "serial {}",
-            "s/n {}",
-            "serial no: {}",
-            "{w} serial number {}",
-            "serial # {} {w}",
-        ]
-        return self._plant(r, templates, value.lower() if r.random() < 0.3 else value, "serial")
 
     def ordinary(self, r: random.Random) -> Item:
         style = r.random()

@@ -76,7 +76,8 @@ def dp_cmd(
     from knowledge import load_kb
     from sidecar.commandkit import load
     from sidecar.tools.audit.logs import read_log
-    from sidecar.tools.evaluate.dp import SETTINGS, html_report, markdown, plot_png, run_evaluation, to_json
+    from sidecar.tools.evaluate.dp import SETTINGS, run_evaluation
+    from sidecar.tools.evaluate.dp_report import html_report, markdown, plot_png, to_json
 
     try:
         eps = [float(e) for e in epsilons.split(",") if e.strip()]

@@ -39,12 +39,13 @@ from collections import Counter
 import numpy as np
 import scipy.sparse as sp  # type: ignore[import-untyped]  # scipy ships no type information
 
-from adapters.microaggregate.aggregate import Progress, Result, apportion
+from adapters.microaggregate.aggregate import Progress, Result
 from adapters.microaggregate.classified import Classify, Floats, Ints, Queries, prepare
 from adapters.microaggregate.log import UserLog
 from adapters.microaggregate.mdav import mdav
 from adapters.microaggregate.odp import classification_matrix
 from adapters.microaggregate.representative import Representatives
+from adapters.microaggregate.shares import apportion
 
 
 def level_weights(q: Queries) -> Floats:

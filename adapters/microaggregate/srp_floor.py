@@ -1,7 +1,7 @@
 """Which representative each ``mdav`` cluster of a block releases: the least information loss (paper 003's ILR)
 that keeps the block's mean SRP (paper 002 eq. 4) above the random-partition line ``1/k`` at L1..L5.
 
-Every cluster offers candidate representatives (:func:`~adapters.microaggregate.aggregate.options`), all with
+Every cluster offers candidate representatives (:func:`~adapters.microaggregate.shares.options`), all with
 §3.2.3's size and quotas. A candidate's *cost* is its members' summed ILR, ``Σ |H_u - H| / H_u`` over the members
 with ``H_u > 0``; its *remain* at level ``l`` is its members' summed SRP, ``Σ_c min(n_u(c), n'(c)) / χ_u`` over
 the members with ``χ_u > 0`` (their queries classified down to level ``l``), the categories being the knowledge
@@ -31,7 +31,7 @@ import numpy.typing as npt
 from adapters.microaggregate.information import entropy_bits
 
 if TYPE_CHECKING:
-    from adapters.microaggregate.aggregate import Member
+    from adapters.microaggregate.shares import Member
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.intp]

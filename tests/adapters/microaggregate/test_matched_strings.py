@@ -13,16 +13,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.microaggregate.aggregate import (
-    THRESHOLDS,
-    Member,
-    entropy_bits,
-    microaggregate_mdav,
-    microaggregate_mdav_paper,
-    options,
-    output_events,
-)
+from adapters.microaggregate.aggregate import microaggregate_mdav, microaggregate_mdav_paper, output_events
+from adapters.microaggregate.information import entropy_bits
 from adapters.microaggregate.log import read_log, write_log
+from adapters.microaggregate.shares import THRESHOLDS, Member, options
 from sidecar.tools.audit.measures_microagg import entropy, ilr
 from sidecar.tools.generate.synthetic import generate_log
 

@@ -14,10 +14,11 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.microaggregate.aggregate import THRESHOLDS, Member, microaggregate_mdav, options
+from adapters.microaggregate.aggregate import microaggregate_mdav
 from adapters.microaggregate.blocks import run_blocked
 from adapters.microaggregate.classified import kb_classify, node_table
 from adapters.microaggregate.log import read_log
+from adapters.microaggregate.shares import THRESHOLDS, Member, options
 from adapters.microaggregate.srp_floor import SRP_LEVELS, SRP_MARGIN, Scored, pick, score
 from sidecar.cli import main
 from sidecar.tools.audit.measures_microagg import ilr, srp

@@ -16,7 +16,8 @@ import pytest
 import yaml
 from helpers import QUERYLOG, GeneratedLog
 
-from sidecar.tools.generate.synthetic import HEADER, IDENTIFIER_KINDS, generate_log
+from sidecar.tools.generate.identities import IDENTIFIER_KINDS
+from sidecar.tools.generate.synthetic import HEADER, generate_log
 from sidecar.tools.generate.vocabulary import VOCABULARY
 
 ODP = {

@@ -33,13 +33,12 @@ from datetime import date, timedelta
 from random import Random
 from typing import IO, TextIO
 
+from sidecar.tools.generate.identities import plan_plants
 from sidecar.tools.generate.vocabulary import Category, Vocabulary, Zipf, fill, load_vocabulary
 
 HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n"
 FIRST_DAY = date(2006, 3, 1)
 DAYS = 92  # 2006-03-01 .. 2006-05-31, the AOL release's three months
-IDENTIFIER_KINDS = ("name", "phone", "email", "ssn", "address", "zip", "dob")
-PLANTING_USER_SHARE = 0.04  # share of users who type a planted identifier at least once
 
 
 @dataclass(frozen=True)
@@ -159,84 +158,66 @@ def _refine(rng: Random, vocab: Vocabulary, user: _User, cat: Category, prev: st
     return f"{topic} in {city}" if rng.random() < 0.5 else f"{topic} {city}"
 
 
-# --- planted identifiers --------------------------------------------------------------
-
-
-class _Identity:
-    """A person's identifiers, as one planting user would type them."""
-
-    AREA_CODES = ("614", "713", "312", "602", "407", "404", "214", "619", "704", "303", "813", "313", "901", "502")
-
-    def __init__(self, prng: Random, vocab: Vocabulary) -> None:
-        first, last = vocab.first_names.pick(prng), vocab.last_names.pick(prng)
-        self.city = prng.choice(vocab.cities)
-        name = f"{first} {last}"
-        self.name = name.title() if prng.random() < 0.2 else name
-        area, exch, num = prng.choice(self.AREA_CODES), prng.randint(201, 989), prng.randint(0, 9999)
-        self.phone = prng.choice(
-            (
-                f"{area}-{exch}-{num:04d}",
-                f"({area}) {exch}-{num:04d}",
-                f"{area}{exch}{num:04d}",
-                f"{area} {exch} {num:04d}",
-            )
-        )
-        year = prng.randint(1940, 1992)
-        user_part = prng.choice((f"{first}{last}", f"{first[0]}{last}", f"{first}_{last}", f"{last}{first[0]}"))
-        self.email = f"{user_part}{prng.choice(('', str(year % 100), str(prng.randint(1, 999))))}@" + str(
-            vocab.email_domains.pick(prng)
-        )
-        ssn_area = prng.choice((prng.randint(1, 665), prng.randint(667, 899)))
-        ssn = (ssn_area, prng.randint(1, 99), prng.randint(1, 9999))
-        self.ssn = prng.choice(
-            (
-                f"{ssn[0]:03d}-{ssn[1]:02d}-{ssn[2]:04d}",
-                f"{ssn[0]:03d}{ssn[1]:02d}{ssn[2]:04d}",
-                f"{ssn[0]:03d} {ssn[1]:02d} {ssn[2]:04d}",
-            )
-        )
-        self.address = f"{prng.randint(100, 19999)} {prng.choice(vocab.streets)} {prng.choice(vocab.street_types)}"
-        self.zip = f"{prng.randint(1001, 99950):05d}"
-        month, day = prng.randint(1, 12), prng.randint(1, 28)
-        months = (
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
-        )
-        self.dob = prng.choice(
-            (
-                f"{month:02d}/{day:02d}/{year}",
-                f"{month}/{day}/{year}",
-                f"{months[month - 1]} {day} {year}",
-                f"{month}-{day}-{year % 100:02d}",
-            )
-        )
-
-    def query(self, prng: Random, kind: str) -> tuple[str, str]:
-        """A query carrying the identifier of ``kind``; returns (query, the identifier as typed)."""
-        v: str = getattr(self, kind)
-        templates = {
-            "name": ("{v}", "{v} {city}", "{v} obituary", "{v} myspace", "{v} phone number", '"{v}"'),
-            "phone": ("{v}", "{v} phone", "reverse lookup {v}", "who called me {v}"),
-            "email": ("{v}", "email {v}", "{v} password"),
-            "ssn": ("{v}", "ssn {v}", "social security number {v}"),
-            "address": ("{v}", "{v} {city}", "{v} map"),
-            "zip": ("{v}", "weather {v}", "{v} zip code"),
-            "dob": ("born {v}", "dob {v}", "{v} birthday"),
-        }[kind]
-        return prng.choice(templates).format(v=v, city=self.city), v
-
-
 # --- the log --------------------------------------------------------------------------
+
+
+def _choose_query(
+    rng: Random,
+    vocab: Vocabulary,
+    user: _User,
+    cat: Category,
+    j: int,
+    history: list[tuple[str, str | None, str]],
+    prev: str | None,
+    topic: str,
+) -> tuple[str, str | None, str, Category, bool]:
+    """The ``j``-th query of a session: re-found, navigational, refined, resubmitted or fresh (perhaps in another
+    of the user's categories, perhaps misspelt first). Returns (query, navigational host, topic, category, typo)."""
+    nav_host: str | None = None
+    r = rng.random()
+    typo = False
+    if j == 0 and history and r < 0.22:
+        q, nav_host, topic = rng.choice(history)  # re-finding
+    elif r < user.p_nav * (1.6 if j == 0 else 0.6):
+        q, nav_host = user.nav.pick(rng)
+    elif prev is not None and r < 0.62:
+        q = _refine(rng, vocab, user, cat, prev, topic)
+    elif prev is not None and r < 0.70:
+        q = prev  # next page of results / re-submitted
+    else:
+        if prev is not None and rng.random() < 0.15:
+            cat = user.categories.pick(rng)
+        q, topic = _topical(rng, vocab, user, cat)
+        typo = len(q) > 5 and rng.random() < 0.04
+    return q, nav_host, topic, cat, typo
+
+
+def _clicks(rng: Random, user: _User, cat: Category, q: str, topic: str, nav_host: str | None) -> list[tuple[int, str]]:
+    """The results a query's user clicks, (rank, host) each: none, or one to four distinct ranks skewed to 1 (a
+    navigational query's site on top)."""
+    clicks: list[tuple[int, str]] = []
+    if rng.random() < user.p_click:
+        n = 1
+        while n < 4 and rng.random() < 0.25:
+            n += 1
+        ranks: list[int] = []
+        for _ in range(n):
+            rank = _RANKS.pick(rng)
+            if rank not in ranks:
+                ranks.append(rank)
+        if nav_host is not None and rng.random() < 0.85:
+            ranks[0] = 1  # navigational: the site itself, on top
+            ranks = list(dict.fromkeys(ranks))
+        for rank in ranks:
+            if nav_host is not None and rank == 1:
+                host = nav_host
+            elif rng.random() < 0.2:
+                head = "".join(ch for ch in (topic if nav_host is None else q) if ch.isalnum())[:30]
+                host = f"www.{head or 'search'}.com"
+            else:
+                host = cat.hosts.pick(rng)
+            clicks.append((rank, host))
+    return clicks
 
 
 def _user_lines(
@@ -259,14 +240,7 @@ def _user_lines(
     sessions = max(1.0, n_queries / 3.0)
     mean_gap = active_days * 86400 / sessions
     end = DAYS * 86400 - 1
-
-    # planted identifiers: which query submissions carry one (own random stream)
-    plants: dict[int, str] = {}
-    identity: _Identity | None = None
-    if prng is not None and prng.random() < PLANTING_USER_SHARE:
-        identity = _Identity(prng, vocab)
-        for _ in range(1 + int(prng.expovariate(0.9))):
-            plants[prng.randrange(n_queries)] = prng.choice(IDENTIFIER_KINDS)
+    identity, plants = plan_plants(prng, vocab, n_queries)  # which query submissions carry one (own stream)
 
     lines: list[str] = []
     history: list[tuple[str, str | None, str]] = []  # (query, nav host, topic) for re-finding
@@ -280,50 +254,14 @@ def _user_lines(
         for j in range(session_len):
             if done >= n_queries or t >= end:
                 break
-            nav_host: str | None = None
-            r = rng.random()
-            typo = False
-            if j == 0 and history and r < 0.22:
-                q, nav_host, topic = rng.choice(history)  # re-finding
-            elif r < user.p_nav * (1.6 if j == 0 else 0.6):
-                q, nav_host = user.nav.pick(rng)
-            elif prev is not None and r < 0.62:
-                q = _refine(rng, vocab, user, cat, prev, topic)
-            elif prev is not None and r < 0.70:
-                q = prev  # next page of results / re-submitted
-            else:
-                if prev is not None and rng.random() < 0.15:
-                    cat = user.categories.pick(rng)
-                q, topic = _topical(rng, vocab, user, cat)
-                typo = len(q) > 5 and rng.random() < 0.04
+            q, nav_host, topic, cat, typo = _choose_query(rng, vocab, user, cat, j, history, prev, topic)
             when = w.when(t)
             if typo:  # the misspelt attempt first, no click, then the corrected query
                 lines.append(f"{uid}\t{_typo(rng, q)}\t{when}\t\t\n")
                 t += 5 + rng.expovariate(1 / 20)
                 when = w.when(min(t, end))
-            # clicks (drawn before planting so the main stream does not depend on it)
-            clicks: list[tuple[int, str]] = []
-            if rng.random() < user.p_click:
-                n = 1
-                while n < 4 and rng.random() < 0.25:
-                    n += 1
-                ranks: list[int] = []
-                for _ in range(n):
-                    rank = _RANKS.pick(rng)
-                    if rank not in ranks:
-                        ranks.append(rank)
-                if nav_host is not None and rng.random() < 0.85:
-                    ranks[0] = 1  # navigational: the site itself, on top
-                    ranks = list(dict.fromkeys(ranks))
-                for rank in ranks:
-                    if nav_host is not None and rank == 1:
-                        host = nav_host
-                    elif rng.random() < 0.2:
-                        head = "".join(ch for ch in (topic if nav_host is None else q) if ch.isalnum())[:30]
-                        host = f"www.{head or 'search'}.com"
-                    else:
-                        host = cat.hosts.pick(rng)
-                    clicks.append((rank, host))
+            # clicks drawn before planting, so the main stream does not depend on it
+            clicks = _clicks(rng, user, cat, q, topic, nav_host)
             shown = q
             if done in plants and identity is not None and prng is not None:
                 kind = plants[done]

@@ -24,7 +24,7 @@ from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from adapters.grpc.auth import BearerTokenAuth
-from adapters.grpc.service import QueryLogService, parse_or_mark
+from adapters.grpc.service import QueryLogService
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
     IngestResponse,
     ProfileRequest,
@@ -32,6 +32,7 @@ from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
     StatsRequest,
     StatsResponse,
 )
+from adapters.grpc.wire import parse_or_mark
 from sidecar.api import Listen, TlsFiles
 from sidecar.serving import ServerHost
 

@@ -16,7 +16,7 @@ A request larger than ``max_message_bytes`` is refused by gRPC itself (RESOURCE_
 request, each bad event is dead-lettered by reason (see :mod:`adapters.vector.codec`; one longer than
 ``limits.max_record_bytes`` as ``record_too_large``, without its bytes) and the others go on.
 
-Buffering filters release on the runtime's one timer (``flush_interval_seconds``). Stop: ``HealthCheck`` says
+Buffering filters release on the runtime's one timer (a top-level option). Stop: ``HealthCheck`` says
 NOT_SERVING, in-flight requests get ``shutdown_grace_seconds``; the runtime's owner then releases (final).
 """
 

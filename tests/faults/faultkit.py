@@ -15,14 +15,13 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-from helpers import QUERYLOG
+from helpers import QUERYLOG, WaitTimeout, exited, wait_until
 
 from adapters.grpc.client import channel, wait_serving
 from adapters.grpc.codec import EventBatch, QueryEvent
@@ -81,11 +80,16 @@ class Tmpfs:
         self.filler.unlink(missing_ok=True)
 
     def unmount(self) -> None:
-        for _ in range(50):
-            if subprocess.run(["umount", str(self.path)], capture_output=True).returncode == 0:
-                return
-            time.sleep(0.1)  # a process that used it may still be exiting
-        subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
+        """Unmount; a process that used the file system may still be exiting (busy): retry a while, then detach
+        it lazily."""
+
+        def unmounted() -> bool:
+            return subprocess.run(["umount", str(self.path)], capture_output=True).returncode == 0
+
+        try:
+            wait_until(unmounted, what=f"{self.path} to unmount", timeout=5, interval=0.1)
+        except WaitTimeout:
+            subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
 
 
 # --- `querylog serve` in a subprocess -------------------------------------------------------------
@@ -119,14 +123,21 @@ class Serve:
     def _wait_serving(self, timeout: float) -> None:
         """Until the health service says SERVING; fails at once if the process exits first (a start-up error
         used to cost the whole timeout), else after ``timeout`` seconds (generous: a slow machine still starts)."""
-        deadline = time.monotonic() + timeout
-        while not wait_serving(self.chan, 1):
-            if self.proc.poll() is None and time.monotonic() < deadline:
-                continue
+        try:
+            wait_until(
+                lambda: wait_serving(self.chan, 1),
+                what="the sidecar to serve",
+                timeout=timeout,
+                interval=0,  # wait_serving itself waits up to a second
+                abort=exited(self.proc),
+            )
+        except WaitTimeout:
             if self.proc.poll() is None:
                 self.proc.kill()
             self.proc.wait()
-            raise AssertionError(f"the sidecar did not start (exit {self.proc.returncode}): {self.stderr()[-2000:]}")
+            raise AssertionError(
+                f"the sidecar did not start (exit {self.proc.returncode}): {self.stderr()[-2000:]}"
+            ) from None
 
     def stderr(self) -> str:
         return self.err_path.read_text(encoding="utf-8", errors="replace")

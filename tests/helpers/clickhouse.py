@@ -9,12 +9,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from helpers.waiting import wait_until
 
 BINARY = shutil.which("clickhouse-server") or "/usr/sbin/clickhouse-server"
 PACKAGED_USERS = Path("/etc/clickhouse-server/users.xml")
@@ -88,25 +89,28 @@ class ClickHouse:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 120.0) -> None:
+        """Start the server and wait until it answers ``/ping`` (at once a failure when it exits first)."""
         out = (self.dir / "log" / "stdout.log").open("ab")
-        self.proc = subprocess.Popen(
+        proc = self.proc = subprocess.Popen(
             [BINARY, f"--config-file={self.config}"], stdout=out, stderr=subprocess.STDOUT, cwd=self.dir
         )
         out.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                log = (self.dir / "log" / "stdout.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"clickhouse-server exited with {self.proc.returncode}: {log}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/ping", timeout=1) as resp:
-                    if resp.read() == b"Ok.\n":
-                        return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("clickhouse-server did not answer /ping in time")
+
+        def exited() -> str | None:
+            if proc.poll() is None:
+                return None
+            log = (self.dir / "log" / "stdout.log").read_text(errors="replace")[-2000:]
+            return f"clickhouse-server exited with {proc.returncode}: {log}"
+
+        wait_until(self._pings, what="clickhouse-server to answer /ping", timeout=timeout, interval=0.05, abort=exited)
+
+    def _pings(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/ping", timeout=1) as resp:
+                return bool(resp.read() == b"Ok.\n")
+        except OSError:
+            return False
 
     def stop(self) -> None:
         if self.proc is None:

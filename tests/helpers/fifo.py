@@ -12,9 +12,10 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
+
+from helpers.waiting import WaitTimeout, wait_until
 
 
 class FifoFeed:
@@ -59,15 +60,19 @@ class FifoFeed:
     ) -> None:
         """Feed the pipe until ``cond()`` holds; fail at once if ``proc`` ends first (it cannot have run out of
         input: the tail is held back), or after ``timeout`` seconds without ``cond``."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def fed() -> bool:
             self.pump()
-            if cond():
-                return
+            return cond()
+
+        def ended() -> str | None:
             code = proc.poll()
-            assert code is None, f"the reader exited ({code}) before the condition held; fed {self.sent} bytes"
-            assert time.monotonic() < deadline, f"the condition did not hold in {timeout} s; fed {self.sent} bytes"
-            time.sleep(0.001)
+            return None if code is None else f"the reader exited ({code})"
+
+        try:
+            wait_until(fed, what="the condition while feeding the pipe", timeout=timeout, interval=0.001, abort=ended)
+        except WaitTimeout as exc:
+            raise WaitTimeout(f"{exc}; fed {self.sent} bytes") from None
 
     def close(self) -> None:
         """Close the write end and remove the FIFO (its path is free for the real file)."""

@@ -6,12 +6,11 @@ import json
 import signal
 import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from helpers import QUERYLOG
+from helpers import QUERYLOG, exited, wait_until
 from helpers.kb import kb_file
 
 from adapters.grpc.client import channel, wait_serving
@@ -67,21 +66,25 @@ def test_serve_releases_buffered_events_on_its_timer(tmp_path: Path, write_confi
     out = tmp_path / "out.jsonl"
     try:
         body = b'{"AnonID": "1", "Query": "weather forecast"}\n{"AnonID": "2", "Query": "football scores"}\n'
-        deadline = time.monotonic() + 30
-        while True:
+
+        def posted() -> bool:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/", data=body, headers={"Content-Type": "application/x-ndjson"}
+            )
             try:
-                request = urllib.request.Request(
-                    f"http://127.0.0.1:{port}/", data=body, headers={"Content-Type": "application/x-ndjson"}
-                )
                 with urllib.request.urlopen(request, timeout=10) as answer:
                     assert answer.status == 200
-                break
+                    return True
             except OSError:
-                assert time.monotonic() < deadline, "the http source did not come up"
-                time.sleep(0.2)
-        while not (out.exists() and out.read_text(encoding="utf-8").strip()):
-            assert time.monotonic() < deadline, "nothing released while the sidecar was idle"
-            time.sleep(0.1)
+                return False
+
+        wait_until(posted, what="the http source to take a request", abort=exited(proc), interval=0.1)
+        wait_until(
+            lambda: out.exists() and out.read_text(encoding="utf-8").strip(),
+            what="a release while the sidecar is idle",
+            abort=exited(proc),
+            interval=0.05,
+        )
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)

@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -111,7 +110,6 @@ def child(cfg_path: str, in_path: str, out_path: str, crash_at: int) -> None:
             conn.execute("COMMIT")
             start += len(chunk)
             print(f"batch {batch_no}", flush=True)
-            time.sleep(0.002)
     pipe.close()
 
 
@@ -199,8 +197,7 @@ def test_external_kill_mid_replay(tmp_path: Path) -> None:
     reader.start()
     target = random.Random().randrange(5, 40)
     try:
-        feed.until(lambda: bool(done) and done[-1] >= target, first)
-        time.sleep(random.Random().random() * 0.01)
+        feed.until(lambda: bool(done) and done[-1] >= target, first)  # the kill point: a random batch committed
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=60)
@@ -237,6 +234,8 @@ def test_querylog_replay_resume_survives_kill9(tmp_path: Path, kills: int) -> No
     Each run is killed once its output has grown by 1-4,000 bytes; it then has about 1 s of work left here
     (of ~205 kB of output) and the output is polled every ms, and a run that ends first fails the test at once.
     (`replay` refuses a FIFO as its input, so a pipe the test feeds cannot hold the window open.)"""
+    from helpers import exited, wait_until
+
     _config(tmp_path)
     cfg = tmp_path / "crash.yaml"
     cfg.write_text(cfg.read_text() + "limits:\n  batch_size: 5\n")
@@ -252,12 +251,14 @@ def test_querylog_replay_resume_survives_kill9(tmp_path: Path, kills: int) -> No
             cwd=Path(__file__).resolve().parents[3],
         )
         grown = before + rng.randrange(1, 4000)  # the kill point: this many bytes of output (drawn once per run)
-        deadline = time.monotonic() + 120
         try:
-            while not (out.exists() and out.stat().st_size > grown):
-                assert p.poll() is None, f"the replay ended (exit {p.returncode}) before it could be killed"
-                assert time.monotonic() < deadline, f"the output did not pass {grown} bytes in 120 s"
-                time.sleep(0.001)
+            wait_until(
+                lambda n=grown: out.exists() and out.stat().st_size > n,
+                what=f"the output to pass {grown} bytes",
+                timeout=120,
+                interval=0.001,
+                abort=exited(p),
+            )
         finally:
             p.kill()
             p.wait(timeout=30)

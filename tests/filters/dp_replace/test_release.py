@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 import structlog
 import yaml
 from click.testing import CliRunner
-from helpers import QUERYLOG, ROOT, GeneratedLog
+from helpers import QUERYLOG, ROOT, GeneratedLog, exited, wait_until
 from helpers.kb import kb_file
 
 from sidecar.cli import main
@@ -221,11 +220,13 @@ def test_kill_9_never_lets_a_user_overspend(tmp_path: Path) -> None:
     cmd = [QUERYLOG, "replay", "-c", str(cfg), str(log), "-o", str(out), "--resume", "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
-        while not (out.exists() and out.stat().st_size > 2000):
-            assert proc.poll() is None, f"the replay ended (exit {proc.returncode}) before it could be killed mid-run"
-            assert time.monotonic() < deadline, "the replay wrote no 2,000 bytes in 120 s"
-            time.sleep(0.002)
+        wait_until(
+            lambda: out.exists() and out.stat().st_size > 2000,
+            what="the replay to write 2,000 bytes",
+            timeout=120,
+            interval=0.002,
+            abort=exited(proc),
+        )
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -22,12 +22,15 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import structlog
 from aiohttp import web
 
 from adapters.http.body import BodyError, body_format
 from adapters.http.config import HttpSourceConfig
 from sidecar.api import Listen
 from sidecar.serving import ServerHost
+
+log = structlog.get_logger("querylog.http")
 
 _REFUSAL_BODY = b'{"error": "too_many_connections"}\n'
 TOO_MANY_CONNECTIONS = (
@@ -103,6 +106,8 @@ class _Connection(web.RequestHandler):
         """A request line or headers the parser refused, or a bug: a JSON answer, counted, never logged (the
         library's own log line would quote the request)."""
         reason = "bad_request" if status == 400 else f"http_{status}"
+        if status >= 500 and exc is not None:  # a bug: its type only (its message may quote a value)
+            log.error("http_request_failed", error=type(exc).__name__)
         if self._manager is not None:
             self._manager.endpoint.count(reason)
         if request.writer.output_size > 0:  # an answer is on its way already: only closing is left

@@ -4,7 +4,7 @@ For every WordNet noun synset the builder finds the nearest category anchor up
 its hypernym / instance-hypernym graph; the chain from the anchor down to the
 synset is the L2..L5 path. A synset no anchor reaches falls back to its own
 topic domain (not inherited by its hyponyms; used only for lemmas without an
-anchored sense), then to its lexicographer file. Each noun
+anchored sense), then to its lexicographer file (:mod:`.anchors`). Each noun
 lemma (multiword ones included) then gets a category distribution from its
 senses, weighted by SemCor sense counts (``cntlist.rev``) and sense rank.
 Adjectives reach nouns through pertainyms (``medical`` -> medicine). Curated
@@ -25,6 +25,14 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from knowledge.anchors import (
+    DOMAIN_FALLBACK,
+    LEXNAME_DISTANCE,
+    Resolver,
+    is_instance_of,
+    semcor_counts,
+    sense_weight,
+)
 from knowledge.categories import Taxonomy, load_taxonomy
 from knowledge.concepts import compile_concepts
 from knowledge.paths import BUILDER_VERSION
@@ -35,15 +43,6 @@ from knowledge.wordnet import WordNetSource, locate, open_wordnet
 MAX_LEVELS = 5
 MAX_NGRAM = 5
 TOP_CATEGORIES = 3
-DOMAIN_EDGE = 2  # a topic-domain link counts as this many hypernym steps
-#: Follow WordNet topic domains (``touchdown`` -> football)? Measured with `querylog kb evaluate`:
-#: off is better (domain members are often not about the domain's topic: labelled 85% vs 84%,
-#: magnetic 63% vs 62%), so the hypernym graph alone decides.
-USE_DOMAINS = False
-#: Synsets no anchor reaches take their topic domain's category (``thrombosis`` -> medicine) at this
-#: distance, at half weight like the lexicographer-file fallback.
-DOMAIN_FALLBACK = 25
-LEXNAME_DISTANCE = 50  # fallback through the lexicographer file: far behind any anchor
 ZIPF_MIN = 1.5  # words rarer than this are not stored (absent = rarest)
 FOREIGN_MIN_ZIPF = 3.3  # a word this common in another language...
 FOREIGN_MAX_EN_ZIPF = 2.3  # ...and this rare in English marks a non-English query
@@ -70,88 +69,6 @@ class BuildReport:
     counts: dict[str, int]
 
 
-def _label(s: Any) -> str:
-    name: str = s.lemmas()[0].name()
-    return name.replace("_", " ").lower()
-
-
-class _Resolver:
-    """Nearest anchor of each synset, memoised: ``(distance, category, chain of labels)``."""
-
-    def __init__(self, anchors: dict[str, int], lexnames: dict[str, int]) -> None:
-        self.anchors = anchors
-        self.lexnames = lexnames
-        self.memo: dict[str, tuple[int, int, tuple[str, ...]] | None] = {}
-        self.busy: set[str] = set()
-
-    def resolve(self, s: Any) -> tuple[int, int, tuple[str, ...]] | None:
-        name = s.name()
-        if name in self.memo:
-            return self.memo[name]
-        if name in self.busy:  # a domain cycle
-            return None
-        self.busy.add(name)
-        best: tuple[int, int, tuple[str, ...]] | None = None
-        label = _label(s)
-        if name in self.anchors:
-            best = (0, self.anchors[name], (label,))
-        else:
-            parents = sorted(s.hypernyms() + s.instance_hypernyms(), key=lambda p: p.name())
-            for p in parents:
-                r = self.resolve(p)
-                if r is not None and DOMAIN_FALLBACK <= r[0] < LEXNAME_DISTANCE:
-                    continue  # a parent's domain fallback is not inherited
-                if r is not None and (best is None or r[0] + 1 < best[0]):
-                    best = (r[0] + 1, r[1], (*r[2], label))
-            for d in sorted(s.topic_domains(), key=lambda p: p.name()) if USE_DOMAINS else ():
-                r = self.resolve(d)
-                if r is not None and (best is None or r[0] + DOMAIN_EDGE < best[0]):
-                    best = (r[0] + DOMAIN_EDGE, r[1], (*r[2], label))
-            # No anchor above: the synset's own topic domain, far behind any anchor.
-            if best is None and DOMAIN_FALLBACK < LEXNAME_DISTANCE and not USE_DOMAINS:
-                for d in sorted(s.topic_domains(), key=lambda p: p.name()):
-                    r = self.resolve(d)
-                    if r is not None and r[0] < DOMAIN_FALLBACK and (best is None or r[0] + DOMAIN_FALLBACK < best[0]):
-                        best = (r[0] + DOMAIN_FALLBACK, r[1], (*r[2], label))
-            lex = s.lexname()
-            if best is None and lex in self.lexnames:
-                best = (LEXNAME_DISTANCE, self.lexnames[lex], (lex.split(".", 1)[1], label))
-        self.busy.discard(name)
-        self.memo[name] = best
-        return best
-
-
-def _counts(folder: Path) -> dict[str, int]:
-    """SemCor tag counts by sense key, from ``cntlist.rev``."""
-    out: dict[str, int] = {}
-    path = folder / "cntlist.rev"
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[2].isdigit():
-                out[parts[0]] = int(parts[2])
-    return out
-
-
-def _sense_weight(count: int, rank: int) -> float:
-    return (count + 1.0) * (0.75**rank)
-
-
-def _is_ident(s: Any, ident: set[str]) -> bool:
-    if not s.instance_hypernyms():
-        return False
-    seen = set()
-    todo = list(s.instance_hypernyms())
-    while todo:
-        p = todo.pop()
-        if p.name() in ident:
-            return True
-        if p.name() not in seen:
-            seen.add(p.name())
-            todo.extend(p.hypernyms())
-    return False
-
-
 class _Compiler:
     def __init__(self, taxonomy: Taxonomy, source: WordNetSource) -> None:
         self.tax = taxonomy
@@ -165,59 +82,13 @@ class _Compiler:
         return self.paths[path]
 
     def run(self) -> dict[str, Any]:
+        """The KB payload: every table of the file, in sorted order."""
         tax = self.tax
-        names = tax.names
-        anchors = {a: i for i, c in enumerate(tax.categories) for a in c.anchors}
-        lexmap = {lx: i for i, c in enumerate(tax.categories) for lx in c.lexnames}
-        counts = _counts(self.source.folder)
+        counts = semcor_counts(self.source.folder)
         with open_wordnet(self.source) as wn:
-            missing = []
-            for a in sorted(anchors):
-                try:
-                    wn.synset(a)
-                except Exception:  # nltk raises WordNetError / ValueError for unknown names
-                    missing.append(a)
-            if missing:
-                raise KBBuildError(f"{tax.file}: anchors not in WordNet: {', '.join(missing)}")
-            resolver = _Resolver(anchors, lexmap)
-            ident_names = set(IDENT_ANCHORS)
-            noun_dist: dict[str, list[tuple[float, int, tuple[str, ...]]]] = {}
-            noun_weight: dict[str, float] = {}
-            ident: dict[str, int] = {}
-            place_names = set(PLACE_ANCHORS)
+            resolver = self._resolver(wn)
             offsets = wn._lemma_pos_offset_map  # lemma -> pos -> [offsets in sense order]
-            for lemma_name in sorted(offsets):
-                noun_offs = offsets[lemma_name].get("n")
-                if not noun_offs:
-                    continue
-                key = key_of(lemma_name)
-                if not key or len(key.split()) > MAX_NGRAM:
-                    continue
-                senses = []
-                total = 0.0
-                by_domain: list[tuple[float, int, tuple[str, ...]]] = []  # used when no other sense has a category
-                for rank, off in enumerate(noun_offs):
-                    s = wn.synset_from_pos_and_offset("n", off)
-                    cnt = 0
-                    for lm in s.lemmas():
-                        if lm.name().lower() == lemma_name:
-                            cnt = counts.get(lm.key(), 0)
-                            break
-                    w = _sense_weight(cnt, rank)
-                    total += w
-                    r = resolver.resolve(s)
-                    if r is not None:
-                        scale = 0.5 if r[0] >= DOMAIN_FALLBACK else 1.0
-                        if DOMAIN_FALLBACK <= r[0] < LEXNAME_DISTANCE:
-                            by_domain.append((w * scale, r[1], (names[r[1]], *r[2])))
-                        else:
-                            senses.append((w * scale, r[1], (names[r[1]], *r[2])))
-                    if rank == 0:
-                        ident[key] = (FLAG_IDENT if _is_ident(s, ident_names) else 0) | (
-                            FLAG_PLACE if _is_ident(s, place_names) else 0
-                        )
-                noun_dist.setdefault(key, []).extend(senses or by_domain)
-                noun_weight[key] = noun_weight.get(key, 0.0) + total
+            noun_dist, noun_weight, ident = self._nouns(wn, offsets, counts, resolver)
             adj_dist, modifiers = self._adjectives(wn, offsets, counts, resolver, noun_weight)
             noun_exc = self._exceptions(self.source.folder / "noun.exc")
             known = {w for name in offsets for w in key_of(name).split() if w.isalpha()}
@@ -227,24 +98,7 @@ class _Compiler:
                 return -1 if r is None else r[1]
 
             concepts = compile_concepts(wn, category_of)
-        lemmas: dict[str, list[int]] = {}
-        for key in sorted(set(noun_dist) | set(adj_dist)):
-            if key in noun_dist:
-                flags = ident.get(key, 0)
-                entry = self._entry(noun_dist[key], noun_weight[key])
-            else:
-                flags = FLAG_ADJ
-                entry = self._entry(adj_dist[key][0], adj_dist[key][1])
-            if entry:
-                lemmas[key] = [flags, *entry]
-        curated = 0
-        for ci, c in enumerate(tax.categories):
-            for label, terms in c.terms:
-                for t in terms:
-                    k = key_of(t)
-                    lemmas[k] = [FLAG_CURATED, ci, 1000, self.path_id((c.name, label.lower(), k))]
-                    curated += 1
-        lemmas = dict(sorted(lemmas.items()))
+        lemmas, curated = self._lemmas(noun_dist, noun_weight, ident, adj_dist)
         zipf, foreign, foreign_weak = self._frequencies(lemmas, modifiers)
         noun_exc = {f: b for f, b in sorted(noun_exc.items()) if b in lemmas and f not in lemmas}
         lemma_words = {w for k in lemmas for w in k.split()} | modifiers
@@ -258,7 +112,7 @@ class _Compiler:
                 "categories": {"file": Path(tax.file).name, "sha256": tax.sha256},
             },
             "counts": {
-                "categories": len(names),
+                "categories": len(tax.names),
                 "lemmas": len(lemmas),
                 "curated_terms": curated,
                 "paths": len(paths),
@@ -272,10 +126,10 @@ class _Compiler:
             },
         }
         codes = list(tax.foreign_languages)
-        fcat = names.index(tax.foreign_category) if tax.foreign_category else -1
+        fcat = tax.names.index(tax.foreign_category) if tax.foreign_category else -1
         return {
             "meta": meta,
-            "categories": list(names),
+            "categories": list(tax.names),
             "paths": paths,
             "lemmas": lemmas,
             "zipf": pack_table(zipf),
@@ -289,6 +143,94 @@ class _Compiler:
             "max_ngram": MAX_NGRAM,
             "concepts": concepts,
         }
+
+    def _resolver(self, wn: Any) -> Resolver:
+        """The anchor resolver of the taxonomy's categories; every anchor must name a WordNet synset."""
+        tax = self.tax
+        anchors = {a: i for i, c in enumerate(tax.categories) for a in c.anchors}
+        lexmap = {lx: i for i, c in enumerate(tax.categories) for lx in c.lexnames}
+        missing = []
+        for a in sorted(anchors):
+            try:
+                wn.synset(a)
+            except Exception:  # nltk raises WordNetError / ValueError for unknown names
+                missing.append(a)
+        if missing:
+            raise KBBuildError(f"{tax.file}: anchors not in WordNet: {', '.join(missing)}")
+        return Resolver(anchors, lexmap)
+
+    def _nouns(
+        self, wn: Any, offsets: dict[str, dict[str, list[int]]], counts: dict[str, int], resolver: Resolver
+    ) -> tuple[dict[str, list[tuple[float, int, tuple[str, ...]]]], dict[str, float], dict[str, int]]:
+        """Each noun lemma key's weighted senses with a category (those of its domain fallback only when no
+        other sense has one), its total sense weight, and its identifier flags (from its first sense)."""
+        names = self.tax.names
+        ident_names = set(IDENT_ANCHORS)
+        place_names = set(PLACE_ANCHORS)
+        noun_dist: dict[str, list[tuple[float, int, tuple[str, ...]]]] = {}
+        noun_weight: dict[str, float] = {}
+        ident: dict[str, int] = {}
+        for lemma_name in sorted(offsets):
+            noun_offs = offsets[lemma_name].get("n")
+            if not noun_offs:
+                continue
+            key = key_of(lemma_name)
+            if not key or len(key.split()) > MAX_NGRAM:
+                continue
+            senses = []
+            total = 0.0
+            by_domain: list[tuple[float, int, tuple[str, ...]]] = []  # used when no other sense has a category
+            for rank, off in enumerate(noun_offs):
+                s = wn.synset_from_pos_and_offset("n", off)
+                cnt = 0
+                for lm in s.lemmas():
+                    if lm.name().lower() == lemma_name:
+                        cnt = counts.get(lm.key(), 0)
+                        break
+                w = sense_weight(cnt, rank)
+                total += w
+                r = resolver.resolve(s)
+                if r is not None:
+                    scale = 0.5 if r[0] >= DOMAIN_FALLBACK else 1.0
+                    if DOMAIN_FALLBACK <= r[0] < LEXNAME_DISTANCE:
+                        by_domain.append((w * scale, r[1], (names[r[1]], *r[2])))
+                    else:
+                        senses.append((w * scale, r[1], (names[r[1]], *r[2])))
+                if rank == 0:
+                    ident[key] = (FLAG_IDENT if is_instance_of(s, ident_names) else 0) | (
+                        FLAG_PLACE if is_instance_of(s, place_names) else 0
+                    )
+            noun_dist.setdefault(key, []).extend(senses or by_domain)
+            noun_weight[key] = noun_weight.get(key, 0.0) + total
+        return noun_dist, noun_weight, ident
+
+    def _lemmas(
+        self,
+        noun_dist: dict[str, list[tuple[float, int, tuple[str, ...]]]],
+        noun_weight: dict[str, float],
+        ident: dict[str, int],
+        adj_dist: dict[str, tuple[list[tuple[float, int, tuple[str, ...]]], float]],
+    ) -> tuple[dict[str, list[int]], int]:
+        """The lemma table (key -> flags, then category, permille share and path id per top category), the
+        curated terms overriding WordNet; and the number of curated terms."""
+        lemmas: dict[str, list[int]] = {}
+        for key in sorted(set(noun_dist) | set(adj_dist)):
+            if key in noun_dist:
+                flags = ident.get(key, 0)
+                entry = self._entry(noun_dist[key], noun_weight[key])
+            else:
+                flags = FLAG_ADJ
+                entry = self._entry(adj_dist[key][0], adj_dist[key][1])
+            if entry:
+                lemmas[key] = [flags, *entry]
+        curated = 0
+        for ci, c in enumerate(self.tax.categories):
+            for label, terms in c.terms:
+                for t in terms:
+                    k = key_of(t)
+                    lemmas[k] = [FLAG_CURATED, ci, 1000, self.path_id((c.name, label.lower(), k))]
+                    curated += 1
+        return dict(sorted(lemmas.items())), curated
 
     def _entry(self, senses: list[tuple[float, int, tuple[str, ...]]], total: float) -> list[int]:
         """Top categories with their permille share and the heaviest sense's path."""
@@ -312,7 +254,7 @@ class _Compiler:
         wn: Any,
         offsets: dict[str, dict[str, list[int]]],
         counts: dict[str, int],
-        resolver: _Resolver,
+        resolver: Resolver,
         noun_weight: dict[str, float],
     ) -> tuple[dict[str, tuple[list[tuple[float, int, tuple[str, ...]]], float]], set[str]]:
         names = self.tax.names
@@ -334,7 +276,7 @@ class _Compiler:
                     if lm.name().lower() != lemma_name:
                         continue
                     cnt = counts.get(lm.key(), 0)
-                    w = _sense_weight(cnt, rank)
+                    w = sense_weight(cnt, rank)
                     for rel in lm.pertainyms() + lm.derivationally_related_forms():
                         rs = rel.synset()
                         if rs.pos() != "n":
@@ -344,7 +286,7 @@ class _Compiler:
                             senses.append((w, r[1], (names[r[1]], *r[2])))
                             break
                     break
-                adj_total += _sense_weight(cnt, rank)
+                adj_total += sense_weight(cnt, rank)
             if " " not in key and adj_total >= noun_weight.get(key, 0.0):
                 modifiers.add(key)
             if senses and key not in noun_weight:

@@ -66,6 +66,27 @@ def compile_concepts(wn: Any, category_of: Callable[[Any], int]) -> dict[str, An
     Deterministic: equal WordNet files give equal bytes.
     """
     synsets = {s.name(): s for s in wn.all_synsets("n")}
+    primary, multi = _primary_parents(synsets)
+    order = _preorder(primary)
+    ident = {name: i for i, name in enumerate(order)}
+    parent = [-1 if primary[n] is None else ident[primary[n] or ""] for n in order]
+    categories = [category_of(synsets[n]) for n in order]
+    keys, sense_offsets, sense_nodes = _senses_by_key(wn, ident)
+    return {
+        "names": "\n".join(order),
+        "labels": "\n".join(_label(synsets[n]) for n in order),
+        "parent": _le(parent, "i"),
+        "category": _le(categories, "b"),
+        "keys": "\n".join(keys),
+        "sense_offsets": _le(sense_offsets, "I"),
+        "sense_nodes": _le(sense_nodes, "I"),
+        "multi_parent": multi,
+    }
+
+
+def _primary_parents(synsets: dict[str, Any]) -> tuple[dict[str, str | None], int]:
+    """Each synset's one parent in the tree (the deepest hypernym, ties to the first name; None for the root),
+    and how many synsets have more than one hypernym."""
     parents_of = {
         name: sorted({p.name() for p in s.hypernyms() + s.instance_hypernyms()}) for name, s in sorted(synsets.items())
     }
@@ -97,6 +118,11 @@ def compile_concepts(wn: Any, category_of: Callable[[Any], int]) -> dict[str, An
             if best is None or longest(p) > longest(best):
                 best = p
         primary[name] = best
+    return primary, multi
+
+
+def _preorder(primary: dict[str, str | None]) -> list[str]:
+    """The synset names in pre-order of the tree under :data:`ROOT_NAME` (children by name)."""
     roots = [n for n, p in primary.items() if p is None]
     if roots != [ROOT_NAME]:
         raise ValueError(f"WordNet nouns should have the one root {ROOT_NAME}, found {len(roots)} roots")
@@ -110,12 +136,14 @@ def compile_concepts(wn: Any, category_of: Callable[[Any], int]) -> dict[str, An
         cur = stack.pop()
         order.append(cur)
         stack.extend(sorted(children.get(cur, ()), reverse=True))  # pre-order, children by name
-    if len(order) != len(synsets):
+    if len(order) != len(primary):
         raise ValueError("the noun taxonomy is not a connected tree under its root")
-    ident = {name: i for i, name in enumerate(order)}
-    parent = [-1 if primary[n] is None else ident[primary[n] or ""] for n in order]
-    categories = [category_of(synsets[n]) for n in order]
-    # lemma key -> synsets in WordNet's sense order (per lemma name: index.noun order; names merged in order)
+    return order
+
+
+def _senses_by_key(wn: Any, ident: dict[str, int]) -> tuple[list[str], list[int], list[int]]:
+    """Lemma key -> nodes in WordNet's sense order (per lemma name: index.noun order; names merged in order), as
+    the sorted keys, the offsets of each key's run and the runs of nodes."""
     by_key: dict[str, list[int]] = {}
     offsets = wn._lemma_pos_offset_map  # lemma name -> pos -> [offsets in sense order]
     for lemma_name in sorted(offsets):
@@ -136,16 +164,7 @@ def compile_concepts(wn: Any, category_of: Callable[[Any], int]) -> dict[str, An
     for k in keys:
         sense_nodes.extend(by_key[k])
         sense_offsets.append(len(sense_nodes))
-    return {
-        "names": "\n".join(order),
-        "labels": "\n".join(_label(synsets[n]) for n in order),
-        "parent": _le(parent, "i"),
-        "category": _le(categories, "b"),
-        "keys": "\n".join(keys),
-        "sense_offsets": _le(sense_offsets, "I"),
-        "sense_nodes": _le(sense_nodes, "I"),
-        "multi_parent": multi,
-    }
+    return keys, sense_offsets, sense_nodes
 
 
 @dataclass(frozen=True, eq=False)

@@ -4,7 +4,6 @@ apply the per-type policies, repeat until the text is stable (scrubbing is idemp
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from operator import attrgetter
 
 from filters.hipaa_scrub.config import HipaaScrubConfig
@@ -30,28 +29,22 @@ from filters.hipaa_scrub.detectors.people import NameDetector
 from filters.hipaa_scrub.detectors.places import AddressDetector, PlaceDetector
 from filters.hipaa_scrub.geo import load_geo
 from filters.hipaa_scrub.names import common_words, load_names
+from filters.hipaa_scrub.plans import (
+    ANY_RUNS,
+    DigitPlan,
+    PreCheck,
+    Run,
+    RunsPlan,
+    alpha_plans,
+    any_text,
+    any_words,
+    digit_plans,
+    plan_for,
+)
 
 TOKENS = {k: "[" + k.upper() + "]" for k in KINDS}
 """Replacement tokens of the ``replace`` policy (``[PHONE]``, ``[NAME]``...)."""
 
-PreCheck = Callable[[str, str, list[str], frozenset[int]], bool]
-Run = Callable[[str, str, list[Span]], None]
-Wants = Callable[[str, list[str]], bool]
-DigitPlan = tuple[
-    list[tuple[frozenset[str], Run]], list[tuple[PreCheck, Run]], list[Run], list[tuple[PreCheck | None, Run]]
-]
-"""Digit detectors to try: (gated by cue words, gated by a pre-check, ungated, last resorts: see
-:meth:`Scrubber._covered`)."""
-Lens = tuple[frozenset[int] | None, frozenset[int] | None]
-"""A detector's digit-run lengths: (``RUNS``, one of which must occur; ``RUNS_ALL``, all of which must)."""
-_ANY_RUNS: Lens = (None, None)
-RunsPlan = tuple[
-    list[tuple[Lens, frozenset[str], Run]],
-    list[tuple[Lens, PreCheck, Run]],
-    list[tuple[Lens, Run]],
-    list[tuple[Lens, PreCheck | None, Run]],
-]
-"""A :data:`DigitPlan` whose detectors still carry their digit-run lengths (``Detector.RUNS``)."""
 _NO_RUNS: frozenset[int] = frozenset()
 _PLAN_CACHE_SIZE = 4096
 
@@ -101,22 +94,6 @@ def _resolve(found: list[Span]) -> list[Span]:
     return kept
 
 
-def _fits(lens: Lens, runs: frozenset[int]) -> bool:
-    """True when a text with digit runs of these lengths meets a detector's ``RUNS`` and ``RUNS_ALL``."""
-    one_of, all_of = lens
-    return (one_of is None or not one_of.isdisjoint(runs)) and (all_of is None or all_of <= runs)
-
-
-def _any_text(text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
-    """A ``Detector.prefilter`` that always passes (``Scrubber(prechecks=False)``)."""
-    return True
-
-
-def _any_words(lower: str, words: list[str]) -> bool:
-    """A ``Detector.wants`` that always passes (``Scrubber(prechecks=False)``)."""
-    return True
-
-
 class Scrubber:
     """Detect and scrub identifiers in short texts. Build once (loads name and place data).
 
@@ -133,6 +110,24 @@ class Scrubber:
         cfg = config or HipaaScrubConfig()
         self.prechecks = prechecks
         self.policies = cfg.policy_map()
+        self._build_detectors(cfg)
+        # bound methods and gates looked up once (:mod:`.plans`): the per-query loop does no attribute lookups
+        self._digit_by_count: list[RunsPlan] = digit_plans(self.digit)
+        # the fewest digits a last resort's span has (see _covered)
+        self._token_digits = min((d.TOKEN_DIGITS or 0 for d in self.digit if d.TOKEN_DIGITS is not None), default=0)
+        # those plans without the detectors whose RUNS a text lacks, by the lengths of the text's digit
+        # runs: few distinct keys occur, so the filtering is done once per key (the cache is bounded)
+        self._plan_cache: dict[tuple[int, ...], tuple[DigitPlan, frozenset[int]]] = {}
+        self._net_plan: list[tuple[PreCheck, Run]] = [(d.prefilter, d.detect) for d in self.net]
+        self._alpha_plan, self._alpha_words, self._alpha_gated = alpha_plans(self.alpha)
+        # one combined pre-check: most queries have none of these
+        self.netcheck = re.compile(r"[.:]\S|-[0-9a-f]{2}-", re.IGNORECASE)
+        if not prechecks:
+            self._drop_prechecks()
+
+    def _build_detectors(self, cfg: HipaaScrubConfig) -> None:
+        """The detectors the policies want, by what a text needs for them: digits, an ``@``, network
+        punctuation, letters."""
         geo = load_geo()
         big_places = [
             name
@@ -172,90 +167,23 @@ class Scrubber:
             SerialDetector(),
         ]
         self.alpha = [d for d in alpha if self._wanted(d)]
-        # bound methods and gates looked up once: the per-query loop does no attribute lookups
-        # (least digits, cue words of which one must occur, other pre-check, detect): a detector whose
-        # pre-check is only its GATE_WORDS is gated here without a method call
-        self._digit_plan = [
-            (d.MIN_DIGITS, (d.RUNS, d.RUNS_ALL), *self._gates(d), d.detect, d.TOKEN_DIGITS is not None)
-            for d in self.digit
-        ]
-        # the digit detectors a text with n digits can need, by n (capped): no per-detector count check
-        top = max((d.MIN_DIGITS for d in self.digit), default=0)
-        # each split four ways (no per-detector branching at run time): detectors gated by cue words,
-        # by a pre-check method, ungated ones, and last resorts (run after all others, unless what
-        # those found settles it: see _covered), each with its digit-run lengths (RUNS). The order
-        # detectors run in does not matter: every detector has its own priority, so overlaps resolve
-        # the same way
-        self._digit_by_count: list[RunsPlan] = []
-        for n in range(top + 1):
-            plan = [
-                (lens, cue, pre, run) for need, lens, cue, pre, run, last in self._digit_plan if n >= need and not last
-            ]
-            self._digit_by_count.append(
-                (
-                    [(lens, cue, run) for lens, cue, _, run in plan if cue is not None],
-                    [(lens, pre, run) for lens, cue, pre, run in plan if cue is None and pre is not None],
-                    [(lens, run) for lens, cue, pre, run in plan if cue is None and pre is None],
-                    [(lens, pre, run) for need, lens, _, pre, run, last in self._digit_plan if n >= need and last],
-                )
-            )
-        # the fewest digits a last resort's span has (see _covered)
-        self._token_digits = min((d.TOKEN_DIGITS or 0 for d in self.digit if d.TOKEN_DIGITS is not None), default=0)
-        # those plans without the detectors whose RUNS a text lacks, by the lengths of the text's digit
-        # runs: few distinct keys occur, so the filtering is done once per key (the cache is bounded)
-        self._plan_cache: dict[tuple[int, ...], tuple[DigitPlan, frozenset[int]]] = {}
-        self._net_plan: list[tuple[PreCheck, Run]] = [(d.prefilter, d.detect) for d in self.net]
-        # each with its trigger words (a set test in C before the Python ``wants`` call; empty: none)
-        self._alpha_plan: list[tuple[frozenset[str] | None, Wants, Run]] = [
-            (d.trigger_words(), d.wants, d.detect) for d in self.alpha
-        ]
-        # most texts have no trigger word of any word-based detector: one set test skips them all
-        triggers = [t for t in (d.trigger_words() for d in self.alpha) if t is not None]
-        self._alpha_words: frozenset[str] | None = (
-            frozenset().union(*triggers) if len(triggers) == len(self.alpha) else None
-        )
-        # the plan when every word-based detector has trigger words (``_alpha_words`` is set), without the Nones
-        self._alpha_gated: list[tuple[frozenset[str], Wants, Run]] = [
-            (t, wants, run) for t, wants, run in self._alpha_plan if t is not None
-        ]
-        # one combined pre-check: most queries have none of these
-        self.netcheck = re.compile(r"[.:]\S|-[0-9a-f]{2}-", re.IGNORECASE)
-        if not prechecks:
-            self._drop_prechecks()
 
     def _drop_prechecks(self) -> None:
         """Replace the plans built above by ones that run every detector ungated (``prechecks=False``)."""
-        everything: RunsPlan = ([], [], [(_ANY_RUNS, d.detect) for d in self.digit], [])
+        everything: RunsPlan = ([], [], [(ANY_RUNS, d.detect) for d in self.digit], [])
         self._digit_by_count = [everything] * len(self._digit_by_count)
         self._plan_cache.clear()
-        self._net_plan = [(_any_text, d.detect) for d in self.net]
-        self._alpha_plan = [(None, _any_words, d.detect) for d in self.alpha]
+        self._net_plan = [(any_text, d.detect) for d in self.net]
+        self._alpha_plan = [(None, any_words, d.detect) for d in self.alpha]
         self._alpha_words = None
         self.netcheck = re.compile("")
 
     def _plan_for(self, lengths: tuple[int, ...]) -> tuple[DigitPlan, frozenset[int]]:
-        """The digit plan for a text whose digit runs have these lengths (in text order): the plan
-        for its digit count without the detectors whose RUNS / RUNS_ALL the lengths miss; and the set of lengths."""
-        runs = frozenset(lengths)
-        by_words, by_check, ungated, last = self._digit_by_count[min(sum(lengths), len(self._digit_by_count) - 1)]
-        plan: DigitPlan = (
-            [(cue, run) for lens, cue, run in by_words if _fits(lens, runs)],
-            [(pre, run) for lens, pre, run in by_check if _fits(lens, runs)],
-            [run for lens, run in ungated if _fits(lens, runs)],
-            [(pre, run) for lens, pre, run in last if _fits(lens, runs)],
-        )
+        """:func:`~filters.hipaa_scrub.plans.plan_for`, kept in the bounded cache."""
+        planned = plan_for(self._digit_by_count, lengths)
         if len(self._plan_cache) < _PLAN_CACHE_SIZE:
-            self._plan_cache[lengths] = (plan, runs)
-        return plan, runs
-
-    @staticmethod
-    def _gates(d: Detector) -> tuple[frozenset[str] | None, PreCheck | None]:
-        """(GATE_WORDS when they are the whole pre-check, else None; the pre-check method, None if none)."""
-        if not d.has_prefilter():
-            return None, None
-        if type(d).prefilter is Detector.prefilter and d.gate is None and d.GATE_WORDS is not None:
-            return d.GATE_WORDS, None
-        return None, d.prefilter
+            self._plan_cache[lengths] = planned
+        return planned
 
     def _wanted(self, d: Detector) -> bool:
         return any(self.policies[k] != "keep" for k in d.KINDS) or all(k not in self.policies for k in d.KINDS)

@@ -127,6 +127,14 @@ def audit_cmd(
     if as_json:
         click.echo(json.dumps(json_view(result), indent=2, sort_keys=True))
         return
+    _summary_lines(result, k)
+    if html_path:
+        click.echo(f"report: {html_path}")
+
+
+def _summary_lines(result: dict[str, Any], k: int) -> None:
+    """The text summary: records, matches, every attack, the profile divergence, the dp budget, the
+    microaggregation measures and a verdict per guarantee."""
     best = result["best_deanonymizer"]
     empty, bad = result["empty_queries"], result["undecodable_lines"]
     click.echo(
@@ -180,8 +188,6 @@ def audit_cmd(
 
     for g in guarantees(result):
         click.echo(f"[{g['status']}] {g['guarantee']}: {g['figure']}")
-    if html_path:
-        click.echo(f"report: {html_path}")
 
 
 def _microaggregation_lines(result: dict[str, Any]) -> None:

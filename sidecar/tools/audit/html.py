@@ -92,8 +92,6 @@ def _guarantees(result: dict[str, Any]) -> str:
 
 def _facts(result: dict[str, Any]) -> str:
     k = result["attacker"]["k"]
-    best = result["best_deanonymizer"]
-    best_rec = result.get("best_records_deanonymizer")
     facts = [
         ("Records (original / protected)", f"{result['records_original']:,} / {result['records_protected']:,}"),
         (
@@ -104,6 +102,33 @@ def _facts(result: dict[str, Any]) -> str:
             "Undecodable lines, left out (original / protected)",
             f"{result['undecodable_lines']['original']:,} / {result['undecodable_lines']['protected']:,}",
         ),
+        *_attack_facts(result),
+        ("Reference: 1/k", f"{100 / k:.2f}% (k = {k})"),
+        ("Reference: paper 001, best attack at its lowest k", f"{100 * PAPER_BEST:.2f}%"),
+        (
+            "Mean per-user profile divergence (Jensen-Shannon divergence of category profiles, paper 004 eq. 9-11, "
+            "in bits: 0 = same interests, 1 = nothing in common)",
+            f"{result['profile_jsd']:.4f}",
+        ),
+        ("Users whose profile is unchanged", f"{100 * result['profile_unchanged_share']:.1f}%"),
+        ("Users with no record in the protected log (all held)", f"{result['users_missing_in_protected']:,}"),
+        ("Queries the classifier could categorise", f"{100 * result['classified_share']:.1f}%"),
+    ]
+    if "dp" in result:
+        facts += dp_audit.html_facts(result["dp"])
+    return (
+        "<h2>Facts</h2>"
+        + "<table>"
+        + "".join(f"<tr><th>{escape(a)}</th><td>{b}</td></tr>" for a, b in facts)
+        + "</table>"
+    )
+
+
+def _attack_facts(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The log matcher's and the attacks' rows of the facts table (values are HTML)."""
+    best = result["best_deanonymizer"]
+    best_rec = result.get("best_records_deanonymizer")
+    facts = [
         (
             "Protected records re-creating an original (user, query) — log matcher, paper 001 §3.3.3",
             f"{result['matching_records']:,} ({100 * result['matching_share']:.3f}%)",
@@ -151,26 +176,7 @@ def _facts(result: dict[str, Any]) -> str:
                 f"{100 * inst['unique_share']:.1f}%",
             ),
         ]
-    facts += [
-        ("Reference: 1/k", f"{100 / k:.2f}% (k = {k})"),
-        ("Reference: paper 001, best attack at its lowest k", f"{100 * PAPER_BEST:.2f}%"),
-        (
-            "Mean per-user profile divergence (Jensen-Shannon divergence of category profiles, paper 004 eq. 9-11, "
-            "in bits: 0 = same interests, 1 = nothing in common)",
-            f"{result['profile_jsd']:.4f}",
-        ),
-        ("Users whose profile is unchanged", f"{100 * result['profile_unchanged_share']:.1f}%"),
-        ("Users with no record in the protected log (all held)", f"{result['users_missing_in_protected']:,}"),
-        ("Queries the classifier could categorise", f"{100 * result['classified_share']:.1f}%"),
-    ]
-    if "dp" in result:
-        facts += dp_audit.html_facts(result["dp"])
-    return (
-        "<h2>Facts</h2>"
-        + "<table>"
-        + "".join(f"<tr><th>{escape(a)}</th><td>{b}</td></tr>" for a, b in facts)
-        + "</table>"
-    )
+    return facts
 
 
 def _events(result: dict[str, Any]) -> str:

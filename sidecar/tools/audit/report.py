@@ -128,6 +128,42 @@ def run_audit(
         "attacker": {"k": k, "delta": delta, "knowledge_base": "same as the sidecar (paper 001 worst case)"},
     }
     result.update(matcher.match(original, protected))
+    _attacks(result, original, protected, cat_o, cat_p, instance_field, k=k, delta=delta, seed=seed)
+    util = utility.compare(
+        utility.profiles((r.user, c) for r, c in zip(original, cat_o)),
+        utility.profiles((r.user, c) for r, c in zip(protected, cat_p)),
+    )
+    result.update(util)
+    result["category_counts"] = {"original": dict(Counter(cat_o)), "protected": dict(Counter(cat_p))}
+    result["provenance"] = provenance.provenance(original_path, protected_path, config_file=config_file, params=params)
+    result["microaggregation"] = _microaggregation(original, protected, path_o, path_p, seed, params)
+    if identifiers:
+        result["identifiers"] = {
+            "original": identifier_counts(r.query for r in original),
+            "protected": identifier_counts(r.query for r in protected),
+        }
+    result["events"] = provenance.events_accounting(result)
+    if config_file is not None and "category_buffer" in result["events"]["filters"]:
+        from sidecar.tools.audit.held import held_in_state
+
+        result["events"]["held_in_state"] = held_in_state(config_file)
+    return result
+
+
+def _attacks(
+    result: dict[str, Any],
+    original: list[Record],
+    protected: list[Record],
+    cat_o: list[str],
+    cat_p: list[str],
+    instance_field: str | None,
+    *,
+    k: int,
+    delta: float,
+    seed: int,
+) -> None:
+    """Paper 001's de-anonymizers on the protected log, scored on (user, query) pairs, on identical records and
+    (with an instance field) per record; the best of each and the blind guesses, into ``result``."""
     original_pairs = Counter((r.user, r.query) for r in original)
     stream = [(r.user, r.query, c, r.time) for r, c in zip(protected, cat_p)]
     extra: dict[str, tuple[list[Any], Counter[tuple[str, Any]]]] = {
@@ -158,13 +194,18 @@ def run_audit(
     if "records" in extra:  # no blind guess for "identical": the attacker never sees the original's other fields
         keyed = [(r.user, r.instance, c) for r, c in zip(original, cat_o) if r.instance is not None]
         result["chance_records_share"] = deanon.chance(keyed, extra["records"][1], seed)
-    util = utility.compare(
-        utility.profiles((r.user, c) for r, c in zip(original, cat_o)),
-        utility.profiles((r.user, c) for r, c in zip(protected, cat_p)),
-    )
-    result.update(util)
-    result["category_counts"] = {"original": dict(Counter(cat_o)), "protected": dict(Counter(cat_p))}
-    result["provenance"] = provenance.provenance(original_path, protected_path, config_file=config_file, params=params)
+
+
+def _microaggregation(
+    original: list[Record],
+    protected: list[Record],
+    path_o: list[tuple[str, ...]],
+    path_p: list[tuple[str, ...]],
+    seed: int,
+    params: dict[str, str] | None,
+) -> dict[str, Any]:
+    """The microaggregation measures (papers 003, 002), ``params["k"]`` drawing their 1/k lines, and whether the
+    protected log looks microaggregated."""
     micro_k = int(params["k"]) if params and "k" in params else None
     micro = measures_microagg.measures(
         [(r.user, r.query, p) for r, p in zip(original, path_o)],
@@ -173,18 +214,7 @@ def run_audit(
         k=micro_k,
     )
     micro["looks_microaggregated"] = measures_microagg.looks_microaggregated(micro["identical_groups"])
-    result["microaggregation"] = micro
-    if identifiers:
-        result["identifiers"] = {
-            "original": identifier_counts(r.query for r in original),
-            "protected": identifier_counts(r.query for r in protected),
-        }
-    result["events"] = provenance.events_accounting(result)
-    if config_file is not None and "category_buffer" in result["events"]["filters"]:
-        from sidecar.tools.audit.held import held_in_state
-
-        result["events"]["held_in_state"] = held_in_state(config_file)
-    return result
+    return micro
 
 
 def _instance_summary(field: str, original: list[Record], protected: list[Record]) -> dict[str, Any]:

@@ -138,34 +138,34 @@ def _attack_guarantees(result: dict[str, Any], micro: bool) -> list[dict[str, st
                 why,
             )
         )
-    ratio = share / PAPER_BEST
-    users = result.get("users_original", 0)
-    if share <= PAPER_BEST:
-        out.append(
-            _g(
-                "Best attack at or below paper 001's published line",
-                "ok",
-                f"{100 * share:.2f}% vs {100 * PAPER_BEST:.2f}%",
-                "the line is the paper's best attack at its lowest k on the AOL log",
-            )
-        )
-    else:
-        why = (
-            f"the line ({100 * PAPER_BEST:.2f}%) is the paper's best attack at its lowest k on the AOL log of about "
-            f"{PAPER_USERS:,} users, where a category buffer mixes many users; this log has {users:,} users, so a "
-            "buffer's users are fewer and a guess lands more often"
-        )
-        if share <= chance:
-            why += f"; here a blind guess already reaches {100 * chance:.2f}% (users share query texts)"
-        out.append(
-            _g(
-                "Best attack at or below paper 001's published line",
-                "attention",
-                f"{100 * share:.2f}% = {ratio:.1f}x the paper's {100 * PAPER_BEST:.2f}% (drawn on the attack chart)",
-                why,
-            )
-        )
+    out.append(_paper_line_guarantee(result, share, chance))
     return out
+
+
+def _paper_line_guarantee(result: dict[str, Any], share: float, chance: float) -> dict[str, str]:
+    """The best attack's share of pairs against paper 001's published line (its best attack at its lowest k)."""
+    if share <= PAPER_BEST:
+        return _g(
+            "Best attack at or below paper 001's published line",
+            "ok",
+            f"{100 * share:.2f}% vs {100 * PAPER_BEST:.2f}%",
+            "the line is the paper's best attack at its lowest k on the AOL log",
+        )
+    users = result.get("users_original", 0)
+    why = (
+        f"the line ({100 * PAPER_BEST:.2f}%) is the paper's best attack at its lowest k on the AOL log of about "
+        f"{PAPER_USERS:,} users, where a category buffer mixes many users; this log has {users:,} users, so a "
+        "buffer's users are fewer and a guess lands more often"
+    )
+    if share <= chance:
+        why += f"; here a blind guess already reaches {100 * chance:.2f}% (users share query texts)"
+    return _g(
+        "Best attack at or below paper 001's published line",
+        "attention",
+        f"{100 * share:.2f}% = {share / PAPER_BEST:.1f}x the paper's {100 * PAPER_BEST:.2f}% "
+        "(drawn on the attack chart)",
+        why,
+    )
 
 
 def _micro_guarantees(result: dict[str, Any]) -> list[dict[str, str]]:

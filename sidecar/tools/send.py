@@ -21,7 +21,7 @@ from pathlib import Path
 import click
 import grpc
 
-from adapters.file.reader import open_log
+from adapters.file.reader import LineBatch, LogInput, open_log
 from adapters.file.sink import FileSink, FileSinkConfig
 from adapters.grpc.client import Reassembler, to_batch
 from adapters.grpc.codec import EventBatch
@@ -53,6 +53,37 @@ class SendSummary:
         )
 
 
+def _open_files(
+    input_path: str, output_path: str, schema: SchemaConfig, dead: DeadLetters, max_record_bytes: int, batch_size: int
+) -> tuple[LogInput, FileSink]:
+    """The input log, opened for reading in batches, and the output file's sink, started in the input's format."""
+    log_in = open_log(input_path, schema, dead, max_record_bytes, batch_size)
+    sink = FileSink(
+        FileSinkConfig(path=output_path, mode="truncate"),
+        BuildContext(config_dir=Path.cwd(), dead_letters=dead),
+        schema,
+    )
+    sink.start(log_in.header, log_in.codec)
+    return log_in, sink
+
+
+def _decode(log_in: LogInput, batch: LineBatch, dead: DeadLetters, input_path: str) -> tuple[list[Event], list[int]]:
+    """A batch's events, the lines that do not decode dead-lettered (their indexes returned)."""
+    bad: list[tuple[int, str]] = []
+    events = log_in.codec.decode_many(batch.lines, "\n", bad)
+    for idx, reason in bad:
+        dead.add(reason, input_path, batch.line_number(idx), batch.lines[idx])
+    return events, [idx for idx, _ in bad]
+
+
+def _finish(summary: SendSummary, log_in: LogInput, dead: DeadLetters, started: float) -> SendSummary:
+    """``summary`` with the records read, the dead letters and the time taken."""
+    summary.records_in = log_in.reader.lines_seen - (1 if log_in.header is not None else 0)
+    summary.dead_lettered = dead.total
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
 def send_file(
     chan: grpc.Channel,
     input_path: str,
@@ -70,26 +101,15 @@ def send_file(
     schema = schema or SchemaConfig()
     dead = dead or DeadLetters(None)
     summary = SendSummary()
-    log_in = open_log(input_path, schema, dead, max_record_bytes, batch_size)
-    codec, header, batches, reader = log_in.codec, log_in.header, log_in.batches, log_in.reader
-    sink = FileSink(
-        FileSinkConfig(path=output_path, mode="truncate"),
-        BuildContext(config_dir=Path.cwd(), dead_letters=dead),
-        schema,
-    )
-    sink.start(header, codec)
+    log_in, sink = _open_files(input_path, output_path, schema, dead, max_record_bytes, batch_size)
     reassembler = Reassembler()
     lock = threading.Lock()
 
     def requests() -> Iterator[EventBatch]:
         seq = 1
-        decode_many = codec.decode_many
-        for number, batch in enumerate(batches):
-            bad: list[tuple[int, str]] = []
-            events = decode_many(batch.lines, "\n", bad)
-            for idx, reason in bad:
-                dead.add(reason, input_path, batch.line_number(idx), batch.lines[idx])
-            if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.lines) - 1):
+        for number, batch in enumerate(log_in.batches):
+            events, bad = _decode(log_in, batch, dead, input_path)
+            if batch.last_eol == "" and events and (not bad or bad[-1] != len(batch.lines) - 1):
                 events[-1].eol = ""
             if not events:
                 continue
@@ -108,10 +128,7 @@ def send_file(
             sink.write(out)
     finally:
         sink.close()
-    summary.records_in = reader.lines_seen - (1 if header is not None else 0)
-    summary.dead_lettered = dead.total
-    summary.seconds = time.perf_counter() - started
-    return summary
+    return _finish(summary, log_in, dead, started)
 
 
 def send_routed(
@@ -138,14 +155,7 @@ def send_routed(
     dead = dead or DeadLetters(None)
     summary = SendSummary()
     key, n = partition_key(), len(chans)
-    log_in = open_log(input_path, schema, dead, max_record_bytes, batch_size)
-    codec, header, batches, reader = log_in.codec, log_in.header, log_in.batches, log_in.reader
-    sink = FileSink(
-        FileSinkConfig(path=output_path, mode="truncate"),
-        BuildContext(config_dir=Path.cwd(), dead_letters=dead),
-        schema,
-    )
-    sink.start(header, codec)
+    log_in, sink = _open_files(input_path, output_path, schema, dead, max_record_bytes, batch_size)
     lock = threading.Lock()
     reassemblers = [Reassembler() for _ in chans]
     queues: list[queue.Queue[EventBatch | None]] = [queue.Queue(maxsize=16) for _ in chans]
@@ -172,13 +182,9 @@ def send_routed(
         t.start()
     seq = 1
     try:
-        for number, batch in enumerate(batches):
-            bad: list[tuple[int, str]] = []
-            events = codec.decode_many(batch.lines, "\n", bad)
-            for idx, reason in bad:
-                dead.add(reason, input_path, batch.line_number(idx), batch.lines[idx])
+        for number, batch in enumerate(log_in.batches):
             groups: list[list[Event]] = [[] for _ in chans]
-            for ev in events:
+            for ev in _decode(log_in, batch, dead, input_path)[0]:
                 groups[owner(ev.user, n, key)].append(ev)
             for i, group in enumerate(groups):
                 if not group:
@@ -198,10 +204,7 @@ def send_routed(
         sink.close()
     if errors:
         raise errors[0]
-    summary.records_in = reader.lines_seen - (1 if header is not None else 0)
-    summary.dead_lettered = dead.total
-    summary.seconds = time.perf_counter() - started
-    return summary
+    return _finish(summary, log_in, dead, started)
 
 
 def _token(token_file: str | None, token_env: str | None) -> str | None:

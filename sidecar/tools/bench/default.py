@@ -65,124 +65,148 @@ def _percentile(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
+def _shards(log_path: Path, users: int, seed: int, replicas: int, order: str) -> list[list[Any]]:
+    """A generated log's events, one list per replica (routed by a hash of the user id), in time order or as
+    generated."""
+    from sidecar.codecs import SchemaConfig, TsvCodec
+    from sidecar.tools.generate.synthetic import generate_log
+
+    with log_path.open("w", encoding="utf-8") as fh:
+        generate_log(users, seed, fh)
+    lines = log_path.read_text(encoding="utf-8").splitlines()
+    codec = TsvCodec(SchemaConfig())
+    codec.accept_header(lines[0])
+    shards: list[list[Any]] = [[] for _ in range(replicas)]
+    body = lines[1:]
+    if order == "time":  # live traffic arrives in time order, users interleaved
+        time_col = codec.idx[2]
+        assert time_col is not None, "the default schema has a time column"
+        body.sort(key=lambda line: line.split("\t")[time_col])
+    for line in body:
+        ev = codec.decode(line, "\n")
+        shards[zlib.crc32(str(ev.user).encode()) % replicas].append(ev)
+    return shards
+
+
+def _start_replicas(
+    config: Path, replicas: int, work: Path, env: dict[str, str], procs: list[Any], logs: list[Any]
+) -> list[str]:
+    """Start the sidecar processes (appended to ``procs``, their stderr files to ``logs``); their addresses."""
+    addresses = []
+    for i in range(replicas):
+        cfg = work / f"replica{i}.yaml"
+        _replica_config(config, cfg, work / f"state{i}")
+        port = _free_port()
+        addresses.append(f"127.0.0.1:{port}")
+        err = (work / f"replica{i}.err").open("wb")
+        logs.append(err)
+        procs.append(
+            subprocess.Popen(
+                [QUERYLOG, "serve", "-c", str(cfg), "--listen", addresses[-1]],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+        )
+    return addresses
+
+
+def _stream(chan: Any, events: list[Any], batch: int, closed: bool, lat: list[float], errors: queue.Queue[Any]) -> None:
+    """One Filter stream of ``events`` in batches; ``closed``: send a batch only after the previous answer (service
+    time). Round trips go to ``lat``, an RPC error to ``errors``."""
+    import grpc
+
+    from adapters.grpc.client import to_batch
+    from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
+
+    sent_at: dict[str, float] = {}
+    answered = threading.Semaphore(1)
+
+    def requests() -> Iterator[Any]:
+        seq = 1
+        for n, start in enumerate(range(0, len(events), batch)):
+            chunk = events[start : start + batch]
+            msg = to_batch(chunk, seq, str(n))
+            seq += len(chunk)
+            if closed:
+                answered.acquire()
+            sent_at[str(n)] = time.perf_counter()
+            yield msg
+
+    try:
+        for resp in QueryLogFilterStub(chan).Filter(requests()):
+            t = sent_at.pop(resp.batch_id, None)
+            if t is not None:
+                lat.append(time.perf_counter() - t)
+            if closed:
+                answered.release()
+    except grpc.RpcError as exc:
+        errors.put(exc)
+
+
+def _streams(
+    chans: list[Any], parts: list[list[Any]], batch: int, closed: bool, lat: list[float], errors: queue.Queue[Any]
+) -> float:
+    """One stream per replica at once (``parts[i]`` to ``chans[i]``); the seconds until every one has ended."""
+    threads = [
+        threading.Thread(target=_stream, args=(chan, part, batch, closed, lat, errors))
+        for chan, part in zip(chans, parts)
+    ]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
+def _stop(procs: list[Any], logs: list[Any]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    for err_fh in logs:
+        err_fh.close()
+
+
 def run(
     config: Path, users: int, replicas: int, batch: int, seed: int, order: str = "time", latency_batches: int = 20
 ) -> dict[str, Any]:
     import grpc
 
-    from adapters.grpc.client import channel, to_batch, wait_serving
-    from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
-    from sidecar.codecs import SchemaConfig, TsvCodec
-    from sidecar.tools.generate.synthetic import generate_log
+    from adapters.grpc.client import channel, wait_serving
 
     env = dict(os.environ)
     env.setdefault("QUERYLOG_HMAC_KEY", "bench-key-not-secret-0123456789abcdef")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        log_path = work / "log.tsv"
-        with log_path.open("w", encoding="utf-8") as fh:
-            generate_log(users, seed, fh)
-        lines = log_path.read_text(encoding="utf-8").splitlines()
-        codec = TsvCodec(SchemaConfig())
-        codec.accept_header(lines[0])
-        shards: list[list[Any]] = [[] for _ in range(replicas)]
-        body = lines[1:]
-        if order == "time":  # live traffic arrives in time order, users interleaved
-            time_col = codec.idx[2]
-            assert time_col is not None, "the default schema has a time column"
-            body.sort(key=lambda line: line.split("\t")[time_col])
-        for line in body:
-            ev = codec.decode(line, "\n")
-            shards[zlib.crc32(str(ev.user).encode()) % replicas].append(ev)
-        procs, addresses, logs = [], [], []
+        shards = _shards(work / "log.tsv", users, seed, replicas, order)
+        procs: list[Any] = []
+        logs: list[Any] = []
         try:
-            for i in range(replicas):
-                cfg = work / f"replica{i}.yaml"
-                _replica_config(config, cfg, work / f"state{i}")
-                port = _free_port()
-                addresses.append(f"127.0.0.1:{port}")
-                err = (work / f"replica{i}.err").open("wb")
-                logs.append(err)
-                procs.append(
-                    subprocess.Popen(
-                        [QUERYLOG, "serve", "-c", str(cfg), "--listen", addresses[-1]],
-                        env=env,
-                        stdout=subprocess.DEVNULL,
-                        stderr=err,
-                    )
-                )
-            chans = [channel(a) for a in addresses]
+            chans = [channel(a) for a in _start_replicas(config, replicas, work, env, procs, logs)]
             for i, chan in enumerate(chans):
                 if not wait_serving(chan, 300):
                     tail = (work / f"replica{i}.err").read_text(errors="replace")[-1500:]
                     raise click.ClickException(f"a sidecar replica did not start: {tail}")
             latencies: list[float] = []
-            received = [0] * replicas
             errors: queue.Queue[grpc.RpcError] = queue.Queue()
-
-            def stream(i: int, events: list[Any], closed: bool, lat: list[float]) -> None:
-                """One Filter stream; ``closed``: send a batch only after the previous answer (service time)."""
-                sent_at: dict[str, float] = {}
-                answered = threading.Semaphore(1)
-
-                def requests() -> Iterator[Any]:
-                    seq = 1
-                    for n, start in enumerate(range(0, len(events), batch)):
-                        chunk = events[start : start + batch]
-                        msg = to_batch(chunk, seq, str(n))
-                        seq += len(chunk)
-                        if closed:
-                            answered.acquire()
-                        sent_at[str(n)] = time.perf_counter()
-                        yield msg
-
-                try:
-                    for resp in QueryLogFilterStub(chans[i]).Filter(requests()):
-                        t = sent_at.pop(resp.batch_id, None)
-                        if t is not None:
-                            lat.append(time.perf_counter() - t)
-                        received[i] += len(resp.events)
-                        if closed:
-                            answered.release()
-                except grpc.RpcError as exc:
-                    errors.put(exc)
-
             # 1. throughput: every replica fed as fast as it takes batches (open loop)
             cut = [max(0, len(sh) - batch * latency_batches) for sh in shards]
-            threads = [
-                threading.Thread(target=stream, args=(i, shards[i][: cut[i]], False, latencies))
-                for i in range(replicas)
-            ]
-            t0 = time.perf_counter()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            seconds = time.perf_counter() - t0
+            seconds = _streams(chans, [sh[:c] for sh, c in zip(shards, cut)], batch, False, latencies, errors)
             # 2. added latency: one batch at a time per replica (closed loop), on the rest of the log
             service: list[float] = []
-            threads = [
-                threading.Thread(target=stream, args=(i, shards[i][cut[i] :], True, service)) for i in range(replicas)
-            ]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            _streams(chans, [sh[c:] for sh, c in zip(shards, cut)], batch, True, service, errors)
             if not errors.empty():
                 exc = errors.get()
                 raise click.ClickException(f"stream failed: {exc.code().name}")
             for chan in chans:
                 chan.close()
         finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-            for err_fh in logs:
-                err_fh.close()
+            _stop(procs, logs)
         sent = sum(cut)
         return {
             "events": sent,

@@ -22,6 +22,7 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,37 +128,8 @@ def COMMAND(
         build = time.perf_counter() - t0
         sizes = [info.concepts for info in f.domains.info()]
         tune_gc()  # as `serve` and `replay` do once the chain is built: the start-up heap (KB, tables) frozen
-        lines = []
-        for label in ("filter, cold", "filter, warm"):
-            rows = stream()
-            cpu = wall = 0.0
-            for i in range(0, len(rows), batch):
-                evs = events(rows[i : i + batch])  # built untimed, one batch at a time (as a source hands them)
-                c0, w0 = time.process_time(), time.perf_counter()
-                f.process(evs)
-                cpu += time.process_time() - c0
-                wall += time.perf_counter() - w0
-            lines.append(
-                f"{label:14}: {n:>9,} queries  {n / wall:>9,.0f}/s wall  {n / cpu:>9,.0f}/s CPU  "
-                f"(replaced {f.counts['replaced']:,}, dropped {f.counts['dropped_no_concept']:,})"
-            )
-        # the mechanism alone, over concepts drawn uniformly from the largest domain
-        biggest = max(range(len(f.domains.names)), key=f.domains.size)
-        members = f.domains.members(biggest).members
-        nodes = [int(members[rng.randrange(len(members))]) for _ in range(20_000)]
-        eps_q = 0.05
-        sampler = f.sampler
-        cold, warm = [], []
-        for _ in range(repeat):
-            sampler._prepared.clear()
-            c0 = time.process_time()
-            for x in nodes:
-                sampler.draw(x, eps_q)
-            cold.append(time.process_time() - c0)
-            c0 = time.process_time()
-            for x in nodes:
-                sampler.draw(x, eps_q)
-            warm.append(time.process_time() - c0)
+        lines = [_filter_run(f, label, stream(), events, batch) for label in ("filter, cold", "filter, warm")]
+        members, nodes, cold, warm = _mechanism(f, rng, repeat)
         f.close()
         state.close()
     click.echo(
@@ -176,3 +148,42 @@ def COMMAND(
         f"{overrun(1.0):.1e} at eps_q = 1; target >= 20,000 queries/s"
     )
     click.echo(f"peak RSS: {peak_rss_mib():.1f} MiB")
+
+
+def _filter_run(f: Any, label: str, rows: list[tuple[str, str]], events: Callable[..., list[Any]], batch: int) -> str:
+    """The filter over one stream of (user, query) rows, in batches built untimed: its line of figures."""
+    n = len(rows)
+    cpu = wall = 0.0
+    for i in range(0, n, batch):
+        evs = events(rows[i : i + batch])  # built untimed, one batch at a time (as a source hands them)
+        c0, w0 = time.process_time(), time.perf_counter()
+        f.process(evs)
+        cpu += time.process_time() - c0
+        wall += time.perf_counter() - w0
+    return (
+        f"{label:14}: {n:>9,} queries  {n / wall:>9,.0f}/s wall  {n / cpu:>9,.0f}/s CPU  "
+        f"(replaced {f.counts['replaced']:,}, dropped {f.counts['dropped_no_concept']:,})"
+    )
+
+
+def _mechanism(f: Any, rng: random.Random, repeat: int) -> tuple[Any, list[int], list[float], list[float]]:
+    """The class sampler alone, over 20,000 concepts drawn uniformly from the largest domain, ``repeat`` times with
+    its class tables cleared first (cold) and again (warm): (the domain's members, the concepts, CPU seconds cold,
+    CPU seconds warm)."""
+    biggest = max(range(len(f.domains.names)), key=f.domains.size)
+    members = f.domains.members(biggest).members
+    nodes = [int(members[rng.randrange(len(members))]) for _ in range(20_000)]
+    eps_q = 0.05
+    sampler = f.sampler
+    cold, warm = [], []
+    for _ in range(repeat):
+        sampler._prepared.clear()
+        c0 = time.process_time()
+        for x in nodes:
+            sampler.draw(x, eps_q)
+        cold.append(time.process_time() - c0)
+        c0 = time.process_time()
+        for x in nodes:
+            sampler.draw(x, eps_q)
+        warm.append(time.process_time() - c0)
+    return members, nodes, cold, warm

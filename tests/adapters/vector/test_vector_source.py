@@ -254,6 +254,27 @@ def test_tls(tmp_path: Path) -> None:
     assert len(lines(tmp_path)) == 1
 
 
+def test_mutual_tls(tmp_path: Path) -> None:
+    """With tls_client_ca_file (the shared server TLS options), a client presenting a certificate of that CA is
+    served (as Vector's sink with tls.crt_file/key_file); one without a certificate or with another CA's is not."""
+    pki = make_pki(tmp_path / "pki")
+    source = f"{{tls_cert_file: {pki.server.cert}, tls_key_file: {pki.server.key}, tls_client_ca_file: {pki.ca}}}"
+    ca = pki.ca.read_bytes()
+
+    def creds(pair: Any) -> grpc.ChannelCredentials:
+        if pair is None:
+            return grpc.ssl_channel_credentials(root_certificates=ca)
+        return grpc.ssl_channel_credentials(ca, pair.key.read_bytes(), pair.cert.read_bytes())
+
+    with vector_sidecar(config(tmp_path, source=source)) as sc:
+        for refused in (None, pki.stranger):
+            with grpc.secure_channel(sc.address, creds(refused)) as chan, pytest.raises(grpc.RpcError):
+                chan.unary_unary("/vector.Vector/PushEvents")(events(1), timeout=5)
+        with grpc.secure_channel(sc.address, creds(pki.client)) as chan:
+            assert chan.unary_unary("/vector.Vector/PushEvents")(events(1), timeout=10) == b""
+    assert len(lines(tmp_path)) == 1
+
+
 # ---- the byte fixtures ----------------------------------------------------------------------------------------
 
 

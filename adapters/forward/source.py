@@ -256,19 +256,17 @@ class ForwardSource(Source[ForwardSourceConfig]):
     async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         decoder = FrameDecoder(self.config.max_frame_bytes)
         pending: list[Any] = []
-        size = 0  # bytes read for ``pending`` (costs the work)
         if self.shared_key is not None:
             pending = await self._handshake(reader, writer, decoder, self.shared_key)
         while True:
             if pending:
-                await self._process(pending, writer, size)
+                await self._process(pending, writer)
             data = await self._read(reader)
-            size = len(data)
             try:
                 pending = decoder.feed(data)
             except ProtocolError as exc:  # the messages before the damage are still taken (and acked)
                 if exc.objects:
-                    await self._process(exc.objects, writer, size)
+                    await self._process(exc.objects, writer)
                 raise
 
     async def _handshake(
@@ -300,7 +298,7 @@ class ForwardSource(Source[ForwardSourceConfig]):
         self.count("handshakes")
         return objs[1:]
 
-    async def _process(self, objs: list[Any], writer: asyncio.StreamWriter, size: int) -> None:
+    async def _process(self, objs: list[Any], writer: asyncio.StreamWriter) -> None:
         max_decompressed = self.config.max_frame_bytes * DECOMPRESSED_FACTOR
         messages: list[Message] = []
         error: ProtocolError | None = None
@@ -323,7 +321,7 @@ class ForwardSource(Source[ForwardSourceConfig]):
             assert self._batcher is not None and self._host is not None
             with self._host.track():
                 try:
-                    await self._batcher.submit(entries, bad, size)
+                    await self._batcher.submit(entries, bad)
                 except Exception as exc:  # the runtime could not take them: no ack, the client sends again
                     log.warning("forward_receive_failed", error=type(exc).__name__, entries=len(entries))
                     raise _Closed("receive_failed") from None

@@ -1,10 +1,14 @@
 """The forward source's batches: what every connection has waiting at a moment goes to ``runtime.receive`` in
 one batch (one transaction), on the shared host's worker, one batch at a time; each connection acks its chunks
-once the batch its entries went in with returned."""
+once the batch its entries went in with returned.
+
+The worker takes the next batch itself as soon as one returned (it does not wait for the event loop to hand it
+over): the loop reads and parses on meanwhile, and what arrives while a batch runs joins the next one."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from dataclasses import dataclass
 
@@ -33,40 +37,47 @@ class Batcher:
         self.runtime = runtime
         self.codec = codec
         self.max_events = max_events
-        self.waiting: deque[Job] = deque()
-        self.busy = False
         self.batches = 0
+        #: Stop taking jobs (the source is stopping: what has not started is never acknowledged).
+        self.closed = False
+        self._waiting: deque[Job] = deque()
+        self._lock = threading.Lock()  # guards _waiting and _busy between the loop and the worker
+        self._busy = False
+        self._drains: set[asyncio.Future[None]] = set()
 
     async def submit(self, entries: list[Entry], bad: list[str]) -> Receipt:
         """The receipt of the batch these entries went in with (raises what ``receive`` raised)."""
-        job = Job(entries, bad, asyncio.get_running_loop().create_future())
-        self.waiting.append(job)
-        if not self.busy:
-            self.busy = True
-            asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        job = Job(entries, bad, loop.create_future())
+        with self._lock:
+            self._waiting.append(job)
+            start, self._busy = not self._busy, True
+        if start:
+            drain = asyncio.ensure_future(self.host.run_in_worker(self._drain, loop))
+            self._drains.add(drain)
+            drain.add_done_callback(self._drains.discard)
         return await job.future
 
-    async def _run(self) -> None:
-        try:
-            while self.waiting:
-                jobs = [self.waiting.popleft()]
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the worker: batches until nothing waits; each job's result is set on the loop."""
+        while True:
+            with self._lock:
+                if not self._waiting or self.closed:
+                    self._busy = False
+                    return
+                jobs = [self._waiting.popleft()]
                 n = len(jobs[0].entries)
-                while self.waiting and n < self.max_events:
-                    jobs.append(self.waiting.popleft())
+                while self._waiting and n < self.max_events:
+                    jobs.append(self._waiting.popleft())
                     n += len(jobs[-1].entries)
-                try:  # always on the worker (not host.work's inline path): the loop reads on meanwhile, and what
-                    # arrives then joins the next batch (measured: inline receives cost about 10% of bench forward)
-                    receipt = await self.host.run_in_worker(self._receive, jobs)
-                except Exception as exc:
-                    for job in jobs:
-                        if not job.future.done():
-                            job.future.set_exception(exc)
-                    continue
-                for job in jobs:
-                    if not job.future.done():
-                        job.future.set_result(receipt)
-        finally:
-            self.busy = False
+            try:
+                receipt: Receipt | Exception = self._receive(jobs)
+            except Exception as exc:
+                receipt = exc
+            try:
+                loop.call_soon_threadsafe(_settle, jobs, receipt)
+            except RuntimeError:  # the loop is closed: the source stopped, no connection is left to answer
+                return
 
     def _receive(self, jobs: list[Job]) -> Receipt:
         dead = self.runtime.dead_letters
@@ -79,3 +90,13 @@ class Batcher:
             return self.runtime.receive(RecordBatch(records, self.codec, ORIGIN))
         dead.flush()
         return Receipt()
+
+
+def _settle(jobs: list[Job], result: Receipt | Exception) -> None:
+    for job in jobs:
+        if job.future.done():  # the connection was cut meanwhile (stop)
+            continue
+        if isinstance(result, Exception):
+            job.future.set_exception(result)
+        else:
+            job.future.set_result(result)

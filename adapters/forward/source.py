@@ -205,6 +205,8 @@ class ForwardSource(Source[ForwardSourceConfig]):
         if self._udp is not None:
             self._udp.close()
         await host.drain(grace)  # the batches in the chain are acked
+        if self._batcher is not None:
+            self._batcher.closed = True  # what did not start by now is never acknowledged: not started at all
         for writer in list(self._writers):
             writer.close()
 

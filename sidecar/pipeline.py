@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -97,10 +97,17 @@ class Pipeline:
     """A built chain with its state store, dead letters and sinks; shared by replay and serve."""
 
     def __init__(
-        self, config: LoadedConfig, *, seed: int | None = None, with_sinks: bool = True, validate_only: bool = False
+        self,
+        config: LoadedConfig,
+        *,
+        seed: int | None = None,
+        with_sinks: bool = True,
+        validate_only: bool = False,
+        extra_sinks: Sequence[ComponentSpec] = (),
     ) -> None:
         """``validate_only``: build every component to check the config, touching nothing (``check-config``):
-        the state store is a throw-away one in a temporary folder and nothing is dead-lettered to a file."""
+        the state store is a throw-away one in a temporary folder and nothing is dead-lettered to a file.
+        ``extra_sinks``: a driver's own sinks (``replay -o``), built after the configured ones (``with_sinks``)."""
         self.config = config
         self.started = time.monotonic()
         self._scratch = tempfile.TemporaryDirectory(prefix="querylog-check-") if validate_only else None
@@ -130,7 +137,7 @@ class Pipeline:
                         filters.append(build_component(spec, self.ctx, config))
                     except StateDamaged as exc:  # a filter's rows no longer decode: the database is damaged
                         raise StateError(self.state.path, str(exc)) from None
-            for spec in config.sinks if with_sinks else ():
+            for spec in (*(config.sinks if with_sinks else ()), *extra_sinks):
                 with errors.guard():
                     self.sinks.append(build_component(spec, self.ctx, config))
             errors.raise_any()
@@ -259,11 +266,12 @@ class Pipeline:
             (key, value),
         )
 
-    def start_release_timer(self) -> None:
-        """Start the process's one release timer (``flush_interval_seconds``) when a buffering filter and a
-        sink exist; :meth:`close` stops it. Sources never run timers of their own."""
+    def start_release_timer(self, interval: float | None = None) -> None:
+        """Start the process's one release timer (every ``interval`` seconds; None: ``flush_interval_seconds``)
+        when a buffering filter and a sink exist; :meth:`close` stops it. Sources never run timers of their own."""
         if self._timer is None and self.sinks and any(f.BUFFERING for f in self.filters):
-            self._timer = TimedRelease(self, self.config.sidecar.flush_interval_seconds)
+            every = interval if interval is not None else self.config.sidecar.flush_interval_seconds
+            self._timer = TimedRelease(self, every)
 
     def process(self, batch: list[Event]) -> list[Event]:
         with self._lock:

@@ -1,4 +1,10 @@
-"""``querylog replay`` (a log file through the configured chain) and ``querylog filter`` (stdin to stdout)."""
+"""``querylog replay`` (a log file through the configured chain) and ``querylog filter`` (stdin to stdout).
+
+The commands only parse options: the one-process replay is the runtime's driver (:func:`sidecar.drive.replay`:
+the ``file`` source into ``Runtime.receive``), ``--workers``/``--scheduler`` the partitioned replay of
+:mod:`adapters.file.scale` (one runtime per partition, the same driver shape). They are registered here, not in
+``sidecar.cli``, because ``--workers`` reaches :mod:`adapters.file.scale`, which ``sidecar.cli`` may not import.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ import click
 from sidecar.api import SinkError
 from sidecar.commandkit import EXIT_USAGE, fail_config, fail_state, load, setup_logs
 from sidecar.config import ConfigError
-from sidecar.state import StateError, remove_state_database
+from sidecar.state import StateError, StateInUse, remove_state_database
 
 CONFIG = click.option(
     "--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False), help="Config file."
@@ -131,9 +137,9 @@ def _run_scaled(
     except ImportError as exc:
         click.echo(f"--workers/--scheduler need Dask: pip install 'querylog-sidecar[dask]' ({exc.name})", err=True)
         sys.exit(EXIT_USAGE)
-    from adapters.file.prescan import PrescanError
     from adapters.file.scale.inputs import InputError
     from adapters.file.scale.partition import PartitionKeyError
+    from sidecar.drive import PrescanError
 
     cfg = load(config_file)
     setup_logs(cfg)
@@ -153,7 +159,7 @@ def _run_scaled(
         )
     except ConfigError as exc:
         fail_config(exc)
-    except StateError as exc:
+    except (StateError, StateInUse) as exc:
         fail_state(exc)
     except (ScaleError, InputError, PartitionKeyError, PrescanError) as exc:
         click.echo(f"replay: {exc}", err=True)
@@ -186,9 +192,7 @@ def _run_replay(
     fresh_state: bool,
     flush_interval: float | None,
 ) -> None:
-    from adapters.file.prescan import PrescanError
-    from adapters.file.reader import is_stream
-    from adapters.file.replay import ResumeError, replay
+    from sidecar.drive import PrescanError, ResumeError, replay
     from sidecar.signals import StopFlag
 
     cfg = load(config_file)
@@ -199,10 +203,13 @@ def _run_replay(
         if resume:
             click.echo("--fresh-state and --resume contradict each other", err=True)
             sys.exit(EXIT_USAGE)
-        removed = remove_state_database(cfg.state_dir)
+        try:
+            removed = remove_state_database(cfg.state_dir)
+        except StateInUse as exc:
+            fail_state(exc)
         if removed:
             click.echo(f"state: removed the state database in {cfg.state_dir}", err=True)
-    if not (is_stream(input_path) or Path(input_path).is_file()):
+    if input_path != "-" and (Path(input_path).is_dir() or not Path(input_path).exists()):  # a pipe is read as it comes
         click.echo(f"{input_path}: {'a directory' if Path(input_path).is_dir() else 'no such file'}", err=True)
         sys.exit(EXIT_USAGE)
     stop = StopFlag()
@@ -222,7 +229,7 @@ def _run_replay(
         )
     except ConfigError as exc:
         fail_config(exc)
-    except StateError as exc:
+    except (StateError, StateInUse) as exc:
         fail_state(exc)
     except sqlite3.Error as exc:  # e.g. disk full on the state folder
         fail_state(StateError(cfg.state_dir / "querylog.db", f"cannot be written ({exc})"))

@@ -242,6 +242,21 @@ def _prepend(first: LineBatch | None, rest: Iterator[LineBatch]) -> Iterator[Lin
     yield from rest
 
 
+class FileTsvCodec(TsvCodec):
+    """TSV read from a file: its header line goes out as it came in, line end included (a file that is only a
+    header without a final newline stays without one); no header line read, no header out."""
+
+    _header_out: str | None = None
+
+    def accept_header(self, line: str) -> None:
+        """``line`` as read, with its line end (``\\n``, ``\\r\\n`` or none)."""
+        super().accept_header(line.removesuffix("\n"))
+        self._header_out = line
+
+    def header_for_output(self) -> str | None:
+        return self._header_out
+
+
 @dataclass
 class LogInput:
     """An opened log: its codec (header accepted), the header line (with its newline) and the batches after it."""
@@ -268,6 +283,8 @@ def open_log(
     ``header``).
     """
     codec = codec_for(schema, path)
+    if isinstance(codec, TsvCodec):
+        codec = FileTsvCodec(codec.schema)
     reader = LineReader(path, dead, max_record_bytes, stop=stop, skip_through=skip_through)
     batches = reader.batches(batch_size)
     header = None
@@ -275,7 +292,7 @@ def open_log(
         header, batches = read_header(batches)
         if header is not None:
             try:
-                codec.accept_header(header.rstrip("\n"))
+                codec.accept_header(header)
             except ConfigValueError as exc:
                 raise ConfigError(path, 1, "header", exc.problem) from None
     return LogInput(codec, header, batches, reader)

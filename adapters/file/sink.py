@@ -10,11 +10,11 @@ import json
 import os
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Literal, TextIO
+from typing import IO, Any, Literal, TextIO
 
-from sidecar.api import BadRecord, BuildContext, Codec, Event, Sink, SinkConfig, option
+from sidecar.api import BadRecord, BuildContext, Codec, ConfigValueError, Event, Sink, SinkConfig, option
 from sidecar.codecs import JsonlCodec, SchemaConfig, TsvCodec, format_from_path
 
 
@@ -153,73 +153,102 @@ class TextWriter:
             raise
 
 
+TEXT_FORMATS = ("tsv", "jsonl")
+
+
+def _create_sizes(db: Any) -> None:
+    db.execute("CREATE TABLE IF NOT EXISTS file_sink_sizes (path TEXT PRIMARY KEY, bytes INTEGER NOT NULL)")
+
+
 @dataclass(frozen=True)
 class FileSinkConfig(SinkConfig):
     """Write events to a file (or `-` for stdout) in the input's schema."""
 
     path: str = option("-", "Output path; .gz compresses; `-` is stdout.")
     format: Literal["auto", "tsv", "jsonl"] = option(
-        "auto", "Output format; auto: the input's format (or by extension for events from gRPC)."
+        "auto",
+        "Output format; auto: the path's extension, else the schema's format, else each record in its own "
+        "source's text format (records from gRPC, forward or Vector as TSV).",
     )
     fsync: bool = option(False, "fsync on every flush (delivery then survives a power cut).")
-    mode: Literal["append", "truncate"] = option(
+    mode: Literal["append", "truncate", "resume"] = option(
         "append",
         "append: keep what earlier runs delivered and add after it (the header only goes into an empty file); "
-        "truncate: start the file empty each time the sink starts.",
+        "truncate: start the file empty each time the sink starts; resume: exactly once with a source that "
+        "resumes (a file source with `resume: true`): every flush fsyncs the file and records its size in the "
+        "state store, committed with the batch, and a restart cuts the file back to the last recorded size (a "
+        "plain file only: not .gz or stdout).",
     )
 
 
 class FileSink(Sink[FileSinkConfig]):
-    """Appends encoded events to a file (``mode: append``, the default); the header goes only into an empty file."""
+    """Appends encoded events to a file (``mode: append``, the default); the header goes only into an empty file.
+
+    A record's format belongs to its source: an event whose own codec is a text codec of the sink's format is
+    written by it (byte for byte when unchanged); any other is converted by the sink's codec of that format."""
 
     NAME = "file"
     Config = FileSinkConfig
     SUMMARY = "write events to a file or stdout (TSV/JSONL, .gz), same schema as the input"
 
-    def __init__(
-        self,
-        config: FileSinkConfig,
-        ctx: BuildContext,
-        schema: SchemaConfig | None = None,
-        resume_at: int | None = None,
-    ) -> None:
-        """``resume_at``: continue a plain output file after its first ``resume_at`` bytes (no header again)."""
+    def __init__(self, config: FileSinkConfig, ctx: BuildContext, schema: SchemaConfig | None = None) -> None:
         super().__init__(config, ctx)
-        self.resume_at = resume_at
         self.schema = schema or ctx.schema or SchemaConfig()
         path = config.path
         if path != "-" and not os.path.isabs(path):
             path = str(ctx.config_dir / path)
         self.path = path
+        if config.mode == "resume" and (path == "-" or path.endswith(".gz")):
+            raise ConfigValueError("mode", "resume needs a plain file (not .gz or stdout)")
+        if config.mode == "resume" and not ctx.validate_only:
+            if ctx.state is None:
+                raise ConfigValueError("mode", "resume needs the runtime's state store")
+            ctx.state.migrate("file_sink", [_create_sizes])  # here: never inside the runtime's transaction
+        #: the sink's text format; None: each record in its own source's text format
+        self.format: str | None = config.format if config.format != "auto" else format_from_path(path)
+        if self.format is None and self.schema.format != "auto":
+            self.format = self.schema.format
         self.writer: TextWriter | None = None
+        #: writes the header and converts events whose codec is not a text codec of the sink's format
         self.codec: Codec | None = None
         #: records the output format could not frame (dead-lettered, never written)
         self.rejected = 0
 
     def start(self, header: str | None, codec: Codec | None) -> None:
-        fmt: str = self.config.format
-        text_codec = codec if codec is not None and codec.format in ("tsv", "jsonl") else None
-        if fmt == "auto":  # the input's text format; from a binary source (gRPC, forward, Vector): the path's
-            fmt = (text_codec.format if text_codec is not None else None) or format_from_path(self.path) or "tsv"
-        if text_codec is not None and text_codec.format == fmt:
-            self.codec = text_codec
+        fmt = self.format
+        if codec is not None and codec.format in TEXT_FORMATS and (fmt is None or codec.format == fmt):
+            self.codec = codec  # the first source's layout (TSV columns) for the header and conversions
         else:
-            self.codec = TsvCodec(self.schema) if fmt == "tsv" else JsonlCodec(self.schema)
+            self.codec = JsonlCodec(self.schema) if fmt == "jsonl" else TsvCodec(self.schema)
             h = self.codec.header_for_output()
             header = h + "\n" if h is not None else None
-        self.writer = TextWriter(self.path, self.resume_at, append=self.config.mode == "append")
+        resume_at: int | None = None
+        if self.config.mode == "resume":
+            state = self.ctx.state
+            assert state is not None  # checked when built
+            row = state.conn.execute("SELECT bytes FROM file_sink_sizes WHERE path = ?", (self.path,)).fetchone()
+            resume_at = int(row[0]) if row else 0
+        self.writer = TextWriter(self.path, resume_at, append=self.config.mode == "append")
         if header and not self.writer.existing:
             self.writer.write_text(header, header.endswith("\n"))
+
+    def _encoder(self, codec: Codec | None) -> Callable[[Event], str]:
+        """How to write an event of ``codec``: by that codec when it is a text codec of the sink's format."""
+        if codec is not None and codec.format in TEXT_FORMATS and (self.format is None or codec.format == self.format):
+            return codec.encode
+        assert self.codec is not None
+        return self.codec.encode
 
     def write(self, events: list[Event]) -> None:
         if not events:
             return
         if self.writer is None:
             self.start(None, None)
-        assert self.writer is not None and self.codec is not None
-        encode = self.codec.encode
+        assert self.writer is not None
+        first = events[0].codec
+        encode, other = self._encoder(first), self._encoder
         try:
-            text = "\n".join([encode(e) for e in events])
+            text = "\n".join([encode(e) if e.codec is first else other(e.codec)(e) for e in events])
         except BadRecord:
             events, lines = self._encode_each(events)
             if not events:
@@ -231,12 +260,11 @@ class FileSink(Sink[FileSinkConfig]):
 
     def _encode_each(self, events: list[Event]) -> tuple[list[Event], list[str]]:
         """Encode one by one; a record the format cannot frame goes to the dead-letter file, never the output."""
-        assert self.codec is not None
         kept: list[Event] = []
         lines: list[str] = []
         for ev in events:
             try:
-                lines.append(self.codec.encode(ev))
+                lines.append(self._encoder(ev.codec)(ev))
             except BadRecord as exc:
                 self.rejected += 1
                 if self.ctx.dead_letters is not None:
@@ -247,27 +275,39 @@ class FileSink(Sink[FileSinkConfig]):
         return kept, lines
 
     def flush(self) -> None:
-        if self.writer is not None:
-            self.writer.flush()
-            if self.config.fsync and self.path != "-":
-                with contextlib.suppress(OSError, io.UnsupportedOperation):
-                    os.fsync(self.writer.fileno())
-
-    def durable_size(self) -> int:
-        """Flush and fsync a plain output file; its size in bytes (the resume point)."""
+        """Hand what was written to the OS (``fsync``: to the disk). ``mode: resume``: fsync, and record the size
+        in the state store (a SAVEPOINT in the runtime's transaction: it commits with the batch)."""
         if self.writer is None:
-            self.start(None, None)
-        assert self.writer is not None
+            return
         self.writer.flush()
-        fd = self.writer.fileno()
-        os.fsync(fd)
-        return os.fstat(fd).st_size
+        resume = self.config.mode == "resume"
+        if (self.config.fsync or resume) and self.path != "-":
+            with contextlib.suppress(OSError, io.UnsupportedOperation):
+                os.fsync(self.writer.fileno())
+        if resume:
+            size = os.fstat(self.writer.fileno()).st_size
+            state = self.ctx.state
+            assert state is not None
+            with state.lock:
+                conn = state.conn
+                conn.execute("SAVEPOINT file_sink")
+                conn.execute(
+                    "INSERT INTO file_sink_sizes(path, bytes) VALUES (?, ?) "
+                    "ON CONFLICT(path) DO UPDATE SET bytes = excluded.bytes",
+                    (self.path, size),
+                )
+                conn.execute("RELEASE file_sink")
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.flush()
-            self.writer.close()
-            self.writer = None
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            try:
+                writer.flush()
+                if self.config.fsync and self.path != "-":
+                    with contextlib.suppress(OSError, io.UnsupportedOperation):
+                        os.fsync(writer.fileno())
+            finally:  # the file is closed even when a full disk refused the last bytes (the error names it)
+                writer.close()
 
 
 @dataclass(frozen=True)

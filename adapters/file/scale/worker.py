@@ -1,37 +1,45 @@
 """Partition task: one partition's records through the configured chain, with its own state store.
 
-The partition's input is its shards in chunk order (records in input order). Its output is written as
-``KEY<TAB>RECORD`` lines to a temporary file: ``KEY`` is the input position at which the record left the
-chain (its own position when it went straight through; the position of the last record of the batch that
-released it, when a buffer held it; :data:`~adapters.file.scale.inputs.END` for the final flush), and lines are
-in key order. Every ``Job.commit_lines`` input lines the output is fsynced and its size committed with the
-filters' state and the input position, in one SQLite transaction of the partition's state store: a task
-that is killed and retried (by Dask, on any worker) cuts the output back to the last commit and continues
-there, so no event is lost or written twice. At the end the output is fsynced and renamed into place.
+The task is a driver, like ``replay``: it builds a runtime (:class:`~sidecar.pipeline.Pipeline`) on the
+partition's state folder whose one sink is the partition's output (:class:`PartitionOutput`), and reads the
+partition's input (its shards in chunk order: records in input order) with the ``file`` source, resuming.
+Every batch (``Job.commit_lines`` input lines) goes through ``Runtime.receive``, which commits the source's
+position and the output's size (fsynced) with the filters' state, in one SQLite transaction of the
+partition's state store: a task that is killed and retried (by Dask, on any worker) cuts the output back to
+the last commit and continues there, so no event is lost or written twice. At the end the output is fsynced
+and renamed into place.
+
+The output is ``KEY<TAB>RECORD`` lines: ``KEY`` is the input position at which the record left the chain (its
+own position when it went straight through; the position of the last record of the batch that released it,
+when a buffer held it; :data:`~adapters.file.scale.inputs.END` for the final release), and lines are in key
+order. To know a record's own position the runtime's decoding is watched (:class:`_Positioned`, a codec that
+delegates to the input's and notes which event came from which record); the runtime still decodes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import sqlite_utils
 
-from adapters.file.prescan import PrescanError, run_prescan
-from adapters.file.reader import open_log
 from adapters.file.scale.inputs import END
 from adapters.file.scale.job import Job, fsync_dir, tune_gc_once, write_json
 from adapters.file.scale.split import SplitResult, shard_name
 from adapters.file.sink import TextWriter
-from sidecar.api import BadRecord, Event
+from adapters.file.source import FileSource, FileSourceConfig
+from sidecar.api import BadRecord, BuildContext, Codec, Event, Receipt, RecordBatch, Sink, SinkConfig
 from sidecar.commandkit import setup_logs
+from sidecar.config import ComponentSpec
+from sidecar.drive import PrescanError, prescan
 from sidecar.pipeline import Pipeline
 
 
@@ -68,81 +76,43 @@ def partition_task(job: Job, p: int, splits: list[SplitResult]) -> PartResult:
     cfg = job.config(job.partition_dir(p))
     setup_logs(cfg)
     seed = None if job.seed is None else job.seed * 1_000_003 + p
-    pipeline = Pipeline(cfg, seed=seed, with_sinks=False)
-    tune_gc_once()
     tmp = final.with_name(final.name + ".tmp")
-    writer: TextWriter | None = None
+    spec = ComponentSpec("partition_output", PartitionOutput, PartitionOutputConfig(str(tmp), job.run_id), "output")
+    header = job.header is not None
+    runtime = _PartitionRuntime(cfg, positions, 2 if header else 1, seed=seed, with_sinks=False, extra_sinks=[spec])
+    tune_gc_once()
     try:
-        ck = _Checkpoint(pipeline, job.run_id)
-        done_line, out_bytes, counts = ck.load()
-        if not counts:
-            counts = {"in": 0, "out": 0, "dead": 0, "restored": pipeline.chain.restored}
-        writer = TextWriter(str(tmp), resume_at=out_bytes if done_line else None)
+        output = runtime.output
+        output.restored = runtime.chain.restored
         limits = cfg.sidecar.limits
-        log_in = open_log(
-            str(in_path),
-            cfg.sidecar.schema,
-            pipeline.dead,
-            limits.max_record_bytes,
-            limits.batch_size,
-            skip_through=done_line,
+        source = FileSource(
+            FileSourceConfig(
+                path=str(in_path),
+                format=job.fmt,  # type: ignore[arg-type]  # tsv or jsonl, from the input's files
+                batch_size=job.commit_lines,
+                max_record_bytes=limits.max_record_bytes,
+                resume=True,
+            ),
+            runtime.ctx,
         )
-        codec, header, reader = log_in.codec, log_in.header, log_in.reader
-        first_record_line = 2 if header is not None else 1
         if job.prescan is not False:
             try:
-                run_prescan(cfg, pipeline, str(in_path))
+                prescan(runtime, source)
             except PrescanError as exc:
                 if job.prescan or exc.reason != "no_prescan_filter":
                     raise
-        conn = pipeline.state.conn
-        conn.execute("BEGIN IMMEDIATE")
-        since = 0
-        dead_before = pipeline.dead.total
-        for batch in log_in.batches:
-            numbers = [batch.line_number(i) for i in range(len(batch.lines))]
-            keep = [i for i, n in enumerate(numbers) if n > done_line]
-            if not keep:
-                continue
-            lines = [batch.lines[i] for i in keep]
-            numbers = [numbers[i] for i in keep]
-            bad: list[tuple[int, str]] = []
-            events = codec.decode_many(lines, "\n", bad)
-            for i, reason in bad:
-                pipeline.dead.add(reason, str(in_path), numbers[i], lines[i])
-            skip = {i for i, _ in bad}
-            pos = positions[
-                np.asarray([n for i, n in enumerate(numbers) if i not in skip], dtype=np.int64) - first_record_line
-            ]
-            alive = list(events)  # keeps every input event alive, so no released event can reuse an id below
-            where = {id(ev): int(k) for ev, k in zip(alive, pos, strict=True)}
-            last_key = int(positions[numbers[-1] - first_record_line])
-            out = pipeline.process(events)
-            _write(writer, codec, [(where.get(id(ev), last_key), ev) for ev in out], pipeline)
-            del alive
-            counts["in"] += len(events)
-            counts["out"] += len(out)
-            since += len(lines)
-            if since >= job.commit_lines:
-                counts["dead"] += pipeline.dead.total - dead_before
-                dead_before = pipeline.dead.total
-                ck.commit(numbers[-1], writer, counts)
-                conn.execute("BEGIN IMMEDIATE")
-                since = 0
-        out = pipeline.flush(final=True)
-        _write(writer, codec, [(END, ev) for ev in out], pipeline)
-        counts["out"] += len(out)
-        counts["dead"] += pipeline.dead.total - dead_before
-        ck.commit(max(done_line, reader.lines_seen), writer, counts)
-        writer.close()
-        writer = None
-        held = pipeline.held()
+        source.start(runtime)
+        runtime.release(final=True)
+        output.finish()
+        held = runtime.held()
+        counts = output.counts
+        records_in = len(positions)
         result = PartResult(
             partition=p,
-            records_in=counts["in"],
+            records_in=records_in,
             events_out=counts["out"],
             events_held=held,
-            events_dropped=max(0, counts["in"] + counts["restored"] - counts["out"] - held),
+            events_dropped=max(0, records_in + counts["restored"] - counts["out"] - held),
             events_restored=counts["restored"],
             dead_lettered=counts["dead"],
             seconds=time.perf_counter() - started,
@@ -155,30 +125,167 @@ def partition_task(job: Job, p: int, splits: list[SplitResult]) -> PartResult:
         fsync_dir(final.parent)
         return result
     finally:
+        runtime.close()
+
+
+class _PartitionRuntime(Pipeline):
+    """The partition's runtime: before each batch goes through ``receive`` (unchanged), it tells the output
+    the batch's input positions, so the output can key each record by where it left the chain."""
+
+    def __init__(self, config: Any, positions: np.ndarray[Any, Any], first_line: int, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        output = self.sinks[0]
+        assert isinstance(output, PartitionOutput)
+        self.output = output
+        self.positions = positions
+        self.first_line = first_line  # the input line of the partition's first record (after the header)
+
+    def receive(self, batch: RecordBatch) -> Receipt:
+        keys: list[int] = []
+        if batch.records:
+            lines = np.asarray(batch.positions, dtype=np.int64) - self.first_line
+            keys = self.positions[lines].tolist()
+            self.output.last = keys[-1]
+        try:
+            return super().receive(dataclasses.replace(batch, codec=_Positioned(batch.codec, keys, self.output.keys)))
+        finally:
+            self.output.keys.clear()
+
+    def release(self, final: bool) -> int:
+        if final:
+            self.output.last = END
+        return super().release(final)
+
+
+class _Positioned(Codec):
+    """The input's codec, noting for each event it decodes the input position of its record (``keys``:
+    ``id(event) -> position``, read by the output while the batch is in the runtime)."""
+
+    def __init__(self, inner: Codec, positions: Sequence[int], keys: dict[int, int]) -> None:
+        self.inner = inner
+        self.format = inner.format  # type: ignore[misc]  # the input's format, per instance
+        self._positions = positions
+        self._keys = keys
+
+    def header_for_output(self) -> str | None:
+        return self.inner.header_for_output()
+
+    def decode_many(self, records: Sequence[Any], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
+        before = len(bad)
+        events = self.inner.decode_many(records, eol, bad)
+        skip = {i for i, _ in bad[before:]}
+        kept = [k for i, k in enumerate(self._positions) if i not in skip] if skip else self._positions
+        self._keys.update(zip(map(id, events), kept, strict=True))
+        return events
+
+    def encode(self, event: Event) -> Any:
+        return self.inner.encode(event)
+
+
+@dataclass(frozen=True)
+class PartitionOutputConfig(SinkConfig):
+    """Where a partition's output goes, and the run it belongs to (a new run starts it afresh)."""
+
+    path: str = ""
+    run: str = ""
+
+
+def _create_outputs(db: Any) -> None:
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS partition_outputs (run TEXT PRIMARY KEY, bytes INTEGER NOT NULL, counts TEXT)"
+    )
+
+
+class PartitionOutput(Sink[PartitionOutputConfig]):
+    """``KEY<TAB>RECORD`` lines in key order. Each flush fsyncs the file and records its size and the run's
+    counts (events out, dead letters, events restored at the run's start) in the state store, in a SAVEPOINT of
+    the runtime's transaction: they commit with the batch. A retried task's start cuts the file back to the
+    recorded size and carries on the counts."""
+
+    NAME = "partition_output"
+    Config = PartitionOutputConfig
+
+    def __init__(self, config: PartitionOutputConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        #: ``id(event) -> input position`` of the batch in the runtime (filled while it decodes)
+        self.keys: dict[int, int] = {}
+        #: the key of events released by the batch in the runtime: the position of its last record
+        self.last = 0
+        #: events held at the run's start (restored from earlier runs), set by the task before the first batch
+        self.restored = 0
+        self.counts: dict[str, int] = {}
+        self.writer: TextWriter | None = None
+        self._codec: Codec | None = None
+        self._dead = (0, 0)  # dead letters of earlier attempts, and the runtime's count at this start
+        assert ctx.state is not None
+        ctx.state.migrate("partition_output", [_create_outputs])  # here: never inside the runtime's transaction
+
+    def start(self, header: str | None, codec: Codec | None) -> None:
+        state = self.ctx.state
+        assert state is not None and self.ctx.dead_letters is not None
+        row = state.conn.execute(
+            "SELECT bytes, counts FROM partition_outputs WHERE run = ?", (self.config.run,)
+        ).fetchone()
+        size, self.counts = (int(row[0]), json.loads(row[1])) if row else (0, {"out": 0, "dead": 0})
+        self.counts.setdefault("restored", self.restored)
+        self._dead = (self.counts["dead"], self.ctx.dead_letters.total)
+        self._codec = codec
+        self.writer = TextWriter(self.config.path, resume_at=size)
+
+    def write(self, events: list[Event]) -> None:
+        if not events:
+            return
+        if self.writer is None:
+            self.start(None, None)
+        assert self.writer is not None and self._codec is not None
+        keys, last, encode = self.keys, self.last, self._codec.encode
+        keyed = sorted(((keys.get(id(ev), last), ev) for ev in events), key=lambda t: t[0])  # stable
+        parts: list[str] = []
+        for k, ev in keyed:
+            try:
+                parts.append(f"{k}\t{encode(ev)}\n")
+            except BadRecord as exc:
+                if self.ctx.dead_letters is not None:
+                    self.ctx.dead_letters.add(exc.reason, "sink:scale", None, None)
+                continue
+            self.counts["out"] += 1
+        self.writer.write_text("".join(parts), True)
+
+    def flush(self) -> None:
+        if self.writer is None:
+            return
+        self.writer.flush()
+        fd = self.writer.fileno()
+        os.fsync(fd)
+        state, dead = self.ctx.state, self.ctx.dead_letters
+        assert state is not None and dead is not None
+        self.counts["dead"] = self._dead[0] + dead.total - self._dead[1]
+        with state.lock:
+            state.conn.execute("SAVEPOINT partition_output")
+            state.conn.execute(
+                "INSERT INTO partition_outputs(run, bytes, counts) VALUES (?, ?, ?) ON CONFLICT(run) DO UPDATE "
+                "SET bytes = excluded.bytes, counts = excluded.counts",
+                (self.config.run, os.fstat(fd).st_size, json.dumps(self.counts)),
+            )
+            state.conn.execute("RELEASE partition_output")
+
+    def finish(self) -> None:
+        """The output complete on disk (created, if the partition had no record) and its counts recorded."""
+        if self.writer is None:
+            self.start(None, None)
+        self.flush()
+        self.close()
+
+    def close(self) -> None:
+        writer, self.writer = self.writer, None
         if writer is not None:
             writer.close()
-        if pipeline.state.conn.in_transaction:
-            pipeline.state.conn.execute("ROLLBACK")
-        pipeline.close()
-
-
-def _write(writer: TextWriter, codec: Any, keyed: list[tuple[int, Event]], pipeline: Pipeline) -> None:
-    """``KEY<TAB>RECORD`` lines in key order (stable); a record the format cannot frame is dead-lettered."""
-    if not keyed:
-        return
-    keyed.sort(key=lambda t: t[0])
-    parts: list[str] = []
-    for k, ev in keyed:
-        try:
-            parts.append(f"{k}\t{codec.encode(ev)}\n")
-        except BadRecord as exc:
-            pipeline.dead.add(exc.reason, "sink:scale", None, None)
-    writer.write_text("".join(parts), True)
 
 
 def _partition_input(job: Job, p: int, chunks: list[int]) -> tuple[Path, np.ndarray[Any, np.dtype[np.int64]]]:
-    """The partition's input file (the header, then its shards in chunk order) and the records' positions."""
-    in_path = job.path(f"part-{p:04d}.in.{job.fmt}")
+    """The partition's input file (the header, then its shards in chunk order) and the records' positions. The
+    run's id is in its name: the file source's committed position is this run's, never an earlier run's."""
+    in_path = job.path(f"part-{p:04d}-{job.run_id}.in.{job.fmt}")
     pos_path = job.path(f"part-{p:04d}.in.pos")
     if not (in_path.exists() and pos_path.exists()):
         tmp_in = in_path.with_name(in_path.name + ".tmp")
@@ -198,35 +305,3 @@ def _partition_input(job: Job, p: int, chunks: list[int]) -> tuple[Path, np.ndar
         os.replace(tmp_pos, pos_path)
         os.replace(tmp_in, in_path)
     return in_path, np.fromfile(pos_path, dtype="<i8")
-
-
-def _create_checkpoints(db: sqlite_utils.Database) -> None:
-    db.table("scale_checkpoints").create({"run": str, "line": int, "bytes": int, "counts": str}, pk="run")
-
-
-class _Checkpoint:
-    """A partition's input position, output size and counters, committed with the filters' state."""
-
-    def __init__(self, pipeline: Pipeline, run_id: str) -> None:
-        self.conn = pipeline.state.conn
-        self.run = run_id
-        pipeline.state.migrate("scale", [_create_checkpoints])
-
-    def load(self) -> tuple[int, int, dict[str, int]]:
-        row = self.conn.execute(
-            "SELECT line, bytes, counts FROM scale_checkpoints WHERE run = ?", (self.run,)
-        ).fetchone()
-        return (int(row[0]), int(row[1]), json.loads(row[2])) if row else (0, 0, {})
-
-    def commit(self, line: int, writer: TextWriter, counts: dict[str, int]) -> None:
-        """fsync the output; its size, the input line and the counters commit with the batch's state."""
-        writer.flush()
-        fd = writer.fileno()
-        os.fsync(fd)
-        size = os.fstat(fd).st_size
-        self.conn.execute(
-            "INSERT INTO scale_checkpoints(run, line, bytes, counts) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT(run) DO UPDATE SET line = excluded.line, bytes = excluded.bytes, counts = excluded.counts",
-            (self.run, line, size, json.dumps(counts)),
-        )
-        self.conn.execute("COMMIT")

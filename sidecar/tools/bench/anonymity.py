@@ -46,8 +46,8 @@ def protect(
     src: Path, out: Path, work: Path, k: int, scrub: bool, time_mode: str, seed: int | None, kb: Path, prescan: bool
 ) -> dict[str, Any]:
     """Replay ``src`` through the k-anonymity chain into ``out``; returns the replay summary figures."""
-    from adapters.file.replay import replay
     from sidecar.config import load_config
+    from sidecar.drive import replay
 
     work.mkdir(parents=True, exist_ok=True)
     cfg_path = work / f"k{k}.yaml"

@@ -59,8 +59,8 @@ def _write_log(path: Path, events: int, seed: int) -> None:
 
 
 def bench_file_replay(events: int, seed: int, repeat: int) -> dict[str, float]:
-    from adapters.file.replay import replay
     from sidecar.config import load_config
+    from sidecar.drive import replay
     from sidecar.logs import configure_logging
 
     configure_logging("warning", "json")

@@ -14,8 +14,8 @@ from helpers import QUERYLOG
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.file.replay import replay
 from sidecar.config import load_config
+from sidecar.drive import replay
 
 CHAIN = """\
 state_dir: {state}

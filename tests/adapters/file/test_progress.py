@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 from helpers import QUERYLOG
 
-from adapters.file.progress import ReplayProgress, count_lines
+from adapters.file.progress import LineCount, count_lines
+from adapters.file.source import FileSource, FileSourceConfig
+from sidecar.api import BuildContext
+from sidecar.drive import ReplayProgress
 
 HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n"
 
@@ -42,16 +45,28 @@ def test_the_bar_counts_records_with_a_total_for_gzip_and_shows_the_chain_counts
 ) -> None:
     packed = tmp_path / "a.tsv.gz"
     packed.write_bytes(gzip.compress(_log(3000)))
-    bar = ReplayProgress(str(packed), header=True)
+    count = LineCount(str(packed), lambda: False)  # what FileSource.progress() starts in the background
+    bar = ReplayProgress()
     bar.REFRESH_SECONDS = 0.0
-    assert bar._done.wait(10)
+    assert count.done.wait(10) and count.total is not None
     stats = {"events_out": 1200, "events_held": 300, "events_dropped": 7, "events_dead_lettered": 2}
-    bar.update(1501, lambda: stats)
+    bar.update(1500, count.total - 1, lambda: stats)  # 1501 lines read, the header one of them
     assert bar.bar.total == 3000 and bar.bar.n == 1500
     shown = str(bar.bar)
     assert "1.50k/3.00k" in shown and "records/s" in shown
     assert "out=1200, held=300, dropped=7, dead=2" in shown
     bar.close()
+
+
+def test_the_file_source_reports_records_read_without_the_header(tmp_path: Path) -> None:
+    """FileSource.progress(): records read (the header not counted), and the input's records once counted."""
+    plain = tmp_path / "a.tsv"
+    plain.write_bytes(_log(2500))
+    source = FileSource(FileSourceConfig(path=str(plain)), BuildContext(config_dir=tmp_path))
+    read, _ = source.progress()  # the first call starts the count
+    assert read == 0
+    assert source._count is not None and source._count.done.wait(10)
+    assert source.progress()[1] == 2501  # the header is known once the source read it
 
 
 def test_replay_with_progress_on_gzip_runs_to_the_same_output(

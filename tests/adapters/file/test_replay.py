@@ -18,8 +18,8 @@ import pytest
 import structlog
 from helpers import QUERYLOG, ROOT, SHARED_DATA, GeneratedLog, cli_env
 
-from adapters.file.replay import replay
 from sidecar.config import load_config
+from sidecar.drive import replay
 from sidecar.tools.generate.synthetic import generate_log
 
 GOLDEN = ROOT / "tests" / "data" / "golden"

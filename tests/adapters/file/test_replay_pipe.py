@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from helpers import QUERYLOG, ROOT
 
-from adapters.file.replay import replay
+from sidecar.api import RecordBatch
 from sidecar.config import load_config
+from sidecar.drive import replay
 from sidecar.pipeline import Pipeline
 from sidecar.signals import StopFlag
 from sidecar.tools.generate.synthetic import generate_log
@@ -132,13 +133,13 @@ def test_a_stop_mid_batch_on_a_pipe_writes_what_was_read_and_dead_letters_the_cu
     os.write(write_end, data)  # all in one chunk; the write end stays open: no EOF
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(os.fdopen(read_end, "rb")))
     stop = StopFlag()
-    process = Pipeline.process
+    receive = Pipeline.receive
 
-    def process_then_stop(self: Pipeline, events: list[Any]) -> Any:
+    def receive_then_stop(self: Pipeline, batch: RecordBatch) -> Any:
         stop.set()  # the signal lands while this batch is in the chain
-        return process(self, events)
+        return receive(self, batch)
 
-    monkeypatch.setattr(Pipeline, "process", process_then_stop)
+    monkeypatch.setattr(Pipeline, "receive", receive_then_stop)
     out = tmp_path / "out.tsv"
     try:
         summary = replay(load_config(cfg), "-", str(out), stop=stop)

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
-from adapters.file.replay import replay
 from adapters.file.scale.replay import ScaleSummary, scaled_replay
 from sidecar.config import load_config
+from sidecar.drive import replay
 from sidecar.tools.generate.synthetic import generate_log
 
 distributed = pytest.importorskip("distributed")

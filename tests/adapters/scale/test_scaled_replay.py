@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
-from adapters.file.replay import replay
 from adapters.file.scale.partition import DEFAULT_KEY, owner
 from adapters.file.scale.replay import scaled_replay
 from sidecar.cli import main
 from sidecar.config import load_config
+from sidecar.drive import replay
 
 GOLDEN = ROOT / "tests" / "data" / "golden"
 PASSTHROUGH = "state_dir: state\nfilters: []\n"

@@ -1,0 +1,341 @@
+"""Drivers: build the runtime with its sinks, start a source, wait (``replay``, ``filter``; ``serve`` is one too).
+
+A driver never decodes, runs the chain or delivers: the source hands every batch to ``Runtime.receive``, which
+decodes, dead-letters, runs the chain, delivers to the sinks and commits (with the source's position, when it
+resumes). The driver picks the components — through the registry, like a config does — and owns what is
+around the run: a first pass over a rewindable input (:func:`prescan`), the release timer while a stream is
+idle, SIGTERM, the progress bar, the final release and the summary.
+
+``replay`` here is the one-process replay (``querylog replay``, ``querylog filter``); the partition task of
+``replay --workers`` (``adapters/file/scale``) drives the same way, one runtime per partition.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from sidecar.api import SINKS, SOURCES, BuildContext, ConfigValueError, Event, Filter, RecordBatch, SchemaConfig
+from sidecar.codecs import format_from_path
+from sidecar.config import ComponentSpec, ConfigError, LoadedConfig
+from sidecar.deadletter import DeadLetters
+from sidecar.gctune import tune_gc
+from sidecar.pipeline import Pipeline, build_component
+from sidecar.registry import plugins
+from sidecar.signals import StopFlag
+
+log = structlog.get_logger("querylog.replay")
+
+#: seconds between looks at the stop flag (SIGTERM) and the progress bar while a source runs
+WATCH_SECONDS = 0.1
+
+
+class ResumeError(ValueError):
+    """``--resume`` asked for with an input or output it cannot resume."""
+
+
+NO_POSITION = "--resume needs an input file (stdin or a pipe has no position to resume from)"
+
+
+class PrescanError(ValueError):
+    """A first pass cannot be made with this chain or input; ``reason`` is a short code for logs."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass
+class ReplaySummary:
+    records_in: int = 0
+    events_in: int = 0
+    events_out: int = 0
+    events_held: int = 0
+    events_dropped: int = 0
+    dead_lettered: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+    #: events held by an earlier run, restored from the state store (``state_dir``) at the start
+    events_restored: int = 0
+    state_dir: str = ""
+    #: where this run's dead letters went (None: counted only)
+    dead_letter_file: str | None = None
+
+    @property
+    def events_per_second(self) -> float:
+        return self.records_in / self.seconds if self.seconds > 0 else 0.0
+
+    def line(self) -> str:
+        return (
+            f"records in={self.records_in} events in={self.events_in} out={self.events_out} "
+            f"held={self.events_held} dropped={self.events_dropped} dead_letter={self.dead_lettered} "
+            f"seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f}"
+            + (f" dead_letter_file={self.dead_letter_file}" if self.dead_lettered and self.dead_letter_file else "")
+            + (" (interrupted)" if self.interrupted else "")
+            + (
+                f" restored={self.events_restored} (held by an earlier run, from {self.state_dir})"
+                if self.events_restored
+                else ""
+            )
+        )
+
+
+def registered(group: str, name: str, where: str, **options: Any) -> ComponentSpec:
+    """The component registered as ``name`` in ``group`` (``SOURCES``, ``SINKS``) with ``options`` (its YAML
+    keys), ready for :func:`~sidecar.pipeline.build_component`; ``where`` names it in errors."""
+    cls = plugins(group)[name]
+    return ComponentSpec(name, cls, cls.Config(**options), where)
+
+
+def input_format(schema: SchemaConfig, path: str) -> str:
+    """The text format of input ``path``: the schema's, else by extension, else TSV (as the file source reads)."""
+    return schema.format if schema.format != "auto" else format_from_path(path) or "tsv"
+
+
+# ---- a first pass over a rewindable input -------------------------------------------------------------
+
+
+def prescan(pipeline: Pipeline, source: Any) -> None:
+    """Feed the whole input of a rewindable ``source`` (``prescan_batches()``) to the chain's first ``PRESCAN``
+    filter, through the filters in front of it (:class:`PrescanError` when the input or the chain cannot).
+
+    Those must not declare ``STATEFUL`` and must be deterministic (the built-in stateless filters are). The first
+    pass runs the pipeline's own instances of them (building a chain twice cost more than a second at every
+    start), so their per-query caches are warm for the real pass. Meanwhile each sees a first-pass context
+    (``Filter.ctx``: no state store, dead letters counted nowhere, so the real pass reports bad records once)
+    and its ``counts`` are put back afterwards (the real pass counts each event once)."""
+    if not getattr(source, "rewindable", False):
+        raise PrescanError("--prescan reads the input twice: give a file, not stdin or a pipe", "stdin")
+    filters = pipeline.chain.filters
+    index = next((i for i, f in enumerate(filters) if f.PRESCAN), None)
+    if index is None:
+        raise PrescanError(
+            "--prescan: no filter of this chain uses a first pass (e.g. category_buffer)", "no_prescan_filter"
+        )
+    target = filters[index]
+    stateful = next((f.NAME for f in filters[:index] if f.STATEFUL), None)
+    if stateful is not None:
+        raise PrescanError(
+            f"--prescan: filter {stateful} in front of {target.NAME} keeps state; "
+            "the filters in front of it must be stateless",
+            "stateful_filter_in_front",
+        )
+    own = pipeline.ctx
+    ctx = BuildContext(
+        config_dir=own.config_dir,
+        state=None,
+        rng=own.rng,
+        seed=own.seed,
+        schema=own.schema,
+        dead_letters=DeadLetters(None),
+        clock=own.clock,
+        codecs=own.codecs,
+    )
+    prefix: list[Filter[Any]] = filters[:index]
+    saved = [(f.ctx, Counter(f.counts)) for f in prefix]
+    try:
+        for f in prefix:
+            f.ctx = ctx
+        target.prescan(_events(source.prescan_batches(), prefix))
+    finally:
+        for f, (own_ctx, counts) in zip(prefix, saved, strict=True):
+            f.ctx = own_ctx
+            f.counts.clear()
+            f.counts.update(counts)
+
+
+def _events(batches: Iterable[RecordBatch], prefix: list[Filter[Any]]) -> Iterable[list[Event]]:
+    """The decodable events of ``batches``, through the filters in ``prefix`` (the first pass dead-letters
+    nothing: the real pass reports each bad record once)."""
+    for batch in batches:
+        events: list[Event] = batch.codec.decode_many(batch.records, "\n", [])
+        for f in prefix:
+            if not events:
+                break
+            events = f.process(events)
+        if events:
+            yield events
+
+
+# ---- running a source ---------------------------------------------------------------------------------
+
+
+class ReplayProgress:
+    """A tqdm bar on stderr: records read against the input's records (once counted), with the chain's out /
+    held / dropped / dead-lettered counts."""
+
+    REFRESH_SECONDS = 0.5
+
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=None, unit=" records", unit_scale=True, file=sys.stderr, leave=False)
+        self._last = 0.0
+
+    def update(self, done: int, total: int | None, stats: Callable[[], Mapping[str, Any]]) -> None:
+        """Move the bar to ``done`` records (of ``total``); ``stats`` is read at most twice a second."""
+        now = time.monotonic()
+        if now - self._last < self.REFRESH_SECONDS:
+            return
+        self._last = now
+        if total is not None and self.bar.total is None:
+            self.bar.total = total
+        s = stats()
+        shown = {
+            "out": "events_out",
+            "held": "events_held",
+            "dropped": "events_dropped",
+            "dead": "events_dead_lettered",
+        }
+        self.bar.set_postfix({k: s.get(v, 0) for k, v in shown.items()}, refresh=False)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def run(source: Any, runtime: Pipeline, stop: StopFlag | None = None, bar: ReplayProgress | None = None) -> None:
+    """``source.start(runtime)`` on this thread, to the end of its input; when ``stop`` is set (SIGTERM) the
+    source is told to stop (it lets the batch in hand finish). ``bar`` follows ``source.progress()``."""
+    if stop is None and bar is None:
+        source.start(runtime)
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        stopped = False
+        while not done.wait(WATCH_SECONDS):
+            if stop and not stopped:
+                source.stop()
+                stopped = True
+            if bar is not None:
+                done_records, total = source.progress()
+                bar.update(done_records, total, runtime.stats)
+
+    watcher = threading.Thread(target=watch, name="querylog-watch", daemon=True)
+    watcher.start()
+    try:
+        source.start(runtime)
+    finally:
+        done.set()
+        watcher.join()
+
+
+# ---- replay -------------------------------------------------------------------------------------------
+
+_gc_tuned = False
+
+
+def _tune_gc_once() -> None:
+    """:func:`~sidecar.gctune.tune_gc` once per process, after the first chain is built (the knowledge base
+    and name data then leave the collector's scans): it halved decoding's CPU and took a fifth off
+    ``category_buffer``'s on a generated archive."""
+    global _gc_tuned
+    if not _gc_tuned:
+        _gc_tuned = True
+        tune_gc()
+
+
+def replay(
+    config: LoadedConfig,
+    input_path: str,
+    output: str | None,
+    *,
+    seed: int | None = None,
+    progress: bool = False,
+    stop: StopFlag | None = None,
+    resume: bool = False,
+    prescan: bool | None = False,
+    flush_interval: float | None = 1.0,
+) -> ReplaySummary:
+    """Replay ``input_path`` (``file`` source) through the chain into ``output`` (a ``file`` sink: a path, ``-``
+    for stdout), else the configured sinks, else stdout.
+
+    ``resume``: exactly once into a plain output file: the source commits its position and the sink its size
+    (fsynced) with each batch, in the transaction of the filters' state; after a crash (even kill -9) the same
+    command cuts the output back to the last commit and continues from there.
+
+    ``prescan``: a first pass over the input (:func:`prescan`) for the filters that learn from an archive's
+    future. ``None`` (auto): made when the chain has such a filter; when the input or the chain cannot serve it,
+    ``prescan_skipped`` is logged with the reason and the input is replayed as a stream.
+
+    From stdin or a pipe each batch is written out as soon as it is read, and every ``flush_interval`` seconds
+    buffering filters are asked to release (the runtime's timer), also while the input is idle.
+    """
+    started = time.perf_counter()
+    if resume and (output is None or output == "-" or output.endswith(".gz")):
+        raise ResumeError("--resume needs -o OUTPUT, a plain (not .gz) file")
+    fmt = input_format(config.sidecar.schema, input_path)
+    own: list[ComponentSpec] = []
+    if output is not None or not config.sinks:
+        path = os.path.abspath(output) if output and output != "-" else "-"  # -o is relative to the cwd
+        mode = "resume" if resume else "truncate"
+        own.append(registered(SINKS, "file", "replay --output", path=path, format=fmt, mode=mode))
+    pipeline = Pipeline(config, seed=seed, with_sinks=output is None, extra_sinks=own)
+    bar: ReplayProgress | None = None
+    try:
+        _tune_gc_once()
+        limits = config.sidecar.limits
+        options = {"format": fmt, "batch_size": limits.batch_size, "max_record_bytes": limits.max_record_bytes}
+        if resume and input_path == "-":
+            raise ResumeError(NO_POSITION)
+        path = input_path if input_path == "-" else os.path.abspath(input_path)
+        spec = registered(SOURCES, "file", "replay INPUT", path=path, resume=resume, **options)
+        source = build_component(spec, pipeline.ctx, config)
+        if not source.rewindable:
+            if resume:
+                raise ResumeError(NO_POSITION)
+            if flush_interval is not None:
+                pipeline.start_release_timer(flush_interval)
+        if prescan is not False:
+            _first_pass(pipeline, source, required=bool(prescan))
+        bar = ReplayProgress() if progress else None
+        try:
+            run(source, pipeline, stop, bar)
+        except ConfigValueError as exc:  # the schema cannot read this input (a role column it does not have)
+            key = f"schema.{exc.key.removeprefix('schema.')}"
+            raise ConfigError(str(config.file), config.doc.line(key), key, exc.problem, exc.allowed) from None
+        pipeline.release(final=True)
+        records_in, _ = source.progress()
+        summary = _summary(pipeline, records_in, bool(stop))
+    finally:
+        if bar is not None:
+            bar.close()
+        pipeline.close()
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _first_pass(pipeline: Pipeline, source: Any, required: bool) -> None:
+    try:
+        prescan(pipeline, source)
+    except PrescanError as exc:
+        if required:
+            raise
+        if exc.reason != "no_prescan_filter":
+            log.warning("prescan_skipped", reason=exc.reason)
+
+
+def _summary(pipeline: Pipeline, records_in: int, interrupted: bool) -> ReplaySummary:
+    stats = pipeline.stats()
+    config = pipeline.config
+    return ReplaySummary(
+        records_in=records_in,
+        events_in=stats["events_in"],
+        events_out=stats["events_out"],
+        events_held=stats["events_held"],
+        events_dropped=stats["events_dropped"],
+        dead_lettered=stats["events_dead_lettered"],
+        interrupted=interrupted,
+        events_restored=stats["events_restored"],
+        state_dir=str(config.state_dir),
+        dead_letter_file=str(config.dead_letter_path) if config.dead_letter_path else None,
+    )

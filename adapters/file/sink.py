@@ -314,7 +314,9 @@ class FileSink(Sink[FileSinkConfig]):
 class StdoutSinkConfig(SinkConfig):
     """Write events to standard output in the input's schema."""
 
-    format: Literal["auto", "tsv", "jsonl"] = option("auto", "Output format; auto: the input's format.")
+    format: Literal["auto", "tsv", "jsonl"] = option(
+        "auto", "Output format; auto: the schema's format, else each record in its own source's text format."
+    )
 
 
 class StdoutSink(FileSink):  # a FileSink on "-": its own config, so `path` is not an option

@@ -127,3 +127,27 @@ def test_events_from_a_binary_source_are_written_in_the_paths_text_format(
     sink.write(events)
     sink.close()
     assert (tmp_path / name).read_text(encoding="utf-8").startswith(first)
+
+
+def test_two_sources_of_different_formats_each_come_out_right(tmp_path: Path) -> None:
+    """A JSON-lines file, then a TSV file, into the same `file` sinks (issue 23: a record's format belongs to its
+    source). `out.tsv`: the path's format, never the first source's; the TSV records written by their own codec
+    (byte for byte, CRLF kept), the JSON ones converted into the same columns under the schema's header. A
+    sink with no format to go by (no extension, none in the schema): each record in its own source's format."""
+    from adapters.file.source import FileSource, FileSourceConfig
+    from sidecar.config import load_config
+    from sidecar.pipeline import Pipeline
+
+    jsonl = ['{"AnonID": "1", "Query": "q one"}', '{"Query": "q two", "AnonID": "2", "extra": [1]}']
+    tsv = ["3\tq three\t2006-03-01 10:00:00\t1\thttp://a.example\r", "4\tq four\t\t\t"]
+    (tmp_path / "a.jsonl").write_text("\n".join(jsonl) + "\n")
+    (tmp_path / "b.tsv").write_bytes(("\n".join([HEADER, *tsv]) + "\n").encode())
+    (tmp_path / "s.yaml").write_text("state_dir: state\nsinks:\n  - file: {path: out.tsv}\n  - file: {path: out.log}\n")
+    pipeline = Pipeline(load_config(tmp_path / "s.yaml"))
+    for name in ("a.jsonl", "b.tsv"):
+        FileSource(FileSourceConfig(path=name), pipeline.ctx).start(pipeline)
+    pipeline.close()
+    assert (tmp_path / "out.tsv").read_bytes().decode() == "\n".join(
+        [HEADER, "1\tq one\t\t\t", "2\tq two\t\t\t", *tsv]
+    ) + "\n"
+    assert (tmp_path / "out.log").read_bytes().decode() == "\n".join([*jsonl, *tsv]) + "\n"

@@ -6,9 +6,10 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from helpers.configs import report_invalid_lines
 
-from adapters.file.source import FileSource
+from adapters.file.source import FileSource, FileSourceConfig
 from sidecar.config import build_config, load_config, load_yaml
 from sidecar.pipeline import Pipeline
 
@@ -25,14 +26,20 @@ def load_source_options(path: Path, text: str | None = None) -> object:
 def test_source_options_file_loads() -> None:
     """testdata/file_source.yaml gives exactly the options it writes, none at its default."""
     config = load_source_options(TESTDATA / "file_source.yaml")
-    assert config == FileSource.Config(path="in.tsv", format="tsv", batch_size=2, max_record_bytes=64)
+    assert config == FileSource.Config(path="in.tsv", format="tsv", batch_size=2, max_record_bytes=64, resume=True)
 
 
 def test_invalid_source_options_are_reported_at_their_lines() -> None:
     """Every line of testdata/file_source_invalid.yaml marked `# invalid` is a ConfigError `FILE:LINE: KEY: problem`
     at that line, naming its key."""
     reported = report_invalid_lines(TESTDATA / "file_source_invalid.yaml", load_source_options)
-    assert sorted(err.key for err in reported.values()) == ["batch_size", "encoding", "format", "max_record_bytes"]
+    assert sorted(err.key for err in reported.values()) == [
+        "batch_size",
+        "encoding",
+        "format",
+        "max_record_bytes",
+        "resume",
+    ]
 
 
 def test_file_source_reads_batches_into_the_runtime(tmp_path: Path) -> None:
@@ -53,3 +60,51 @@ def test_file_source_reads_batches_into_the_runtime(tmp_path: Path) -> None:
     dead = pipeline.config.dead_letter_path
     assert dead is not None
     assert [json.loads(line)["reason"] for line in dead.read_text().splitlines()] == ["oversized_record"]
+
+
+def _resuming(tmp_path: Path, **sink: object) -> tuple[Pipeline, FileSource]:
+    """A pipeline whose one sink is a `file` sink with `mode: resume`, and a resuming file source of in.tsv."""
+    options = ", ".join(f"{k}: {v}" for k, v in {"path": "out.tsv", "mode": "resume", **sink}.items())
+    (tmp_path / "sidecar.yaml").write_text(f"state_dir: state\nsinks:\n  - file: {{{options}}}\n")
+    pipeline = Pipeline(load_config(tmp_path / "sidecar.yaml"))
+    return pipeline, FileSource(FileSourceConfig(path="in.tsv", batch_size=2, resume=True), pipeline.ctx)
+
+
+def test_a_resuming_source_and_sink_continue_where_the_last_commit_left(tmp_path: Path) -> None:
+    """`resume: true` (source) and `mode: resume` (sink): the position and the output's size are committed with
+    each batch. A rerun on a grown input delivers only the new records, after cutting the output back to the
+    last commit (bytes written after it — a batch a crash cut short — go); a rerun with nothing new changes
+    nothing."""
+    rows = [f"{i}\tquery {i}\t2006-03-01 00:00:0{i}\t\t" for i in range(7)]
+    (tmp_path / "in.tsv").write_text("\n".join([HEADER, *rows[:5]]) + "\n")
+    pipeline, source = _resuming(tmp_path)
+    source.start(pipeline)
+    pipeline.close()
+    out = tmp_path / "out.tsv"
+    assert out.read_text() == "\n".join([HEADER, *rows[:5]]) + "\n"
+    with out.open("a") as f:
+        f.write("torn, never committed")
+    (tmp_path / "in.tsv").write_text("\n".join([HEADER, *rows]) + "\n")
+    pipeline, source = _resuming(tmp_path)
+    assert pipeline.checkpoint(source.key) == "6"  # the header and five records
+    source.start(pipeline)
+    pipeline.close()
+    assert source.records == 2
+    assert out.read_text() == "\n".join([HEADER, *rows]) + "\n"
+    pipeline, source = _resuming(tmp_path)
+    source.start(pipeline)
+    pipeline.close()
+    assert source.records == 0 and out.read_text() == "\n".join([HEADER, *rows]) + "\n"
+
+
+def test_resume_is_refused_where_there_is_no_position(tmp_path: Path) -> None:
+    """stdin has no position (the source); a .gz file or stdout cannot be cut back (the sink)."""
+    from adapters.file.sink import FileSink, FileSinkConfig
+    from sidecar.api import BuildContext, ConfigValueError
+
+    ctx = BuildContext(config_dir=tmp_path)
+    with pytest.raises(ConfigValueError, match="stdin has no position"):
+        FileSource(FileSourceConfig(path="-", resume=True), ctx)
+    for path in ("out.tsv.gz", "-"):
+        with pytest.raises(ConfigValueError, match="plain file"):
+            FileSink(FileSinkConfig(path=path, mode="resume"), ctx)

@@ -148,18 +148,9 @@ class TsvCodec(Codec):
             ):
                 return event.raw
             fields = list(fields)
-            every = self._all_idx
-            if every is not None:  # every role has a column (AOL): written out, no getattr per role
-                u, q, t, r, li = event.user, event.query, event.time, event.rank, event.url
-                fields[every[0]] = u if type(u) is str else _text(u)
-                fields[every[1]] = q if type(q) is str else _text(q)
-                fields[every[2]] = t if type(t) is str else _text(t)
-                fields[every[3]] = r if type(r) is str else _text(r)
-                fields[every[4]] = li if type(li) is str else _text(li)
-            else:
-                for role, i in zip(ROLES, self.idx, strict=True):
-                    if i is not None:
-                        fields[i] = _text(getattr(event, role))
+            for role, i in zip(ROLES, self.idx, strict=True):
+                if i is not None:
+                    fields[i] = _text(getattr(event, role))
             line = self._framed("\t".join(fields))
             raw = event.raw
             return line + "\r" if raw is not None and raw[-1:] == "\r" else line

@@ -35,12 +35,14 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
     PRESCAN = True
     #: The hot-path specialisation of :meth:`process` and :meth:`_release` (the branches marked SPECIALISED): the
     #: arrival's text key, common bucket name and user side, its bucket and pair bookkeeping, and a release's first
-    #: random draw and its two pops, written out inline instead of calling the helpers named there. Measured (before
-    #: the pops were added) on ``bench buffer``'s workload (k=5, 10,000 users, batches of 1000; two runs of 20
-    #: interleaved rounds of 100,000 events): 170k and 174k vs 135k and 145k events per CPU-second (median, +26% and
-    #: +20%), best 190k and 200k vs 153k and 161k (+24%, +25%). False runs the helpers only, with the same output
-    #: for the same random words (pinned by ``test_specialised_hot_path_gives_the_helpers_output``): for tests, and
-    #: to measure it again (`querylog bench buffer --helpers-only`).
+    #: random draw, written out inline instead of calling the helpers named there. Measured on ``bench buffer``'s
+    #: workload (k=5, 10,000 users, batches of 1000; two runs of 20 interleaved rounds of 100,000 events): 170k and
+    #: 174k vs 135k and 145k events per CPU-second (median, +26% and +20%), best 190k and 200k vs 153k and 161k
+    #: (+24%, +25%). A release's two pops written out too gained 8% (`bench buffer`, median of 3 interleaved runs:
+    #: 240k vs 222k events per CPU-second): folded back into ``Bucket.pop_user``/``pop_query``. False runs the
+    #: helpers only, with the same output for the same random words (pinned by
+    #: ``test_specialised_hot_path_gives_the_helpers_output``): for tests, and to measure it again
+    #: (`querylog bench buffer --helpers-only`).
     SPECIALISED: ClassVar[bool] = True
 
     def __init__(self, config: CategoryBufferConfig, ctx: BuildContext) -> None:
@@ -141,25 +143,8 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
                 self.counts["k_raised"] += 1
                 return
             qi, name, si = drawn
-            if specialised:  # SPECIALISED: Bucket.pop_user and Bucket.pop_query written out
-                slots = by_name[name]
-                u = slots[si]
-                last = slots.pop()
-                if last is not u:
-                    slots[si] = last
-                if not slots:
-                    bucket.forget(name)
-                u.ubucket = None
-                queries = bucket.queries
-                q = queries[qi]
-                last = queries.pop()
-                if last is not q:
-                    queries[qi] = last
-                    last.qidx = qi
-                q.qbucket = None
-            else:
-                u = bucket.pop_user(name, si)
-                q = bucket.pop_query(qi)
+            u = bucket.pop_user(name, si)
+            q = bucket.pop_query(qi)
             # SPECIALISED: skip _gone_half where it does nothing (a new event whose other half is still held)
             if not specialised or u.qbucket is None or not u.new:
                 self._gone_half(u)

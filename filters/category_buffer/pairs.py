@@ -162,10 +162,10 @@ def shared_pairs(batches: Iterable[list[Event]]) -> tuple[int, list[int]]:
     """
     texts, pairs = array("q"), array("q")
     for batch in batches:
-        # normalise_text and pair_of written out (one pass over every event of the archive)
-        normalised = [" ".join(str(ev.query).casefold().split()) for ev in batch]
-        texts.extend(map(hash, normalised))
-        pairs.extend(map(hash, zip([str(ev.user) for ev in batch], normalised)))
+        for ev in batch:
+            text = normalise_text(str(ev.query))
+            texts.append(hash(text))
+            pairs.append(pair_of(str(ev.user), text))
     if not pairs:
         return 0, []
     unique_pairs, first = np.unique(np.frombuffer(pairs, dtype=np.int64), return_index=True)

@@ -86,9 +86,7 @@ class Sides:
             t = uv[-1]
         else:
             t = src.time
-        codec = src.codec  # self.codec_of(q), written out
-        if codec is None:
-            codec = self.codecs.get(q.fmt)
+        codec = self.codec_of(q)
         ev = Event(uv[0], src.query, t, src.rank, src.url, src.record, src.raw, codec, src.eol)
         meta = src.meta
         if meta:

@@ -194,12 +194,10 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
         keys = [key(u) for u in users]
         accounts = ledger.accounts(keys, window)
         out: list[Event] = []
-        budget = self.epsilon
         draw, label, surface, inflector = self.sampler.draw_node, self.labeler.label, cfg.surface, self.inflector
         category_of, names = self._category_of, self.categories
         mapper_map = self.mapper.map
         clear = self._clear_dependent
-        eps_float = self._eps_float
         tally: Counter[str] = Counter()
         replaced = concepts = released = 0
         for ev, user, k in zip(batch, users, keys):
@@ -220,21 +218,12 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
                 continue
             cost = self._cost(user)
             if cost is None:  # batch mode without a first pass over this user's events: fail closed
-                tally["suppressed_no_prescan"] += 1
-                if self.prescanned is None and not self._warned_prescan:
-                    log.error("budget_unknown", filter=self.NAME, reason="batch_budget_needs_prescan")
-                    self._warned_prescan = True
-                self._suppress(ev, acc, out)
+                self._no_prescan(ev, acc, out, tally)
                 continue
             if acc.cost is not cost:
-                eps_q = eps_float.get(cost)
-                if eps_q is None:
-                    if len(eps_float) >= 200_000:
-                        eps_float.clear()
-                    eps_q = eps_float[cost] = float_below(cost)
-                acc.price(cost, budget, eps_q)
+                self._price(acc, cost)
             n = len(parts)
-            if acc.used + n > acc.allowed:  # Account.can_spend, inlined
+            if not acc.can_spend(n):
                 tally["suppressed_budget"] += 1
                 self._suppress(ev, acc, out)
                 continue
@@ -246,10 +235,8 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
                     released += 1
                     x = part.node
                 nodes.append(x)
-            acc.used += n  # Account.spend and .count(REPLACED), inlined
-            acc.units += n
-            acc.outcomes[REPLACED] += 1
-            acc.dirty = True
+            acc.spend(n)
+            acc.count(REPLACED)
             words = [label(x) for x in nodes]
             ev.query = render(mapped, words, surface, inflector)
             clear(ev)
@@ -273,6 +260,24 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
             tally["replaced_concepts"] += concepts
         self.counts.update(tally)
         return out
+
+    def _no_prescan(self, ev: Event, acc: Account, out: list[Event], tally: Counter[str]) -> None:
+        """A user whose budget share is unknown (batch mode without a first pass): suppressed, logged once."""
+        tally["suppressed_no_prescan"] += 1
+        if self.prescanned is None and not self._warned_prescan:
+            log.error("budget_unknown", filter=self.NAME, reason="batch_budget_needs_prescan")
+            self._warned_prescan = True
+        self._suppress(ev, acc, out)
+
+    def _price(self, acc: Account, cost: Fraction) -> None:
+        """Charge ``acc`` at ``cost`` per concept from now on, drawing with the largest float below it (cached)."""
+        eps_float = self._eps_float
+        eps_q = eps_float.get(cost)
+        if eps_q is None:
+            if len(eps_float) >= 200_000:
+                eps_float.clear()
+            eps_q = eps_float[cost] = float_below(cost)
+        acc.price(cost, self.epsilon, eps_q)
 
     def _no_concept(self, ev: Event, acc: Account, out: list[Event], tally: Counter[str]) -> None:
         tally["no_concept"] += 1

@@ -44,10 +44,7 @@ class RandomPool:
         if n == 1:
             return 0
         mask = (1 << (n - 1).bit_length()) - 1
-        while True:  # word() inlined: this is the sampler's hot path
-            if self._i >= len(self._words):
-                self._refill()
-            v = self._words[self._i] & mask
-            self._i += 1
+        while True:
+            v = self.word() & mask
             if v < n:
                 return v

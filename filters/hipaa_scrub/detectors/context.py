@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from filters.hipaa_scrub.detectors import Detector, Pattern, Span, ascii_digits, ascii_variant, scan_from_starts
+from filters.hipaa_scrub.detectors import Detector, Pattern, Span, ascii_variant, scan_from_starts
 
 _NUM = (
     r"(?:\s*(?:number|numbers|num|no\.?|nbr|#|id|code))?"
@@ -149,35 +149,8 @@ class ContextNumberDetector(Detector):
         return scan_from_starts(self.starts, self.combined, lower)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        if not lower.isascii():
-            for cued in self.matches(lower):
-                self._take(cued, out)
-            return
-        # ASCII: scan_from_starts and _take written out, digits counted in C and SKIP as string tests (a value
-        # is [a-z0-9 -]: "\d" is 0-9 and no line break lets "$" end early)
-        starts, full = self.ascii
-        search, match = starts.search, full.match
-        pos = 0
-        while (cue := search(lower, pos)) is not None:
-            at = cue.start()
-            m = match(lower, at)
-            if m is None:
-                pos = at + 1
-                continue
-            pos = m.end() if m.end() > at else at + 1
-            group = m.lastgroup
-            if group is None:
-                continue
-            v = m.group(group)
-            digits = ascii_digits(v)
-            if digits == len(v) and (digits <= 3 or (digits == 4 and v[:2] in ("19", "20"))):
-                continue  # SKIP: a year or a small number
-            if digits < 2 if group == "vehicle_v" else digits < 3 and not self.code(v):
-                continue
-            if digits < 7 and " " in v:
-                continue
-            start, end = m.span(group)
-            out.append(Span(start, end, group[:-2], self.PRIORITY))
+        for cued in self.matches(lower):
+            self._take(cued, out)
 
     def _take(self, m: re.Match[str], out: list[Span]) -> None:
         """Append the span of a cue match's value unless the value is too small to be an identifier."""

@@ -270,31 +270,33 @@ class NameDetector(Detector):
             return self._any_pair(words)
         need = self.cue_threshold if not CUES.isdisjoint(words) else self.threshold
         n = len(words)
-        starters, first, last, allow = self.starters, self.first, self.last, self.allow
+        starters, allow = self.starters, self.allow
         for i in range(n - 1):
             a = words[i]
             if a not in starters:
                 continue
             b = words[i + 1]
-            # could a rule start here? first + last, first + initial or middle name + last, title +
-            # name, last + first (inlined: this loop runs on most queries)
-            fa = first.get(a)
-            hit = False
-            if fa is not None:
-                lb = last.get(b)
-                if lb is not None and fa + lb >= need:
-                    hit = True
-                elif i + 2 < n and (len(b) == 1 or b in first):
-                    lc = last.get(words[i + 2])
-                    hit = lc is not None and fa + lc + (2.0 if len(b) == 1 else 1.0) >= need
-            if not hit and a in TITLES and (b in last or b in first):
-                hit = True
-            if not hit:
-                la = last.get(a)
-                hit = la is not None and b in first and la + first[b] + 0.5 >= need
-            if hit and f"{a} {b}" not in allow:
+            if self._could_start(words, i, a, b, need) and f"{a} {b}" not in allow:
                 return True  # detect skips an allowed pair (``john deere``) before any rule
         return False
+
+    def _could_start(self, words: list[str], i: int, a: str, b: str, need: float) -> bool:
+        """Could a rule start at ``words[i]``, ``b`` after it: first + last, first + initial or middle name + last,
+        title + name, last + first, scored as :meth:`detect` scores them (``need``: the threshold)?"""
+        first, last = self.first, self.last
+        fa = first.get(a)
+        if fa is not None:
+            lb = last.get(b)
+            if lb is not None and fa + lb >= need:
+                return True
+            if i + 2 < len(words) and (len(b) == 1 or b in first):
+                lc = last.get(words[i + 2])
+                if lc is not None and fa + lc + (2.0 if len(b) == 1 else 1.0) >= need:
+                    return True
+        if a in TITLES and (b in last or b in first):
+            return True
+        la = last.get(a)
+        return la is not None and b in first and la + first[b] + 0.5 >= need
 
     def _any_pair(self, words: list[str]) -> bool:
         first, last = self.first, self.last

@@ -44,6 +44,17 @@ from sidecar.state import StateError, StateStore
 log = structlog.get_logger("querylog.pipeline")
 
 
+def _record_bytes(ev: Event) -> bytes | str | None:
+    """An event's record as its format writes it (a line, or the codec's packed bytes for a binary format)."""
+    if ev.codec is None:
+        return None
+    record = ev.codec.encode(ev)
+    if isinstance(record, str | bytes):
+        return record
+    packed = ev.codec.pack_record(record)
+    return packed if isinstance(packed, bytes) else None
+
+
 def _create_positions(db: Any) -> None:
     db.execute("CREATE TABLE IF NOT EXISTS source_positions (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
@@ -243,10 +254,7 @@ class Pipeline:
             if released and self.sinks:
                 self._deliver_flushed(released, None, Counter())
             for ev in released if not self.sinks else ():
-                record = ev.codec.encode(ev) if ev.codec is not None else None
-                self.dead.add(
-                    "undelivered_at_shutdown", "runtime", None, record if isinstance(record, str | bytes) else None
-                )
+                self.dead.add("undelivered_at_shutdown", "runtime", None, _record_bytes(ev))
         self.dead.flush()
         return len(released)
 

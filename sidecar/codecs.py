@@ -47,6 +47,7 @@ __all__ = [
     "TsvCodec",
     "carried_fields",
     "codec_for",
+    "foreign_record",
     "format_from_path",
 ]
 
@@ -173,6 +174,11 @@ class TsvCodec(Codec):
         role_cols = self._role_columns
         return {c: v for c, v in zip(self.columns, event.record, strict=False) if c not in role_cols}
 
+    def layout(self, event: Event) -> list[tuple[str, str | None]]:
+        """The record's columns in order, each with the role it plays (None: a carried field)."""
+        role_of = {col: role for role, col in self.schema.roles.mapping().items() if col is not None}
+        return [(c, role_of.get(c)) for c in self.columns] if event.codec is self else []
+
     def get_field(self, event: Event, name: str) -> Any:
         try:
             return event.record[self.columns.index(name)]
@@ -264,6 +270,13 @@ class JsonlCodec(Codec):
         role_keys = self._role_keys
         return {k: v for k, v in event.record.items() if k not in role_keys}
 
+    def layout(self, event: Event) -> list[tuple[str, str | None]]:
+        """The record's keys in order, each with the role it plays (None: a carried field)."""
+        if event.codec is not self or not isinstance(event.record, dict):
+            return []
+        role_of = {key: role for role, key in self.pairs}
+        return [(k, role_of.get(k)) for k in event.record]
+
     def get_field(self, event: Event, name: str) -> Any:
         record = event.record
         if not isinstance(record, dict) or name not in record:
@@ -308,12 +321,7 @@ class JsonlCodec(Codec):
                 if key in record or getattr(event, role) is not None:
                     record[key] = getattr(event, role)
             return _dumps(record, event.raw or "")
-        record = dict(carried_fields(event))
-        for role, key in self.pairs:
-            value = getattr(event, role)
-            if value is not None:
-                record[key] = value
-        return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(foreign_record(event, self.pairs), ensure_ascii=False, separators=(",", ":"))
 
 
 def _lone_surrogate(record: dict[str, Any]) -> bool:
@@ -336,6 +344,40 @@ def carried_fields(event: Event) -> Mapping[str, Any]:
     """The non-role fields of an event's original record, by name (for re-encoding in another format)."""
     codec = event.codec
     return codec.fields(event) if codec is not None else {}
+
+
+def foreign_record(event: Event, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """An event of another format as a record of a format whose role keys are ``pairs`` ((role, key)).
+
+    The source record's keys come in its own order, as its codec's ``layout(event)`` gives them ((key, role)
+    pairs; a role key is written under this format's key for that role, its value the event's, null included),
+    so key set and key order survive the crossing. Then come the carried fields the layout did not name, and
+    the roles with a value that the source record had no key for. A codec without ``layout`` (a fixed schema,
+    such as gRPC's) gives its carried fields, then the roles that have a value.
+    """
+    codec = event.codec
+    carried = codec.fields(event) if codec is not None else {}
+    layout = getattr(codec, "layout", None)
+    key_of = dict(pairs)
+    out: dict[str, Any] = {}
+    placed: set[str] = set()
+    if layout is not None:
+        for key, role in layout(event):
+            if role is None:
+                if key in carried:
+                    out[key] = carried[key]
+            elif role in key_of:
+                out[key_of[role]] = getattr(event, role)
+                placed.add(role)
+    for key, value in carried.items():
+        if key not in out:
+            out[key] = value
+    for role, key in pairs:
+        if role not in placed:
+            value = getattr(event, role)
+            if value is not None:
+                out[key] = value
+    return out
 
 
 def codec_for(schema: SchemaConfig, path: str | None) -> TsvCodec | JsonlCodec:

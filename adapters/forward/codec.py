@@ -24,7 +24,7 @@ from typing import Any
 
 from adapters.forward.protocol import Entry, EventTime, packb, unpackb
 from sidecar.api import NO_META, Codec, Event, FieldError, SchemaConfig
-from sidecar.codecs import carried_fields
+from sidecar.codecs import foreign_record
 
 __all__ = ["DEFAULT_TAG", "ForwardCodec", "ForwardEvent"]
 
@@ -159,12 +159,7 @@ class ForwardCodec(Codec):
                 if key in m or value is not None:
                     m[key] = value
             return Entry(entry.tag, entry.time, m)
-        record = dict(carried_fields(event))
-        for role, key in self.pairs:
-            value = getattr(event, role)
-            if value is not None:
-                record[key] = value
-        return Entry(self.tag, EventTime.from_ns(time.time_ns()), record)
+        return Entry(self.tag, EventTime.from_ns(time.time_ns()), foreign_record(event, self.pairs))
 
     # ---- field access (filters that change non-role fields) ------------------------------------
     def fields(self, event: Event) -> Mapping[str, Any]:
@@ -173,6 +168,14 @@ class ForwardCodec(Codec):
             return {}
         role_keys = self._role_keys
         return {k: v for k, v in entry.record.items() if k not in role_keys}
+
+    def layout(self, event: Event) -> list[tuple[str, str | None]]:
+        """The record map's keys in order, each with the role it plays (None: a carried field)."""
+        entry = event.record
+        if not isinstance(event.codec, ForwardCodec) or not isinstance(entry, Entry) or type(entry.record) is not dict:
+            return []
+        role_of = {key: role for role, key in event.codec.pairs}
+        return [(k, role_of.get(k)) for k in entry.record]
 
     def get_field(self, event: Event, name: str) -> Any:
         entry = event.record

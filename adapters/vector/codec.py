@@ -42,6 +42,7 @@ from google.protobuf.message import DecodeError
 from adapters.vector.stubs.event_pb2 import EventWrapper, Value
 from adapters.vector.values import plain, set_value, to_python
 from sidecar.api import ROLES, BadRecord, Codec, Event, FieldError, SchemaConfig
+from sidecar.codecs import foreign_record
 from sidecar.protowire import read_varint
 
 __all__ = ["EventWrapper", "VectorCodec", "VectorRecord", "frame", "split_request"]
@@ -199,21 +200,15 @@ class VectorCodec(Codec):
         return wrapper.SerializeToString(deterministic=True)
 
     def fresh(self, event: Event) -> bytes:
-        """A new log from an event of another format: its carried fields, then its roles, in ``Log.value``."""
+        """A new log from an event of another format, in ``Log.value``: the keys of its record
+        (:func:`~sidecar.codecs.foreign_record`: a null role key stays, as a null) in key order, as Vector writes
+        a map."""
         wrapper = EventWrapper()
         value = wrapper.log.value
         value.map.SetInParent()
         fields = value.map.fields
-        codec = event.codec
-        if codec is not None:
-            for key, item in codec.fields(event).items():
-                set_value(fields[str(key)], item)
-        for role, key in self.pairs:
-            item = getattr(event, role)
-            if item is not None:
-                v = fields[key]
-                v.Clear()
-                set_value(v, item)
+        for key, item in foreign_record(event, self.pairs).items():
+            set_value(fields[str(key)], item)
         return wrapper.SerializeToString(deterministic=True)
 
     # ---- fields ---------------------------------------------------------------------------------
@@ -225,6 +220,14 @@ class VectorCodec(Codec):
         fields = rec.fields()
         roles = set(rec.keys)
         return {k: plain(fields[k]) for k in sorted(fields) if k not in roles}
+
+    def layout(self, event: Event) -> list[tuple[str, str | None]]:
+        """The log's top-level keys in key order (a Vector map has no other), each with the role it plays."""
+        rec = event.record
+        if type(rec) is not VectorRecord:
+            return []
+        role_of = {key: role for role, key in zip(ROLES, rec.keys, strict=True) if key is not None}
+        return [(k, role_of.get(k)) for k in sorted(rec.fields())]
 
     def get_field(self, event: Event, name: str) -> Any:
         """The typed value of top-level field ``name`` (see :mod:`adapters.vector.values`)."""

@@ -1,9 +1,11 @@
-"""10,000+ hypothesis-generated malformed inputs through the `file` source, TSV and JSON lines (issue 11).
+"""10,000+ hypothesis-generated malformed inputs through `replay` (the file source driven into the runtime),
+TSV and JSON lines (issue 11).
 
 Each example is a small log file: lines the test made good (uniquely numbered) mixed with generated
 junk — invalid UTF-8, stray tabs, CRs and NULs, lines over the record limit, broken JSON, lone UTF-16
-surrogates, wrong column counts, values of the wrong type — read by the real ``FileSource`` into one real
-``Pipeline`` (passthrough chain) in this process. For every example:
+surrogates, wrong column counts, values of the wrong type — replayed by :func:`sidecar.drive.replay` (the
+``file`` source into ``Runtime.receive`` of a passthrough chain, an output file) in this process. For every
+example:
 
 * every line is counted exactly once: delivered events + dead letters = lines, and the dead-letter
   counters agree with the dead-letter file;
@@ -20,6 +22,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,48 +32,29 @@ import structlog
 from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import strategies as st
 
-from adapters.file.source import FileSource, FileSourceConfig
-from sidecar.api import Codec, Event, Sink, SinkConfig
-from sidecar.config import load_config
-from sidecar.pipeline import Pipeline
+from sidecar.config import LoadedConfig, load_config
+from sidecar.drive import ReplaySummary, replay
 
-LIMIT = 256  # the source's max_record_bytes: "huge" lines stay cheap to generate
+LIMIT = 256  # limits.max_record_bytes: "huge" lines stay cheap to generate
 EXAMPLES = 10_000
 MARK = "zqmark"  # in every value the test plants: a log line holding it leaks a record value
 
 
-class Capture(Sink[SinkConfig]):
-    """A sink that keeps the encoded lines it was given (the events' own codecs encode them)."""
-
-    NAME = "capture"
-
-    def __init__(self) -> None:
-        super().__init__(SinkConfig(), None)  # type: ignore[arg-type]  # a test sink: no BuildContext
-        self.lines: list[str] = []
-
-    def start(self, header: str | None, codec: Codec | None) -> None:
-        pass
-
-    def write(self, events: list[Event]) -> None:
-        for ev in events:
-            assert ev.codec is not None
-            self.lines.append(ev.codec.encode(ev))
-
-
 @dataclasses.dataclass
 class Rig:
-    """One pipeline for all examples; what each example added is read as a difference."""
+    """One config (and state folder) per format for all examples; what each example added is read as a
+    difference of the dead-letter file."""
 
     tmp: Path
     fmt: str
-    pipeline: Pipeline
-    sink: Capture
+    config: LoadedConfig
     dead_file: Path
     dead_offset: int = 0
     files: int = 0
     lines: int = 0
     malformed: int = 0
     delivered: int = 0
+    reasons: Counter[str] = dataclasses.field(default_factory=Counter)
 
     def new_dead_letters(self) -> list[dict[str, object]]:
         if not self.dead_file.exists():
@@ -81,29 +65,32 @@ class Rig:
         self.dead_offset += len(data)
         return [json.loads(line) for line in data.splitlines()]
 
+    def replay(self, path: Path) -> tuple[ReplaySummary, list[bytes]]:
+        """``replay`` of ``path`` into an output file; the summary and the output's records (header removed)."""
+        out = self.tmp / f"out.{self.fmt}"
+        summary = replay(self.config, str(path), str(out), seed=1)
+        data = out.read_bytes()
+        if self.fmt == "tsv" and data.startswith(HEADER + b"\n"):
+            data = data[len(HEADER) + 1 :]
+        records = data.split(b"\n")
+        return summary, records[:-1] if records[-1] == b"" else records
+
 
 @pytest.fixture
 def rigs(tmp_path: Path) -> Iterator[dict[str, Rig]]:
-    """A pipeline per format, each with its own dead-letter file."""
+    """A config per format, each with its own state folder and dead-letter file."""
     made: dict[str, Rig] = {}
-    try:
-        for fmt in ("tsv", "jsonl"):
-            folder = tmp_path / fmt
-            folder.mkdir()
-            cfg = folder / "source.yaml"
-            cfg.write_text(
-                f"state_dir: state\ndead_letter_file: dead.jsonl\ndead_letter_max_bytes: {1 << 40}\n"
-                f"schema: {{format: {fmt}}}\nfilters: []\n",
-                encoding="utf-8",
-            )
-            pipeline = Pipeline(load_config(cfg), seed=1, with_sinks=False)
-            sink = Capture()
-            pipeline.sinks.append(sink)
-            made[fmt] = Rig(folder, fmt, pipeline, sink, folder / "state" / "dead.jsonl")
-        yield made
-    finally:
-        for rig in made.values():
-            rig.pipeline.close()
+    for fmt in ("tsv", "jsonl"):
+        folder = tmp_path / fmt
+        folder.mkdir()
+        cfg = folder / "replay.yaml"
+        cfg.write_text(
+            f"state_dir: state\ndead_letter_file: dead.jsonl\ndead_letter_max_bytes: {1 << 40}\n"
+            f"schema: {{format: {fmt}}}\nlimits: {{batch_size: 5, max_record_bytes: {LIMIT}}}\nfilters: []\n",
+            encoding="utf-8",
+        )
+        made[fmt] = Rig(folder, fmt, load_config(cfg), folder / "state" / "dead.jsonl")
+    yield made
 
 
 # --- generated lines (strategies built once: hypothesis then draws them cheaply) --------------------
@@ -239,33 +226,28 @@ def _check_file(rig: Rig, lines: list[bytes], good: list[bool], final_newline: b
     header = [HEADER] if rig.fmt == "tsv" else []
     path.write_bytes(b"\n".join([*header, *lines]) + (b"\n" if final_newline else b""))
     first = len(header) + 1  # line number of lines[0]
-    counts_before = sum(rig.pipeline.dead.counts.values())
-    delivered_before = len(rig.sink.lines)
 
-    source = FileSource(
-        FileSourceConfig(path=str(path), format=rig.fmt, batch_size=5, max_record_bytes=LIMIT),  # type: ignore[arg-type]  # format typed as a Literal
-        rig.pipeline.ctx,
-    )
-    source.start(rig.pipeline)  # flushes the dead letters of a bad last line too (found after the last batch)
+    summary, delivered = rig.replay(path)  # the dead letters of a bad last line (found after the last batch) too
 
-    delivered = rig.sink.lines[delivered_before:]
     dead = rig.new_dead_letters()
-    counted = sum(rig.pipeline.dead.counts.values()) - counts_before
+    counted = summary.dead_lettered
     check(counted == len(dead), f"file {rig.files}: {counted} dead letters counted, {len(dead)} in the file")
     check(
         len(delivered) + len(dead) == len(lines),
         f"file {rig.files}: {len(lines)} lines, {len(delivered)} delivered + {len(dead)} dead-lettered",
     )
+    check(summary.events_out == len(delivered), f"file {rig.files}: {summary.events_out} out, {len(delivered)} written")
     dead_at: dict[int, dict[str, object]] = {}
     for entry in dead:
         number = entry["line"]
         check(isinstance(number, int) and first <= number < first + len(lines), f"file {rig.files}: line {number}")
         check(number not in dead_at, f"file {rig.files}: line {number} dead-lettered twice")
-        dead_at[number] = entry
+        dead_at[number] = entry  # type: ignore[index]  # checked to be an int just above
+        rig.reasons[str(entry["reason"])] += 1
     kept = [i for i in range(len(lines)) if first + i not in dead_at]
     lost_good = [first + i for i in range(len(lines)) if good[i] and first + i in dead_at]
     check(not lost_good, f"file {rig.files}: good lines {lost_good} were dead-lettered")
-    mismatched = [first + i for i, out in zip(kept, delivered) if out.encode("utf-8", "surrogatepass") != lines[i]]
+    mismatched = [first + i for i, out in zip(kept, delivered) if out != lines[i]]
     check(not mismatched, f"file {rig.files}: lines {mismatched} were not delivered byte for byte")
     for number, entry in dead_at.items():
         raw = lines[number - first]
@@ -284,13 +266,13 @@ def _check_file(rig: Rig, lines: list[bytes], good: list[bool], final_newline: b
 
 
 @pytest.mark.slow
-def test_malformed_lines_through_the_file_source_are_each_counted_and_never_take_good_lines(
+def test_malformed_lines_through_replay_are_each_counted_and_never_take_good_lines(
     rigs: dict[str, Rig], debug_structlog: None
 ) -> None:
-    """10,000 generated log files, TSV or JSON lines (tens of thousands of malformed lines), through
-    FileSource → Pipeline: no crash; every line delivered byte for byte or dead-lettered once with its own
-    bytes; no good line lost beside a bad one; the dead-letter counters match the file; no record value
-    in the sidecar's logs."""
+    """10,000 generated log files, TSV or JSON lines (tens of thousands of malformed lines), each through
+    `replay` (file source → Runtime.receive → file sink): no crash; every line delivered byte for byte or
+    dead-lettered once with its own bytes; no good line lost beside a bad one; the dead-letter counters match
+    the file; no record value in the sidecar's logs."""
 
     @settings(
         max_examples=EXAMPLES,
@@ -308,10 +290,9 @@ def test_malformed_lines_through_the_file_source_are_each_counted_and_never_take
         run()
     leaked = [e.get("event") for e in logs if MARK in json.dumps(e, default=repr)]
     for rig in rigs.values():
-        reasons = dict(sorted(rig.pipeline.dead.counts.items()))
         print(
-            f"file source ({rig.fmt}): files={rig.files} lines={rig.lines} delivered={rig.delivered} "
-            f"dead-lettered={rig.malformed} by reason={reasons}"
+            f"replay ({rig.fmt}): files={rig.files} lines={rig.lines} delivered={rig.delivered} "
+            f"dead-lettered={rig.malformed} by reason={dict(sorted(rig.reasons.items()))}"
         )
     assert not leaked, f"log events carrying a record value: {leaked}"
     assert sum(rig.files for rig in rigs.values()) >= EXAMPLES
@@ -327,12 +308,8 @@ def test_a_deeply_nested_json_line_is_a_dead_letter(tmp_path: Path) -> None:
     src = tmp_path / "in.jsonl"
     good = b'{"AnonID": "1", "Query": "fine"}\n'
     src.write_bytes(good + b"[" * 5000 + b"]" * 5000 + b"\n" + good)
-    pipeline = Pipeline(load_config(cfg), seed=1, with_sinks=False)
-    sink = Capture()
-    pipeline.sinks.append(sink)
-    try:
-        FileSource(FileSourceConfig(path=str(src)), pipeline.ctx).start(pipeline)
-    finally:
-        pipeline.close()
-    assert sink.lines == [good.decode().rstrip("\n")] * 2
-    assert pipeline.dead.counts == {"json_too_deep": 1}
+    out = tmp_path / "out.jsonl"
+    summary = replay(load_config(cfg), str(src), str(out), seed=1)
+    assert out.read_bytes() == good * 2
+    dead = [json.loads(line) for line in (tmp_path / "state" / "dead.jsonl").read_text().splitlines()]
+    assert summary.dead_lettered == 1 and [d["reason"] for d in dead] == ["json_too_deep"]

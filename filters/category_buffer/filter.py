@@ -56,7 +56,7 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
         self.memory = PairMemory(config.avoid_repeat_pairs)
         #: the codec of each format seen in a batch (restored events are encoded with it)
         self.codecs: dict[str | None, Codec] = {}
-        self.sides = Sides(config, self.codecs, self.counts)
+        self.sides = Sides(config, self.codecs, self.counts, ctx.codec_for)
         self._held = 0
         self._stream_time: Any = None
         self._next_id = 1

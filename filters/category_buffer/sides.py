@@ -12,7 +12,7 @@ profiler does).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from filters.category_buffer.buckets import Held
@@ -33,19 +33,27 @@ def read_field(ev: Event, name: str, codec: Codec | None) -> Any:
 class Sides:
     """Splits an event into its user side (:meth:`user_values`) and builds released events (:meth:`emit`).
 
-    ``codecs`` is the filter's codec of each format seen in a batch: an event
-    restored from the state store without its codec is read and written with it.
-    ``counts`` gets ``user_field_not_set`` for a user field the output record
-    cannot carry (the query's own value is then not replaced either).
+    ``codecs`` is the filter's codec of each format seen in a batch, ``lookup`` the runtime's codec by format
+    name (``BuildContext.codec_for``): an event restored from the state store without its codec is read and
+    written with the first of them that knows its format, so it keeps its own format (keys, key order, fields)
+    whichever source's batch releases it. ``counts`` gets ``user_field_not_set`` for a user field the output
+    record cannot carry (the query's own value is then not replaced either).
     """
 
-    def __init__(self, config: CategoryBufferConfig, codecs: Mapping[str | None, Codec], counts: Counter[str]) -> None:
+    def __init__(
+        self,
+        config: CategoryBufferConfig,
+        codecs: Mapping[str | None, Codec],
+        counts: Counter[str],
+        lookup: Callable[[str | None], Codec | None] = lambda fmt: None,
+    ) -> None:
         self.roles = tuple(r for r in config.user_roles if r != "user")
         self.fields = config.user_fields
         self.time = config.time
         #: only the user id travels with the user; time is the query's or the release time
         self.simple = not self.roles and not self.fields and self.time != "user"
         self.codecs = codecs
+        self.lookup = lookup
         self.counts = counts
 
     def user_values(self, ev: Event, codec: Codec | None) -> tuple[Any, ...]:
@@ -61,15 +69,21 @@ class Sides:
         return values
 
     def restored_values(self, ev: Event) -> tuple[Any, ...] | None:
-        """The user side of an event restored from the state store; None when its user fields can only be
-        read once a batch brought the codec of its format (see :meth:`emit`)."""
+        """The user side of an event restored from the state store; None when it has user fields and no codec of
+        its own: they are read when it is released, by the codec of its format (:meth:`codec_of`)."""
         if self.fields and ev.codec is None:
             return None
         return self.user_values(ev, ev.codec)
 
     def codec_of(self, h: Held) -> Codec | None:
-        """The codec of a held event: its own, else the batch codec of its format."""
-        return h.event.codec if h.event.codec is not None else self.codecs.get(h.fmt)
+        """The codec of a held event: its own, else the batch codec of its format, else the runtime's codec of
+        its format (a format no source of this process has sent yet)."""
+        codec = h.event.codec
+        if codec is None:
+            codec = self.codecs.get(h.fmt)
+            if codec is None and h.fmt is not None:
+                codec = self.lookup(h.fmt)
+        return codec
 
     def emit(self, q: Held, u: Held, stream_time: Any) -> Event:
         """The output: a copy of the query's event carrying the drawn user's side.

@@ -54,6 +54,7 @@ class PipelineCollector(Collector):
             for name, n in sorted(f["counts"].items()):
                 f_counts.add_metric([f["name"], str(name)], n)
         yield from (f_in, f_out, f_held, f_counts)
+        yield _category_k(s["filters"])
         sink_stat = GaugeMetricFamily(
             "querylog_sink_stat",
             "A sink's own counters: an outbox's pending_events/pending_batches/pending_bytes, sent_events, retries...",
@@ -67,6 +68,24 @@ class PipelineCollector(Collector):
         yield GaugeMetricFamily(
             "querylog_uptime_seconds", "Seconds since the pipeline was built.", value=s.get("uptime_seconds", 0.0)
         )
+
+
+def _category_k(filters: list[dict[str, Any]]) -> GaugeMetricFamily:
+    """``category_buffer``'s current k per category (taxonomy labels of the config, never a record value); with
+    several such filters in the chain, the largest k of each category."""
+    ks: dict[str, int] = {}
+    for f in filters:
+        if f["name"] == "category_buffer":
+            for category, k in f.get("k_per_category", {}).items():
+                ks[str(category)] = max(k, ks.get(str(category), k))
+    gauge = GaugeMetricFamily(
+        "querylog_category_buffer_k",
+        "category_buffer's current k per category (bounded by max_k).",
+        labels=["category"],
+    )
+    for category, k in sorted(ks.items()):
+        gauge.add_metric([category], k)
+    return gauge
 
 
 def serve_metrics(listen: str, stats: StatsSource) -> tuple[Any, threading.Thread, int]:

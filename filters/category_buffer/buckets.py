@@ -4,13 +4,16 @@ Each held event is split in two halves — its user (in a bucket's user set) and
 its query (in a bucket's query set) — that leave at different times, so a
 :class:`Held` records in which bucket each half still is. A :class:`Bucket`
 keeps both sets with O(1) random removal and owns its k: raised to
-ceil(k * delta) when no valid pair exists (paper 001), stepped back toward its
-base after a release when decay is on.
+ceil(k * delta) when no valid pair exists (paper 001) but never above its
+``max_k``, stepped back toward its base after a release when decay is on.
+:func:`most_held_first` picks what a bucket at ``max_k`` suppresses.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sidecar.api import Event
@@ -91,12 +94,13 @@ class Bucket:
     release takes one from each.
     """
 
-    __slots__ = ("base", "by_name", "k", "name", "name_pos", "names", "queries")
+    __slots__ = ("base", "by_name", "k", "max_k", "name", "name_pos", "names", "queries")
 
-    def __init__(self, name: str, base: int) -> None:
+    def __init__(self, name: str, base: int, max_k: int | None = None) -> None:
         self.name = name
         self.base = base
         self.k = base
+        self.max_k = max_k if max_k is not None else base
         self.by_name: dict[str, list[Held]] = {}  # held user halves per user
         self.names: list[str] = []  # the keys of by_name, in an order with O(1) removal
         self.name_pos: dict[str, int] = {}  # each name's index in names
@@ -151,6 +155,20 @@ class Bucket:
             self.forget(h.sender)
         h.ubucket = None
 
+    def remove_users(self, halves: Sequence[Held]) -> None:
+        """Take the user halves ``halves`` (O(the held user halves of their users), however many)."""
+        by_sender: dict[str, set[Held]] = {}
+        for h in halves:
+            by_sender.setdefault(h.sender, set()).add(h)
+        for sender, gone in by_sender.items():
+            keep = [h for h in self.by_name[sender] if h not in gone]
+            if keep:
+                self.by_name[sender] = keep
+            else:
+                self.forget(sender)
+            for h in gone:
+                h.ubucket = None
+
     def pop_query(self, i: int) -> Held:
         """Take the ``i``-th held query half (O(1): the last one takes its place)."""
         queries = self.queries
@@ -177,9 +195,13 @@ class Bucket:
 
     # --- k -----------------------------------------------------------------------
 
-    def raise_k(self, delta: float) -> None:
-        """No valid pair at k: k <- ceil(k * delta) (paper 001)."""
-        self.k = math.ceil(self.k * delta)
+    def raise_k(self, delta: float) -> bool:
+        """No valid pair at k: k <- ceil(k * delta) (paper 001), at most ``max_k``. False when k already is
+        ``max_k`` (the bucket's policy at max_k applies instead)."""
+        if self.k >= self.max_k:
+            return False
+        self.k = min(self.max_k, math.ceil(self.k * delta))
+        return True
 
     def decay_k(self, delta: float) -> bool:
         """After a release, step an inflated k back toward its base:
@@ -188,3 +210,27 @@ class Bucket:
             return False
         self.k = max(self.base, min(self.k - 1, math.ceil(self.k / delta)))
         return True
+
+
+def most_held_first(groups: Mapping[str, Sequence[Held]], n: int, other: Mapping[str, int]) -> list[Held]:
+    """``n`` halves of ``groups`` taken from the user who holds the most, one at a time, each user's oldest first.
+
+    ``groups`` are one side's held halves by user (a bucket's query halves by sender, or its user halves by
+    user), ``other`` each user's count of halves on the other side: a user's weight is all they hold in the
+    bucket. The heaviest user with a half on this side gives one, then whoever is heaviest then (ties: the
+    smaller name), so the dominant user's excess goes first: what ``max_k_policy: suppress`` drops.
+    O(held log held).
+    """
+    oldest = {name: sorted(hs, key=lambda h: h.arrived) for name, hs in groups.items() if hs}
+    heap = [(-len(hs) - other.get(name, 0), name) for name, hs in oldest.items()]
+    heapq.heapify(heap)
+    taken: dict[str, int] = {}
+    out: list[Held] = []
+    while heap and len(out) < n:
+        neg, name = heapq.heappop(heap)
+        i = taken.get(name, 0)
+        out.append(oldest[name][i])
+        taken[name] = i + 1
+        if i + 1 < len(oldest[name]):
+            heapq.heappush(heap, (neg + 1, name))
+    return out

@@ -31,6 +31,9 @@ from typing import Literal
 
 from sidecar.api import ROLES, ConfigValueError, FilterConfig, option
 
+MAX_K_FACTOR = 8
+"""``max_k: null`` is this many times the bucket's base k."""
+
 
 @dataclass(frozen=True)
 class CategoryBufferConfig(FilterConfig):
@@ -39,6 +42,19 @@ class CategoryBufferConfig(FilterConfig):
     k: int = option(5, "Base k: a category releases one event once it holds k (paper 001 default 5).", min=2)
     delta: float = option(
         1.2, "When no valid pair exists at k (one user only), k becomes ceil(k*delta) (paper 001: 1.2).", gt=1.0
+    )
+    max_k: int | None = option(
+        None,
+        "Largest value k grows to: ceil(k*delta) stops there; null: 8 x the bucket's base k. A bucket at max_k "
+        "that still has no valid pair applies max_k_policy. Must be >= k, every k_per_category and min_users.",
+        min=2,
+    )
+    max_k_policy: Literal["suppress", "hold"] = option(
+        "suppress",
+        "A bucket at max_k that cannot release: `suppress` drops the excess (the oldest events of the users "
+        "holding the most in that bucket, until it holds max_k - 1; counted as suppressed_max_k), so held events "
+        "stay below max_k per bucket; `hold` keeps holding them (counted as held_at_max_k; only max_held bounds "
+        "memory). Neither releases anything early.",
     )
     k_per_category: Mapping[str, int] | None = option(
         None, "Base k per bucket name (e.g. {Health: 10}); other buckets use k."
@@ -113,3 +129,19 @@ class CategoryBufferConfig(FilterConfig):
             for name, value in self.k_per_category.items():
                 if isinstance(value, bool) or not isinstance(value, int) or value < 2:
                     raise ConfigValueError(f"k_per_category.{name}", f"must be an integer >= 2, got {value!r}")
+        self._check_max_k()
+
+    def max_k_of(self, base: int) -> int:
+        """The largest k of a bucket whose base k is ``base``: ``max_k``, or 8 x ``base`` when null."""
+        return self.max_k if self.max_k is not None else MAX_K_FACTOR * base
+
+    def _check_max_k(self) -> None:
+        """max_k is at least every base k, and at least min_users (else a bucket at max_k could never release)."""
+        bases = [self.k, *(self.k_per_category or {}).values()]
+        if self.max_k is not None and self.max_k < max(bases):
+            raise ConfigValueError(
+                "max_k", f"must be >= every base k (k, k_per_category): {max(bases)}, got {self.max_k}"
+            )
+        lowest = min(self.max_k_of(b) for b in bases)
+        if self.min_users is not None and self.min_users > lowest:
+            raise ConfigValueError("min_users", f"must be <= max_k ({lowest}; null max_k is 8 x the base k)")

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import structlog
 
-from filters.category_buffer.buckets import ROOT, UNKNOWN, Bucket, Held, parent_name
+from filters.category_buffer.buckets import ROOT, UNKNOWN, Bucket, Held, most_held_first, parent_name
 from filters.category_buffer.config import CategoryBufferConfig
 from filters.category_buffer.pairs import TRIES, PairMemory, draw, normalise_text, pair_of, shared_pairs
 from filters.category_buffer.rand import RandomPool
@@ -70,7 +70,7 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
         if b is None:
             per_category = self.config.k_per_category
             base = per_category[name] if per_category and name in per_category else self.config.k
-            b = self.buckets[name] = Bucket(name, base)
+            b = self.buckets[name] = Bucket(name, base, self.config.max_k_of(base))
         return b
 
     def _bucket_name(self, ev: Event) -> str | None:
@@ -138,9 +138,11 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
             else:
                 drawn = draw(bucket, pool, memory, by_user)
             if drawn is None:
-                bucket.raise_k(cfg.delta)
-                self.journal.k_changed(bucket.name)
-                self.counts["k_raised"] += 1
+                if bucket.raise_k(cfg.delta):
+                    self.journal.k_changed(bucket.name)
+                    self.counts["k_raised"] += 1
+                else:
+                    self._at_max_k(bucket)
                 return
             qi, name, si = drawn
             u = bucket.pop_user(name, si)
@@ -170,6 +172,31 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
             self._gone_half(h)
         self._held -= count
         self.counts[reason] += count
+
+    def _at_max_k(self, bucket: Bucket) -> None:
+        """``max_k_policy`` for a bucket at max_k with no valid pair: count it (``hold``), or suppress the oldest
+        held halves of whoever holds the most (:func:`.buckets.most_held_first`) until it holds max_k - 1."""
+        if self.config.max_k_policy == "hold":
+            self.counts["held_at_max_k"] += 1
+            return
+        n = len(bucket.queries) - bucket.max_k + 1
+        if n <= 0:
+            return
+        senders: dict[str, list[Held]] = {}
+        for h in bucket.queries:
+            senders.setdefault(h.sender, []).append(h)
+        slots = {name: len(hs) for name, hs in bucket.by_name.items()}
+        sent = {name: len(hs) for name, hs in senders.items()}
+        for h in most_held_first(senders, n, slots):
+            bucket.pop_query(h.qidx)
+            self._gone_half(h)
+            sent[h.sender] -= 1
+        users = most_held_first(bucket.by_name, n, sent)
+        bucket.remove_users(users)
+        for h in users:
+            self._gone_half(h)
+        self._held -= n
+        self.counts["suppressed_max_k"] += n
 
     def _overflow(self) -> None:
         """``max_held``: suppress the oldest events of the largest bucket."""
@@ -235,7 +262,9 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
                 self._bucket(qbucket).add_query(h)
         for name, k in ks.items():
             b = self._bucket(name)
-            b.k = max(k, b.base)
+            b.k = min(max(k, b.base), b.max_k)
+            if b.k != k:  # stored by an earlier version or config (above today's max_k): store the capped k
+                self.journal.k_changed(name)
         self._held = sum(len(b.queries) for b in self.buckets.values())
         if rows:
             log.info("buffer_restored", filter=self.NAME, held=self._held, buckets=len(self.buckets))
@@ -279,6 +308,7 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
             pairs = [pair_of(sender, text) for sender, text in zip(senders, texts)]
         memory.look_ahead(pairs)  # a pair that occurs later in this batch is not created either
         dropped = 0
+        suppressed_before = self.counts["suppressed_max_k"]
         for ev, sender, text, pair in zip(batch, senders, texts, pairs):
             cat = ev.meta.get("category") if fast_names else None
             name = cat if type(cat) is str and cat and cat != UNKNOWN else self._bucket_name(ev)
@@ -328,6 +358,9 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
             self.counts["dropped_unknown"] += dropped
         self.counts["arrived"] += arrived
         memory.end_batch()
+        suppressed = self.counts["suppressed_max_k"] - suppressed_before
+        if suppressed:
+            log.info("events_suppressed", filter=self.NAME, reason="max_k", count=suppressed)
         if self._held > cfg.max_held:
             self._overflow()
         self._apply_max_hold(out)

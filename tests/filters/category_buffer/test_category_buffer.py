@@ -387,8 +387,9 @@ class TestPolicies:
         assert f.flush(final=False) == [] and f.held() == 1
 
     def test_max_held_bounds_a_single_user_flood(self, tmp_path: Path) -> None:
-        """One user alone in a bucket inflates k; max_held caps what is held (oldest suppressed, counted)."""
-        f = make(tmp_path, k=2, max_held=50)
+        """One user alone in a bucket inflates k; max_held caps what is held (oldest suppressed, counted).
+        (max_k_policy: hold, so that max_held, not max_k, is what bounds it here.)"""
+        f = make(tmp_path, k=2, max_held=50, max_k_policy="hold", max_k=10**6)
         run(f, [ev("bot", f"spam {i}", "Computers") for i in range(400)])
         assert f.held() <= 50 and f.counts["suppressed_overflow"] >= 350
 

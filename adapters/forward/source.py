@@ -147,6 +147,13 @@ class ForwardSource(Source[ForwardSourceConfig]):
         out["connections_open"] = len(self._writers)
         return out
 
+    def authentication(self) -> list[str]:
+        """How a client proves itself: ``mtls`` (client certificates), ``shared_key`` (the forward handshake)."""
+        kinds = (["mtls"] if self.config.tls_client_ca_file is not None else []) + (
+            ["shared_key"] if self.shared_key is not None else []
+        )
+        return kinds or ["none"]
+
     def listening(self) -> list[Listen]:
         return list(self._host.listening) if self._host is not None else []
 
@@ -196,17 +203,21 @@ class ForwardSource(Source[ForwardSourceConfig]):
             loop = asyncio.get_running_loop()
             transport, _ = await loop.create_datagram_endpoint(lambda: _Heartbeat(self), local_addr=(listen.host, port))
             self._udp = transport
+        assert self._batcher is not None
+        self._batcher.start()
         return [Listen(str(sock.getsockname()[0]), int(sock.getsockname()[1])) for sock in self._server.sockets]
 
     async def _stop(self, host: ServerHost, grace: float) -> None:
         self._closing = True
-        if self._server is not None:
-            self._server.close()
-        if self._udp is not None:
-            self._udp.close()
-        await host.drain(grace)  # the batches in the chain are acked
-        if self._batcher is not None:
-            self._batcher.closed = True  # what did not start by now is never acknowledged: not started at all
+        try:
+            if self._server is not None:
+                self._server.close()
+            if self._udp is not None:
+                self._udp.close()
+            await host.drain(grace)  # the batches in the chain are acked
+        finally:
+            if self._batcher is not None:
+                self._batcher.close()  # frees the host's worker; what was not taken by now is never acked
         for writer in list(self._writers):
             writer.close()
 

@@ -240,9 +240,11 @@ def _check_file(rig: Rig, lines: list[bytes], good: list[bool], final_newline: b
     dead_at: dict[int, dict[str, object]] = {}
     for entry in dead:
         number = entry["line"]
-        check(isinstance(number, int) and first <= number < first + len(lines), f"file {rig.files}: line {number}")
+        if not isinstance(number, int):
+            raise AssertionError(f"file {rig.files}: a dead letter without a line number")
+        check(first <= number < first + len(lines), f"file {rig.files}: line {number}")
         check(number not in dead_at, f"file {rig.files}: line {number} dead-lettered twice")
-        dead_at[number] = entry  # type: ignore[index]  # checked to be an int just above
+        dead_at[number] = entry
         rig.reasons[str(entry["reason"])] += 1
     kept = [i for i in range(len(lines)) if first + i not in dead_at]
     lost_good = [first + i for i in range(len(lines)) if good[i] and first + i in dead_at]

@@ -38,9 +38,11 @@ from sidecar.api import (
     RolesConfig,
     SchemaConfig,
 )
+from sidecar.records import LINE_BREAKS, breaks_framing, carried_fields, escape_breaks, foreign_record
 
 __all__ = [
     "AOL_COLUMNS",
+    "LINE_BREAKS",
     "JsonlCodec",
     "RolesConfig",
     "SchemaConfig",
@@ -95,6 +97,8 @@ class TsvCodec(Codec):
         fields = body.split("\t")
         if len(fields) != self.ncols:
             raise BadRecord("wrong_column_count")
+        if breaks_framing(body):
+            raise BadRecord("field_breaks_framing")  # TSV cannot escape: a reader would split this record
         ui, qi = self._user_query
         ti, ri, li = self._optional_idx
         return Event(
@@ -112,11 +116,12 @@ class TsvCodec(Codec):
     def decode_many(self, lines: Sequence[str], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
         """Fast path: decode complete lines; bad ones are appended to ``bad`` as (index, reason).
 
-        Only the framing makes a line bad (``wrong_column_count``): an empty query is an event."""
+        Only the framing makes a line bad (``wrong_column_count``, ``field_breaks_framing``): an empty query is
+        an event."""
         ncols = self.ncols
         out: list[Event] = []
         append = out.append
-        if self._all_idx is None:
+        if self._all_idx is None or breaks_framing("".join(lines)):  # one scan of the batch for the rare case
             for i, line in enumerate(lines):
                 try:
                     append(self.decode(line, eol))
@@ -160,11 +165,11 @@ class TsvCodec(Codec):
     def _framed(self, line: str) -> str:
         """``line`` when its values cannot break the record framing; else :class:`BadRecord`.
 
-        The rule: a TSV value never holds a tab, a line feed or a carriage return (no escaping: a
+        The rule: a TSV value never holds a tab or a code point of :data:`LINE_BREAKS` (no escaping: a
         consumer of the log reads it as it always did). A record whose value does (a gRPC field with a
         forged line, a tab in a rank) is dead-lettered by the sink, never written.
         """
-        if line.count("\t") != self.ncols - 1 or "\n" in line or "\r" in line:
+        if line.count("\t") != self.ncols - 1 or breaks_framing(line):
             raise BadRecord("field_breaks_framing")
         return line
 
@@ -194,7 +199,7 @@ class TsvCodec(Codec):
             raise FieldError("field_is_role")
         i = self.columns.index(name)
         text = _text(value)
-        if "\t" in text or "\n" in text or "\r" in text:
+        if "\t" in text or breaks_framing(text):
             raise FieldError("value_breaks_framing")
         fields = list(event.record)
         fields[i] = text
@@ -231,6 +236,10 @@ class JsonlCodec(Codec):
         self._role_keys = frozenset(key for _, key in self.pairs)
 
     def decode(self, line: str, eol: str) -> Event:
+        return self._decode(line, eol, True)
+
+    def _decode(self, line: str, eol: str, check: bool) -> Event:
+        """``check``: look for a code point that breaks a line (the caller knows there is none when False)."""
         body = line[:-1] if line.endswith("\r") else line
         try:
             record = json.loads(body)
@@ -253,13 +262,16 @@ class JsonlCodec(Codec):
         if values.get("user") is None:
             raise BadRecord("missing_user")
         get = values.get
+        if check and breaks_framing(body):  # a bare CR as whitespace, NEL/LS/PS in a string: written escaped
+            line = _dumps(record, line)
         return Event(get("user"), query, get("time"), get("rank"), get("url"), record, line, self, eol)
 
     def decode_many(self, lines: Sequence[str], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
         out: list[Event] = []
+        check = breaks_framing("".join(lines))  # one scan of the batch; a CRLF batch checks each line
         for i, line in enumerate(lines):
             try:
-                out.append(self.decode(line, eol))
+                out.append(self._decode(line, eol, check))
             except BadRecord as exc:
                 bad.append((i, exc.reason))
         return out
@@ -321,7 +333,7 @@ class JsonlCodec(Codec):
                 if key in record or getattr(event, role) is not None:
                     record[key] = getattr(event, role)
             return _dumps(record, event.raw or "")
-        return json.dumps(foreign_record(event, self.pairs), ensure_ascii=False, separators=(",", ":"))
+        return escape_breaks(json.dumps(foreign_record(event, self.pairs), ensure_ascii=False, separators=(",", ":")))
 
 
 def _lone_surrogate(record: dict[str, Any]) -> bool:
@@ -334,50 +346,11 @@ def _lone_surrogate(record: dict[str, Any]) -> bool:
 
 
 def _dumps(record: dict[str, Any], raw: str) -> str:
-    """A JSON line in the style of ``raw``: compact unless it had spaces after colons; CRLF kept."""
+    """A JSON line in the style of ``raw``: compact unless it had spaces after colons; CRLF kept; every code
+    point of :data:`LINE_BREAKS` escaped."""
     compact = '": ' not in raw
-    line = json.dumps(record, ensure_ascii=False, separators=(",", ":") if compact else None)
+    line = escape_breaks(json.dumps(record, ensure_ascii=False, separators=(",", ":") if compact else None))
     return line + "\r" if raw.endswith("\r") else line
-
-
-def carried_fields(event: Event) -> Mapping[str, Any]:
-    """The non-role fields of an event's original record, by name (for re-encoding in another format)."""
-    codec = event.codec
-    return codec.fields(event) if codec is not None else {}
-
-
-def foreign_record(event: Event, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    """An event of another format as a record of a format whose role keys are ``pairs`` ((role, key)).
-
-    The source record's keys come in its own order, as its codec's ``layout(event)`` gives them ((key, role)
-    pairs; a role key is written under this format's key for that role, its value the event's, null included),
-    so key set and key order survive the crossing. Then come the carried fields the layout did not name, and
-    the roles with a value that the source record had no key for. A codec without ``layout`` (a fixed schema,
-    such as gRPC's) gives its carried fields, then the roles that have a value.
-    """
-    codec = event.codec
-    carried = codec.fields(event) if codec is not None else {}
-    layout = getattr(codec, "layout", None)
-    key_of = dict(pairs)
-    out: dict[str, Any] = {}
-    placed: set[str] = set()
-    if layout is not None:
-        for key, role in layout(event):
-            if role is None:
-                if key in carried:
-                    out[key] = carried[key]
-            elif role in key_of:
-                out[key_of[role]] = getattr(event, role)
-                placed.add(role)
-    for key, value in carried.items():
-        if key not in out:
-            out[key] = value
-    for role, key in pairs:
-        if role not in placed:
-            value = getattr(event, role)
-            if value is not None:
-                out[key] = value
-    return out
 
 
 def codec_for(schema: SchemaConfig, path: str | None) -> TsvCodec | JsonlCodec:

@@ -1,7 +1,8 @@
 """Dead letters: records that could not become events, counted by reason.
 
 The dead-letter file (JSON lines, mode 0600) keeps the offending record so an
-operator can inspect and replay it; logs and metrics only ever see the reason
+operator can inspect and replay it (every entry one line: a record's line breaks, NUL,
+NEL, LS and PS included, are escaped); logs and metrics only ever see the reason
 and the count.
 
 Bad input never stops a run, and neither does a dead-letter file that cannot be
@@ -20,6 +21,8 @@ from collections import Counter
 from pathlib import Path
 
 import structlog
+
+from sidecar.records import escape_breaks
 
 log = structlog.get_logger("querylog.dead_letter")
 
@@ -114,7 +117,7 @@ class DeadLetters:
             elif record is not None:
                 entry["record"] = record
             try:
-                data = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
+                data = (escape_breaks(json.dumps(entry, ensure_ascii=False)) + "\n").encode("utf-8")
             except UnicodeEncodeError:  # a lone surrogate in a record: escaped, the file stays UTF-8
                 data = (json.dumps(entry) + "\n").encode("ascii")
             self._open()

@@ -24,7 +24,7 @@ from typing import Any
 
 from adapters.forward.protocol import Entry, EventTime, packb, unpackb
 from sidecar.api import NO_META, Codec, Event, FieldError, SchemaConfig
-from sidecar.codecs import foreign_record
+from sidecar.records import foreign_record
 
 __all__ = ["DEFAULT_TAG", "ForwardCodec", "ForwardEvent"]
 

@@ -42,8 +42,8 @@ from google.protobuf.message import DecodeError
 from adapters.vector.stubs.event_pb2 import EventWrapper, Value
 from adapters.vector.values import plain, set_value, to_python
 from sidecar.api import ROLES, BadRecord, Codec, Event, FieldError, SchemaConfig
-from sidecar.codecs import foreign_record
 from sidecar.protowire import read_varint
+from sidecar.records import foreign_record
 
 __all__ = ["EventWrapper", "VectorCodec", "VectorRecord", "frame", "split_request"]
 
@@ -222,12 +222,16 @@ class VectorCodec(Codec):
         return {k: plain(fields[k]) for k in sorted(fields) if k not in roles}
 
     def layout(self, event: Event) -> list[tuple[str, str | None]]:
-        """The log's top-level keys in key order (a Vector map has no other), each with the role it plays."""
+        """The log's top-level keys, each with the role it plays: a Vector map has no order of its own, so the
+        other keys in key order, then the role keys it has (null ones too) in role order (user, query, time,
+        rank, url), as other formats have always received them."""
         rec = event.record
         if type(rec) is not VectorRecord:
             return []
-        role_of = {key: role for role, key in zip(ROLES, rec.keys, strict=True) if key is not None}
-        return [(k, role_of.get(k)) for k in sorted(rec.fields())]
+        fields = rec.fields()
+        roles = [(key, role) for role, key in zip(ROLES, rec.keys, strict=True) if key is not None and key in fields]
+        role_keys = {key for key, _ in roles}
+        return [*((k, None) for k in sorted(fields) if k not in role_keys), *roles]
 
     def get_field(self, event: Event, name: str) -> Any:
         """The typed value of top-level field ``name`` (see :mod:`adapters.vector.values`)."""

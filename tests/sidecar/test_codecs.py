@@ -22,10 +22,12 @@ from helpers import TEST_KEY, TEST_KEY_ENV
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.file.replay import ReplaySummary, replay
 from filters.truncate_url import truncate
-from sidecar.codecs import AOL_COLUMNS, JsonlCodec, SchemaConfig, TsvCodec, carried_fields
+from sidecar.api import BadRecord
+from sidecar.codecs import AOL_COLUMNS, LINE_BREAKS, JsonlCodec, SchemaConfig, TsvCodec, carried_fields
 from sidecar.config import load_config
+from sidecar.deadletter import DeadLetters
+from sidecar.drive import ReplaySummary, replay
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PSEUDO_TRUNC = f"filters:\n  - pseudonymize: {{key_env: {TEST_KEY_ENV}}}\n  - truncate_url: {{}}\n"
@@ -52,10 +54,14 @@ def pseudonym(user: object) -> str:
 
 # --- strategies --------------------------------------------------------------------------------
 
-_chars = st.characters(blacklist_categories=("Cs",), blacklist_characters="\t\n\r")
+#: ordinary input: no code point that breaks a line (those are framing errors, tested apart below)
+_chars = st.characters(blacklist_categories=("Cs",), blacklist_characters="\t" + LINE_BREAKS)
+_json_chars = st.characters(blacklist_categories=("Cs",), blacklist_characters=LINE_BREAKS)
 field_text = st.text(_chars, max_size=12)
 # an empty or blank query is a valid record (issue 11, defect 13): drawn often, not only by chance
-query_text = st.one_of(st.just(""), st.text(" \u00a0\u3000\x0b", min_size=1, max_size=3), st.text(_chars, max_size=24))
+query_text = st.one_of(
+    st.just(""), st.text(" \u00a0\u3000\u2000", min_size=1, max_size=3), st.text(_chars, max_size=24)
+)
 rank_text = st.one_of(st.just(""), st.integers(1, 500).map(str))
 url_text = st.one_of(
     st.just(""),
@@ -91,14 +97,14 @@ json_scalars = st.one_of(
     st.booleans(),
     st.integers(-(2**60), 2**60),
     st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=8),
+    st.text(_json_chars, max_size=8),
 )
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(_json_chars, max_size=4), inner, max_size=3),
     max_leaves=6,
 )
-extra_keys = st.text(min_size=1, max_size=6).filter(lambda k: k not in AOL_COLUMNS)
+extra_keys = st.text(_json_chars, min_size=1, max_size=6).filter(lambda k: k not in AOL_COLUMNS)
 
 
 @st.composite
@@ -322,3 +328,96 @@ def test_a_lone_surrogate_in_json_is_a_dead_letter_and_a_pair_is_not() -> None:
     assert bad == [(0, "lone_surrogate")]
     assert [e.query for e in events] == ["smile \U0001f600"]
     assert codec.encode(events[0]) == lines[1]
+
+
+# --- framing: a code point that breaks a line never reaches a text file raw (issue 24, item 16) -------------
+
+#: every code point a line reader may end a line at (``str.splitlines``), and NUL
+BREAKS = ["\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\x00"]
+ROW = "1\tq\t2006-03-01 07:17:12\t1\thttp://a.org"
+
+
+def one_line(text: str) -> bool:
+    """``text`` is one line to every reader: nothing ``str.splitlines`` splits at, no NUL."""
+    return len(text.splitlines()) == 1 and "\x00" not in text
+
+
+def test_line_breaks_are_the_code_points_python_splits_lines_at() -> None:
+    assert sorted(LINE_BREAKS) == sorted(BREAKS)
+    assert all(len(f"a{cp}b".splitlines()) == 2 for cp in BREAKS if cp != "\x00")
+
+
+@pytest.mark.parametrize("cp", BREAKS, ids=ascii)
+def test_tsv_value_that_breaks_a_line_is_a_dead_letter(cp: str) -> None:
+    """TSV cannot escape: a line holding one is dead-lettered (``field_breaks_framing``) when read, and an event
+    whose value holds one (changed by a filter, or from another format) is dead-lettered by the sink."""
+    codec = TsvCodec(SchemaConfig())
+    if cp != "\n":  # a line never holds a line feed (the reader splits at it)
+        for line in (ROW.replace("\tq\t", f"\tq{cp}x\t"), ROW + cp + cp, cp + ROW):  # (ROW + CR: a CRLF line)
+            bad: list[tuple[int, str]] = []
+            assert codec.decode_many([ROW, line], "\n", bad) and bad == [(1, "field_breaks_framing")]
+    event = codec.decode_many([ROW], "\n", [])[0]
+    event.query = f"q{cp}x"
+    with pytest.raises(BadRecord) as info:
+        codec.encode(event)
+    assert info.value.reason == "field_breaks_framing"
+    foreign = JsonlCodec(SchemaConfig()).decode(json.dumps({"AnonID": "1", "Query": "q", "Extra": cp}), "\n")
+    with pytest.raises(BadRecord):
+        TsvCodec(SchemaConfig(columns=(*AOL_COLUMNS, "Extra"))).encode(foreign)
+
+
+@pytest.mark.parametrize("cp", BREAKS, ids=ascii)
+def test_jsonl_line_that_breaks_is_written_escaped(cp: str) -> None:
+    """JSON can escape: a line holding one raw (a bare CR as whitespace; NEL, LS, PS in a string) is written
+    back re-encoded with escapes, changed or not, and so is an event from another format."""
+    codec = JsonlCodec(SchemaConfig())
+    record = {"AnonID": "1", "Query": f"q{cp}x", "note": f"{cp}"}
+    line = json.dumps(record, ensure_ascii=False)  # escapes the controls; NEL, LS and PS stay raw
+    if cp == "\r":
+        line = line.replace(", ", ",\r")  # a bare CR as JSON whitespace
+    event = codec.decode(line, "\n")
+    for out in (codec.encode(event), JsonlCodec(SchemaConfig()).encode(event)):
+        assert one_line(out) and json.loads(out) == record
+    event.query = f"{cp}!"
+    out = codec.encode(event)
+    assert one_line(out) and json.loads(out) == {**record, "Query": f"{cp}!"}
+    ordinary = '{"AnonID": "1", "Query": "q"}'
+    assert codec.encode(codec.decode(ordinary, "\n")) == ordinary  # ordinary input: its own bytes
+
+
+@pytest.mark.parametrize("cp", BREAKS, ids=ascii)
+def test_dead_letter_file_entries_stay_one_line(cp: str, tmp_path: Path) -> None:
+    """Each dead letter is one line of the file whatever its record holds; the record reads back as it was."""
+    dead = DeadLetters(tmp_path / "dead.jsonl")
+    dead.add("invalid_json", "in", 1, f"a{cp}b")
+    dead.add("invalid_utf8", "in", 2, f"a{cp}b".encode() + b"\xff")
+    dead.close()
+    text = (tmp_path / "dead.jsonl").read_text(encoding="utf-8")
+    entries = text.splitlines()
+    assert len(entries) == 2 and "\x00" not in text
+    assert json.loads(entries[0])["record"] == f"a{cp}b"
+
+
+def test_replay_writes_text_a_line_reader_reads_back(tmp_path: Path) -> None:
+    """Through ``replay`` (file source -> file sink), every code point at once: Python's ``open()`` reads the TSV
+    and JSON-lines outputs and the dead-letter file back with one line per record, none forged."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("state_dir: state\ndead_letter_file: dead.jsonl\nfilters: []\n", encoding="utf-8")
+    header = "\t".join(AOL_COLUMNS)
+    tsv = [ROW.replace("\tq\t", f"\tq{cp}x\t") for cp in BREAKS if cp != "\n"]
+    jsonl = [json.dumps({"AnonID": "1", "Query": f"q{cp}x"}, ensure_ascii=False) for cp in BREAKS]
+    jsonl.append('{"AnonID": "1",\r"Query": "forged"}')
+    for suffix, lines, written in ((".tsv", [header, ROW, *tsv, ROW], 3), (".jsonl", jsonl, len(jsonl))):
+        src, out = tmp_path / f"in{suffix}", tmp_path / f"out{suffix}"
+        src.write_text("\n".join(lines) + "\n", encoding="utf-8", newline="")
+        summary = replay(load_config(cfg), str(src), str(out))
+        assert summary.events_out + summary.dead_lettered == len(lines) - (suffix == ".tsv")
+        with open(out, encoding="utf-8") as f:  # universal newlines, as a consumer reads the log
+            got = f.read().splitlines()
+        assert len(got) == written and "\x00" not in "".join(got)
+        if suffix == ".jsonl":
+            assert [json.loads(g)["Query"] for g in got] == [json.loads(line)["Query"] for line in jsonl]
+    assert summary.dead_letter_file is not None
+    with open(summary.dead_letter_file, encoding="utf-8") as f:
+        dead = f.read().splitlines()
+    assert [json.loads(d)["reason"] for d in dead] == ["field_breaks_framing"] * len(tsv)

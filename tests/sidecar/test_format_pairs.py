@@ -6,8 +6,9 @@ the input's keys, null role keys included, in the input's order.
 
 What a pair cannot carry, and so is not asserted:
 
-* **vector** (sink): a Vector log is a map with sorted keys (``BTreeMap``; the protobuf map is serialized in key
-  order): the key set is kept, the order is the map's. As a source it hands its keys over in that order.
+* **vector**: a Vector log is a map with no order of its own (a ``BTreeMap``; the protobuf map is serialized in
+  key order). As a sink it keeps the key set; as a source it hands its other keys over in key order, then its
+  role keys (null ones too) in role order, as other formats have always received them.
 * **tsv**: a TSV record has the header's columns and text values: as a source it has no null (an empty field is
   ``""``); as a sink it writes its header's columns only (a key outside them has no column), so it is left out.
 * **proto** (gRPC ``QueryEvent``): a fixed schema (five roles, ``attributes`` a string map): no key order, no
@@ -90,7 +91,9 @@ def from_vector(record: Record) -> tuple[Event, list[str]]:
     wrapper.log.value.map.SetInParent()
     for key, value in record.items():
         set_value(wrapper.log.value.map.fields[key], value)
-    return _one(VectorCodec(SCHEMA), [wrapper.SerializeToString(deterministic=True)]), sorted(record)
+    roles = [k for k in AOL_COLUMNS if k in record]
+    keys = [*sorted(k for k in record if k not in AOL_COLUMNS), *roles]
+    return _one(VectorCodec(SCHEMA), [wrapper.SerializeToString(deterministic=True)]), keys
 
 
 SOURCES: dict[str, Callable[[Record], tuple[Event, list[str]]]] = {

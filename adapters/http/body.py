@@ -1,4 +1,4 @@
-"""Request bodies of the ``http`` source, without I/O: content types, decompression, records.
+"""Request bodies of the ``http`` source, without I/O: content types, decompression, records, answers.
 
 * :func:`body_format` tells from ``Content-Type`` / ``Content-Encoding`` how a body is read (or why not: 415).
 * :func:`decompress` undoes ``gzip`` (several members one after another too) or ``deflate``, bounded.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
@@ -27,6 +28,16 @@ ENCODINGS = frozenset({"", "identity", "gzip", "x-gzip", "deflate"})
 
 Bad = list[tuple[int, str, bytes | str | None]]
 Records = tuple[list[str], list[int], Bad]
+
+
+@dataclass
+class Answer:
+    """What a request is answered: status, JSON body, ``Retry-After`` seconds (0: none), whether to close."""
+
+    status: int
+    payload: dict[str, Any] = field(default_factory=dict)
+    retry_after: int = 0
+    close: bool = False
 
 
 class BodyError(Exception):

@@ -19,13 +19,12 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
 
-from adapters.http.body import BodyError, body_format
+from adapters.http.body import Answer, BodyError, body_format
 from adapters.http.config import HttpSourceConfig
 from sidecar.api import Listen
 from sidecar.serving import ServerHost
@@ -40,16 +39,6 @@ TOO_MANY_CONNECTIONS = (
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 SERVER_NAME = "querylog-sidecar"
 BACKLOG = 1024
-
-
-@dataclass
-class Answer:
-    """What a request is answered: status, JSON body, ``Retry-After`` seconds (0: none), whether to close."""
-
-    status: int
-    payload: dict[str, Any] = field(default_factory=dict)
-    retry_after: int = 0
-    close: bool = False
 
 
 class Endpoint(Protocol):

@@ -40,16 +40,18 @@ from __future__ import annotations
 import hmac
 import threading
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from adapters.http.body import BodyError, decompress, msgpack_records, split_records
+from adapters.http.body import Answer, BodyError, decompress, msgpack_records, split_records
 from adapters.http.config import HttpSourceConfig
-from adapters.http.server import Answer, HttpServer
 from sidecar.api import Backpressure, BuildContext, Listen, Receipt, RecordBatch, Runtime, Source
 from sidecar.codecs import JsonlCodec, SchemaConfig
 from sidecar.serving import ServerHost, ssl_server_context
+
+if TYPE_CHECKING:
+    from adapters.http.server import HttpServer
 
 __all__ = ["HttpSource", "decompress", "split_records"]
 
@@ -90,10 +92,19 @@ class HttpSource(Source[HttpSourceConfig]):
         """Bind and serve on the shared host; returns once listening."""
         self._runtime = runtime
         self.stopping = False
+        from adapters.http.server import HttpServer  # aiohttp is imported only by a config that serves HTTP
+
         self._server = HttpServer(self, self._tls)
         self._host = ServerHost("http", workers=WORKERS, lock=runtime.lock)
         self._host.start(self._server)
         log.info("http_source_started", port=self.port, tls=self._tls is not None, auth=self._token is not None)
+
+    def authentication(self) -> list[str]:
+        """How a client proves itself: ``mtls`` (client certificates), ``token`` (bearer token), else ``none``."""
+        kinds = (["mtls"] if self.config.tls_client_ca_file is not None else []) + (
+            ["token"] if self._token is not None else []
+        )
+        return kinds or ["none"]
 
     def listening(self) -> list[Listen]:
         return list(self._host.listening) if self._host is not None else []

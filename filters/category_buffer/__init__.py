@@ -50,10 +50,14 @@ What this implementation does differently, and why:
 * **Durable**: every held event is a row in the SQLite state store; a batch's
   arrivals, releases and k changes commit in one transaction, so a restart or
   kill -9 resumes with exactly what was held after the last completed batch.
-* **Bounded**: memory is O(events held): at most about the sum of k over the
-  buckets in steady state, more only while one user alone fills a bucket, and
-  never more than ``max_held`` events (the oldest of the largest bucket is then
-  suppressed and counted). The number of users does not matter.
+* **Bounded**: memory is O(events held), and k never passes ``max_k`` (default
+  64 x the base k): a bucket at ``max_k`` that still cannot release suppresses
+  the excess of whoever holds the most in it (``max_k_policy: suppress``,
+  counted) or keeps holding (``hold``), so at most about the sum of ``max_k``
+  over the buckets is held, and never more than ``max_held`` events (the
+  oldest of the largest bucket is then suppressed and counted). The number of
+  users does not matter. What the bound costs in privacy and utility:
+  ``README.md`` beside this file.
 * **Events without a category** go to their own ``unknown`` bucket (or are
   dropped and counted with ``unknown: drop``, as the paper discarded them).
 * **Empty queries** (``""`` or only spaces, e.g. emptied by ``hipaa_scrub``

@@ -94,13 +94,17 @@ class Bucket:
     release takes one from each.
     """
 
-    __slots__ = ("base", "by_name", "k", "max_k", "name", "name_pos", "names", "queries")
+    __slots__ = ("base", "by_name", "k", "max_k", "name", "name_pos", "names", "queries", "retry_at")
 
     def __init__(self, name: str, base: int, max_k: int | None = None) -> None:
         self.name = name
         self.base = base
         self.k = base
         self.max_k = max_k if max_k is not None else base
+        #: ``max_k_policy: hold``: no release is tried below this many held events (0: no such wait). A bucket
+        #: at max_k that cannot release waits to grow by delta before trying again, as an inflating k would:
+        #: trying on every arrival would cost O(held) each.
+        self.retry_at = 0
         self.by_name: dict[str, list[Held]] = {}  # held user halves per user
         self.names: list[str] = []  # the keys of by_name, in an order with O(1) removal
         self.name_pos: dict[str, int] = {}  # each name's index in names
@@ -168,6 +172,21 @@ class Bucket:
                 self.forget(sender)
             for h in gone:
                 h.ubucket = None
+
+    def take_most_held(self, n: int) -> tuple[list[Held], list[Held]]:
+        """Take ``n`` query halves and ``n`` user halves, each from the user who holds the most here
+        (:func:`most_held_first`); returns them (``max_k_policy: suppress``)."""
+        senders: dict[str, list[Held]] = {}
+        for h in self.queries:
+            senders.setdefault(h.sender, []).append(h)
+        queries = most_held_first(senders, n, {name: len(hs) for name, hs in self.by_name.items()})
+        sent = {name: len(hs) for name, hs in senders.items()}
+        for h in queries:
+            self.pop_query(h.qidx)
+            sent[h.sender] -= 1
+        users = most_held_first(self.by_name, n, sent)
+        self.remove_users(users)
+        return queries, users
 
     def pop_query(self, i: int) -> Held:
         """Take the ``i``-th held query half (O(1): the last one takes its place)."""

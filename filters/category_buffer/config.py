@@ -31,8 +31,10 @@ from typing import Literal
 
 from sidecar.api import ROLES, ConfigValueError, FilterConfig, option
 
-MAX_K_FACTOR = 8
-"""``max_k: null`` is this many times the bucket's base k."""
+MAX_K_FACTOR = 64
+"""``max_k: null`` is this many times the bucket's base k: held events stay below 64 x k per bucket (5,440
+events for the 17 level-1 buckets at k = 5, a few MB), while an archive's ordinary runs of one user in one
+category stay below it and are not suppressed."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class CategoryBufferConfig(FilterConfig):
     )
     max_k: int | None = option(
         None,
-        "Largest value k grows to: ceil(k*delta) stops there; null: 8 x the bucket's base k. A bucket at max_k "
+        "Largest value k grows to: ceil(k*delta) stops there; null: 64 x the bucket's base k. A bucket at max_k "
         "that still has no valid pair applies max_k_policy. Must be >= k, every k_per_category and min_users.",
         min=2,
     )
@@ -53,8 +55,8 @@ class CategoryBufferConfig(FilterConfig):
         "suppress",
         "A bucket at max_k that cannot release: `suppress` drops the excess (the oldest events of the users "
         "holding the most in that bucket, until it holds max_k - 1; counted as suppressed_max_k), so held events "
-        "stay below max_k per bucket; `hold` keeps holding them (counted as held_at_max_k; only max_held bounds "
-        "memory). Neither releases anything early.",
+        "stay below max_k per bucket; `hold` keeps holding them and tries again once the bucket grew by delta "
+        "(each failed try counted as held_at_max_k; only max_held bounds memory). Neither releases anything early.",
     )
     k_per_category: Mapping[str, int] | None = option(
         None, "Base k per bucket name (e.g. {Health: 10}); other buckets use k."
@@ -132,7 +134,7 @@ class CategoryBufferConfig(FilterConfig):
         self._check_max_k()
 
     def max_k_of(self, base: int) -> int:
-        """The largest k of a bucket whose base k is ``base``: ``max_k``, or 8 x ``base`` when null."""
+        """The largest k of a bucket whose base k is ``base``: ``max_k``, or 64 x ``base`` when null."""
         return self.max_k if self.max_k is not None else MAX_K_FACTOR * base
 
     def _check_max_k(self) -> None:
@@ -144,4 +146,6 @@ class CategoryBufferConfig(FilterConfig):
             )
         lowest = min(self.max_k_of(b) for b in bases)
         if self.min_users is not None and self.min_users > lowest:
-            raise ConfigValueError("min_users", f"must be <= max_k ({lowest}; null max_k is 8 x the base k)")
+            raise ConfigValueError(
+                "min_users", f"must be <= max_k ({lowest}; null max_k is {MAX_K_FACTOR} x the base k)"
+            )

@@ -7,13 +7,14 @@ from the paper, and why, are described in the package docstring
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import structlog
 
-from filters.category_buffer.buckets import ROOT, UNKNOWN, Bucket, Held, most_held_first, parent_name
+from filters.category_buffer.buckets import ROOT, UNKNOWN, Bucket, Held, parent_name
 from filters.category_buffer.config import CategoryBufferConfig
 from filters.category_buffer.pairs import TRIES, PairMemory, draw, normalise_text, pair_of, shared_pairs
 from filters.category_buffer.rand import RandomPool
@@ -100,7 +101,10 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
 
     def _release(self, bucket: Bucket, out: list[Event]) -> None:
         """Release while the bucket holds k events of at least ``min_users`` distinct users and a valid
-        pair exists; otherwise k <- ceil(k * delta) (paper 001's rule, which is ``min_users: 2``)."""
+        pair exists; otherwise k <- ceil(k * delta) (paper 001's rule, which is ``min_users: 2``), or
+        ``max_k_policy`` once k is ``max_k``."""
+        if len(bucket.queries) < bucket.retry_at:  # max_k_policy hold: retried once grown by delta, as k would
+            return
         cfg = self.config
         min_users = cfg.min_users or bucket.base
         by_user = cfg.user_draw == "user"
@@ -154,6 +158,7 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
                 self._gone_half(q)
             out.append(self.sides.emit(q, u, self._stream_time))
             self._held -= 1
+            bucket.retry_at = 0
             if cfg.decay and bucket.k > bucket.base and bucket.decay_k(cfg.delta):
                 self.journal.k_changed(bucket.name)
 
@@ -177,23 +182,14 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
         """``max_k_policy`` for a bucket at max_k with no valid pair: count it (``hold``), or suppress the oldest
         held halves of whoever holds the most (:func:`.buckets.most_held_first`) until it holds max_k - 1."""
         if self.config.max_k_policy == "hold":
+            bucket.retry_at = max(len(bucket.queries) + 1, math.ceil(len(bucket.queries) * self.config.delta))
             self.counts["held_at_max_k"] += 1
             return
         n = len(bucket.queries) - bucket.max_k + 1
         if n <= 0:
             return
-        senders: dict[str, list[Held]] = {}
-        for h in bucket.queries:
-            senders.setdefault(h.sender, []).append(h)
-        slots = {name: len(hs) for name, hs in bucket.by_name.items()}
-        sent = {name: len(hs) for name, hs in senders.items()}
-        for h in most_held_first(senders, n, slots):
-            bucket.pop_query(h.qidx)
-            self._gone_half(h)
-            sent[h.sender] -= 1
-        users = most_held_first(bucket.by_name, n, sent)
-        bucket.remove_users(users)
-        for h in users:
+        queries, users = bucket.take_most_held(n)
+        for h in dict.fromkeys((*queries, *users)):  # a half of each, or both: bookkeeping once per event
             self._gone_half(h)
         self._held -= n
         self.counts["suppressed_max_k"] += n

@@ -22,7 +22,7 @@ state_dir: {state}
 dead_letter_file: null
 schema: {{format: tsv, header: true}}
 filters:
-  - category_buffer: {{k: {k}, category_field: Cat, avoid_repeat_pairs: 0}}
+  - category_buffer: {{k: {k}, category_field: Cat, avoid_repeat_pairs: 0, max_k_policy: hold}}
 """
 
 
@@ -122,7 +122,7 @@ def test_prescan_sees_events_as_the_buffer_does(tmp_path: Path, monkeypatch: pyt
     cfg.write_text(
         f"state_dir: {tmp_path / 'state'}\ndead_letter_file: null\nschema: {{format: tsv, header: true}}\n"
         "filters:\n  - pseudonymize: {key_env: QL_PRESCAN_KEY}\n"
-        "  - category_buffer: {k: 3, category_field: Cat, avoid_repeat_pairs: 0}\n",
+        "  - category_buffer: {k: 3, category_field: Cat, avoid_repeat_pairs: 0, max_k_policy: hold}\n",
         encoding="utf-8",
     )
     out = tmp_path / "out.tsv"
@@ -190,7 +190,7 @@ def test_prescan_runs_the_chains_own_filters_once_each(tmp_path: Path, monkeypat
         cfg.write_text(
             f"state_dir: {tmp_path / f'state{int(prescan)}'}\ndead_letter_file: null\n"
             "schema: {format: tsv, header: true}\nfilters:\n  - hipaa_scrub: {}\n"
-            "  - category_buffer: {k: 3, category_field: Cat, avoid_repeat_pairs: 0}\n",
+            "  - category_buffer: {k: 3, category_field: Cat, avoid_repeat_pairs: 0, max_k_policy: hold}\n",
             encoding="utf-8",
         )
         out = tmp_path / f"out{int(prescan)}.tsv"

@@ -102,8 +102,11 @@ class DeadLetters:
                 log.info("dead_letter_file_writable_again", path=str(self.path), unwritten=self.unwritten)
         self._pending.clear()
 
-    def add(self, reason: str, source: str, line: int | None, record: bytes | str | None) -> None:
-        """Record one bad input. ``record`` goes to the file only, never to logs."""
+    def add(
+        self, reason: str, source: str, line: int | None, record: bytes | str | None, *, field: str | None = None
+    ) -> None:
+        """Record one bad input. ``record`` goes to the file only, never to logs; ``field``: the name of the
+        field at fault, when one is (a name, never a value)."""
         with self._lock:
             first = self.counts[reason] == 0
             self.counts[reason] += 1
@@ -112,6 +115,8 @@ class DeadLetters:
             if self.path is None:
                 return
             entry: dict[str, object] = {"reason": reason, "source": source, "line": line}
+            if field is not None:
+                entry["field"] = field
             if isinstance(record, bytes):
                 entry["record_b64"] = base64.b64encode(record).decode("ascii")
             elif record is not None:

@@ -2,14 +2,17 @@
 
 Values go out as JSONEachRow values that ClickHouse 18.16 reads into the column's type: text as it is, numbers
 as numbers (quoted text into a number column is parsed by ClickHouse), a JSON object or array into a String
-column as its JSON text. A missing, null or (for a non-String column) empty value becomes NULL in a Nullable
-column, the column's default when it has a DEFAULT, and is otherwise refused (the row is dead-lettered as
+column as its JSON text, an RFC 3339 time (what Vector sends) into a DateTime column as the unix seconds of the
+instant it names (:func:`to_datetime`). A missing, null or (for a non-String column) empty value becomes NULL in a
+Nullable column, the column's default when it has a DEFAULT, and is otherwise refused (the row is dead-lettered as
 ``empty_value_for_typed_column``) instead of silently becoming ``0`` or ``0000-00-00 00:00:00``; a String
 column without Nullable takes its default (``""``).
 """
 
 from __future__ import annotations
 
+import calendar
+import datetime as dt
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.api import ROLES, Event, SinkError
+from sidecar.netsink import PeerAnswer
 
 #: A value the record does not have (a JSON key that is absent).
 MISSING: Any = object()
@@ -26,6 +30,8 @@ OMIT: Any = object()
 #: What ClickHouse 18.16 reads into a DateTime column from JSONEachRow without extra settings, and writes back
 #: unchanged (the AOL QueryTime format); unix seconds work too but come back formatted.
 DATETIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
+#: An RFC 3339 (or ISO 8601) time: ``T`` or a space, any fraction, ``Z``, an offset or none.
+RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)[Tt ](\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:?\d\d)?")
 
 #: ClickHouse error codes that mean "this data cannot go into this table" (the row, not the server, is wrong):
 #: CANNOT_PARSE_TEXT, _ESCAPE_SEQUENCE, _QUOTED_STRING, _INPUT_ASSERTION_FAILED, ATTEMPT_TO_READ_AFTER_EOF,
@@ -36,11 +42,30 @@ DATA_ERROR_CODES = frozenset({6, 25, 26, 27, 32, 33, 38, 41, 53, 69, 70, 72, 117
 
 
 class Reject(Exception):
-    """A record that cannot become a row of the table; ``reason`` is a slug (dead-letter reason)."""
+    """A record that cannot become a row of the table; ``reason`` is a slug (dead-letter reason), ``field`` the
+    name of the field at fault when one is (a name, never a value)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, field: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.field = field
+
+
+_CODE = re.compile(rb"Code: (\d+)")
+
+
+class ClickHouseError(Exception):
+    """ClickHouse answered with an error: the status and its error code, never its message."""
+
+    def __init__(self, peer: str, status: int, code: int | None, doing: str) -> None:
+        super().__init__(f"ClickHouse at {peer} answered HTTP {status} (error code {code}) to {doing}")
+        self.status = status
+        self.code = code
+
+
+def error_code(answer: PeerAnswer) -> int | None:
+    m = _CODE.search(answer.body[:200])
+    return int(m.group(1)) if m else None
 
 
 class TableMismatch(SinkError):
@@ -77,6 +102,24 @@ def unwrap(ch_type: str) -> tuple[str, bool]:
         t = m.group(2).strip()
 
 
+def to_datetime(text: str) -> Any:
+    """``text`` as ClickHouse reads it into a DateTime: the AOL format (and any text that is no RFC 3339 time) as
+    it is; an RFC 3339 time with ``Z`` or an offset as the unix seconds of that instant (the fraction dropped:
+    DateTime counts seconds); one without as ``YYYY-MM-DD hh:mm:ss``, in the server's time zone as the AOL
+    format is."""
+    m = RFC3339.fullmatch(text)
+    if m is None or DATETIME.fullmatch(text):
+        return text
+    day, clock, _, zone = m.groups()
+    if zone is None:
+        return f"{day} {clock}"
+    try:
+        moment = dt.datetime.fromisoformat(f"{day}T{clock}{'+00:00' if zone in 'Zz' else zone}")
+    except ValueError:
+        return text  # a day or an offset out of range: ClickHouse refuses it (the row is dead-lettered)
+    return calendar.timegm(moment.utctimetuple())
+
+
 def kind_of(base: str) -> str:
     name = base.split("(", 1)[0]
     if name in ("String", "FixedString", "UUID") or name.startswith("Enum"):
@@ -105,6 +148,7 @@ def converter(column: Column | None) -> Converter:
     if column is None:
         return _generic
     kind, nullable, has_default = column.kind, column.nullable, bool(column.default_kind)
+    datetime = unwrap(column.type)[0].split("(", 1)[0] == "DateTime"
 
     def empty() -> Any:
         if nullable:
@@ -130,6 +174,8 @@ def converter(column: Column | None) -> Converter:
                 return empty()
             if isinstance(v, bool):
                 return int(v)
+            if datetime and isinstance(v, str):
+                return to_datetime(v)
             return v  # a number, or text that ClickHouse parses (or refuses: the row is dead-lettered)
 
         return to_typed
@@ -164,6 +210,46 @@ def record_fields(event: Event, pairs: Sequence[tuple[str, str]]) -> dict[str, A
         if key in out or value is not None:
             out[key] = value
     return out
+
+
+def retype(converters: Mapping[str, Converter], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A row by column name converted to the table's types (``converters`` by column); :class:`Reject` for a key
+    the table lacks. Columns the row lacks get NULL, their default, or a refusal (see :func:`converter`)."""
+    row: dict[str, Any] = {}
+    for key, raw in fields.items():
+        conv = converters.get(key)
+        if conv is None:
+            raise Reject("field_not_in_table", key)
+        value = conv(raw)
+        if value is not OMIT:
+            row[key] = value
+    for column, conv in converters.items():
+        if column not in fields:
+            value = conv(MISSING)
+            if value is not OMIT:
+                row[column] = value
+    return row
+
+
+def typed_lines(
+    converters: Mapping[str, Converter], lines: list[bytes], untyped: bytes, encode: Callable[[Any], str]
+) -> tuple[list[bytes], list[tuple[str, str, str | None]]]:
+    """``lines`` with each one that starts with ``untyped`` (a row written before the table's types were known)
+    converted by :func:`retype`; those that cannot be come back apart as (reason, their JSON text, field)."""
+    out: list[bytes] = []
+    refused: list[tuple[str, str, str | None]] = []
+    for line in lines:
+        if line[:1] != untyped:
+            out.append(line)
+            continue
+        text = line[len(untyped) :].decode("utf-8")
+        try:
+            out.append(encode(retype(converters, json.loads(text))).encode("utf-8"))
+        except Reject as exc:
+            refused.append((exc.reason, text, exc.field))
+        except (TypeError, ValueError):  # a value JSON cannot carry
+            refused.append(("unencodable_record", text, None))
+    return out, refused
 
 
 def role_pairs(roles: Mapping[str, str | None]) -> tuple[tuple[str, str], ...]:

@@ -5,9 +5,11 @@
 creates the database and table when ``create_table`` is set and the table is missing (types inferred: see
 :mod:`.schema`), and compares the table (``DESCRIBE TABLE``) with the records: a mismatch raises
 :class:`~adapters.clickhouse.schema.TableMismatch` naming the columns (never a value), and the batch is not
-acknowledged. When ClickHouse cannot be reached then, the rows go into the outbox as they are and the
-sender does the same check before its first INSERT (a mismatch is then logged and retried: the outbox
-keeps the rows until the table is fixed).
+acknowledged. When ClickHouse cannot be reached then, the rows go into the outbox as they are, marked, and the
+sender does the same check before its first INSERT (a mismatch is then logged and retried: the outbox keeps the
+rows until the table is fixed), then **converts the marked rows to the column types at delivery** (a cold start).
+A record that cannot become a row is dead-lettered as a whole JSON line (replayable by a JSON-lines ``replay``);
+a ``field_not_in_table`` dead letter names the key (``field``; never a value).
 
 **Delivery.** ``flush`` puts the batches into the sink's durable outbox (``ctx.outbox``, the contract's
 :class:`~sidecar.api.Outbox`) inside the runtime's transaction; the outbox's sender thread inserts them in
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import threading
 import time
 import urllib.parse
@@ -36,8 +37,10 @@ import structlog
 from adapters.clickhouse.config import ClickHouseSinkConfig
 from adapters.clickhouse.schema import (
     DATA_ERROR_CODES,
+    DATETIME,
     MISSING,
     OMIT,
+    ClickHouseError,
     Column,
     Converter,
     Reject,
@@ -45,11 +48,15 @@ from adapters.clickhouse.schema import (
     check_columns,
     converter,
     create_statement,
+    error_code,
     quote,
     record_fields,
+    retype,
     role_pairs,
+    typed_lines,
 )
 from sidecar.api import BuildContext, Codec, ConfigValueError, Event, Outbox, SchemaConfig, Sink
+from sidecar.deadletter import DeadLetters
 from sidecar.netsink import (
     HttpClient,
     LineBatcher,
@@ -64,27 +71,14 @@ from sidecar.netsink import (
 
 log = structlog.get_logger("querylog.clickhouse")
 
-_CODE = re.compile(rb"Code: (\d+)")
 #: Rows as compact JSON (one encoder for every row; NaN and infinities, which ClickHouse cannot read, refused).
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 #: The most of an answer to DESCRIBE TABLE read (thousands of columns).
 DESCRIBE_LIMIT = 16 * 1024 * 1024
 #: Records kept from the first batch to infer a table's types from (values in memory only, until it exists).
 SAMPLE = 1000
-
-
-class ClickHouseError(Exception):
-    """ClickHouse answered with an error: the status and its error code, never its message."""
-
-    def __init__(self, peer: str, status: int, code: int | None, doing: str) -> None:
-        super().__init__(f"ClickHouse at {peer} answered HTTP {status} (error code {code}) to {doing}")
-        self.status = status
-        self.code = code
-
-
-def error_code(answer: PeerAnswer) -> int | None:
-    m = _CODE.search(answer.body[:200])
-    return int(m.group(1)) if m else None
+#: Starts a row written before the table's types were known (no JSON line starts so): converted at delivery.
+UNTYPED = b"\x00"
 
 
 class ClickHouseSink(Sink[ClickHouseSinkConfig]):
@@ -135,6 +129,7 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
         self.described: dict[str, Column] | None = None
         self.converters: dict[str, Converter] = {}
         self._typed_columns: frozenset[str] = frozenset()
+        self._time_columns: frozenset[str] = frozenset()
         self._text_columns: frozenset[str] = frozenset()
         self._must_have: tuple[str, ...] = ()
         #: The table was compared with the records' columns (and matched).
@@ -218,6 +213,7 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
                 #: columns a text value goes into unconverted (a typed one: when not empty), and those a record
                 #: cannot leave out (not String, not Nullable, no DEFAULT): the unchanged-line fast path
                 self._typed_columns = frozenset(n for n, c in described.items() if c.kind in ("time", "number"))
+                self._time_columns = frozenset(n for n, c in described.items() if c.kind == "time")
                 self._text_columns = self._typed_columns | {n for n, c in described.items() if c.kind == "string"}
                 self._must_have = tuple(
                     n for n, c in described.items() if c.kind != "string" and not c.nullable and not c.default_kind
@@ -265,13 +261,16 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
                 log.warning("clickhouse_unreachable", table=self.table_label, error=str(exc))
         add = self.batcher.add
         encode = _JSON.encode
+        typed = self.described is not None  # (set once, by the sender thread too: read once per batch)
         for ev in events:
             try:
-                line = self._unchanged_line(ev)
+                line = self._unchanged_line(ev) if typed else None
                 if line is None:
-                    line = encode(self._row(ev)).encode("utf-8")
+                    line = encode(self._row(ev, typed)).encode("utf-8")
+                    if not typed:
+                        line = UNTYPED + line
             except Reject as exc:
-                self._reject(ev, exc.reason)
+                self._reject(ev, exc.reason, exc.field)
                 continue
             except (TypeError, ValueError):  # a value JSON cannot carry, a lone surrogate
                 self._reject(ev, "unencodable_record")
@@ -290,46 +289,47 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
         text_line: str = raw  # (mypy narrows ``raw`` to Any by the identity check below)
         if codec is None or codec.encode(ev) is not raw:
             return None
-        text, typed = self._text_columns, self._typed_columns
+        text, typed, times = self._text_columns, self._typed_columns, self._time_columns
         for key, value in record.items():
             if type(value) is not str or key not in text or (key in typed and not value.strip()):
                 return None
+            if key in times and DATETIME.fullmatch(value) is None:
+                return None  # an RFC 3339 time, say: converted
         for column in self._must_have:
             if column not in record:
                 return None
         return (text_line[:-1] if text_line.endswith("\r") else text_line).encode("utf-8")
 
-    def _row(self, ev: Event) -> dict[str, Any]:
+    def _row(self, ev: Event, typed: bool) -> dict[str, Any]:
+        """The row of ``ev``: converted to the column types when ``typed`` (the table is known), else its values
+        as they are (converted at delivery, :meth:`_retype`)."""
         fields = record_fields(ev, self.pairs)
-        converters = self.converters
-        row: dict[str, Any] = {}
         if self.mapping is not None:
+            converters = self.converters if typed else {}
+            row: dict[str, Any] = {}
             for column, field in self.mapping:
                 value = converters.get(column, converter(None))(fields.get(field, MISSING))
                 if value is not OMIT:
                     row[column] = value
             return row
-        known = self.described is not None
-        for key, raw in fields.items():
-            conv = converters.get(key)
-            if conv is None:
-                if known:
-                    raise Reject("field_not_in_table")
-                conv = converter(None)
-            value = conv(raw)
-            if value is not OMIT:
-                row[key] = value
-        if known:  # columns this record lacks: NULL, their default, or refused (see schema)
-            for column, conv in converters.items():
-                if column not in fields:
-                    value = conv(MISSING)
-                    if value is not OMIT:
-                        row[column] = value
-        return row
+        return retype(self.converters, fields) if typed else fields
 
-    def _reject(self, ev: Event, reason: str) -> None:
+    def _reject(self, ev: Event, reason: str, field: str | None = None) -> None:
         self.counts[reason] += 1
-        dead_letter_event(self.ctx.dead_letters, reason, f"sink:{self.NAME}", ev)
+        try:  # the whole record, replayable as a JSON line
+            record = json.dumps(record_fields(ev, self.pairs), ensure_ascii=False, separators=(",", ":"))
+            record.encode("utf-8")
+        except (TypeError, ValueError):  # a value JSON cannot carry, a lone surrogate: its roles, as text
+            dead_letter_event(self.ctx.dead_letters, reason, f"sink:{self.NAME}", ev)
+            return
+        self._dead_letter(reason, record, field)
+
+    def _dead_letter(self, reason: str, record: str, field: str | None) -> None:
+        dead = self.ctx.dead_letters
+        if isinstance(dead, DeadLetters):
+            dead.add(reason, f"sink:{self.NAME}", None, record, field=field)
+        elif dead is not None:
+            dead.add(reason, f"sink:{self.NAME}", None, record)
 
     def flush(self) -> None:
         if self.batcher is not None:
@@ -344,7 +344,22 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
             except TableMismatch as exc:
                 log.error("clickhouse_table_mismatch", table=self.table_label, problem=str(exc))
                 raise
-        self._insert(payload.rstrip(b"\n").split(b"\n"))
+        lines = payload.rstrip(b"\n").split(b"\n")
+        if any(line[:1] == UNTYPED for line in lines):
+            lines = self._typed_lines(lines)
+        if lines:
+            self._insert(lines)
+
+    def _typed_lines(self, lines: list[bytes]) -> list[bytes]:
+        """Rows written before the table's types were known, converted now; one that cannot be is dead-lettered
+        (its record as it came: replayable), the others go on."""
+        out, refused = typed_lines(self.converters, lines, UNTYPED, _JSON.encode)
+        for reason, record, field in refused:
+            self.counts[reason] += 1
+            self._dead_letter(reason, record, field)
+        if refused and self.ctx.dead_letters is not None:
+            self.ctx.dead_letters.flush()
+        return out
 
     def _insert(self, lines: list[bytes]) -> None:
         body = b"\n".join(lines) + b"\n"

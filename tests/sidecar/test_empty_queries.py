@@ -20,11 +20,11 @@ import pytest
 import yaml
 from helpers.kb import kb_file
 
-import adapters.file.replay as replay_module
-from adapters.file.replay import ReplaySummary, replay
+import sidecar.drive as replay_module
 from adapters.grpc.codec import EventBatch
 from filters.hipaa_scrub import Scrubber
 from sidecar.config import load_config
+from sidecar.drive import ReplaySummary, replay
 from sidecar.pipeline import Pipeline
 from sidecar.tools.audit import report
 from sidecar.tools.generate.synthetic import generate_log

@@ -31,8 +31,8 @@ from helpers import (
     leak_needles,
 )
 
-from adapters.file.replay import replay
 from sidecar.config import load_config
+from sidecar.drive import replay
 
 BAD_REASONS = {"wrong_column_count", "invalid_utf8", "oversized_record"}
 

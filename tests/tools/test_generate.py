@@ -238,8 +238,8 @@ def test_cli_writes_gzip_stdout_and_planted_list(tmp_path: Path) -> None:
 
 def test_generated_log_replays_without_dead_letters(generated_log: GeneratedLog, write_config) -> None:  # type: ignore[no-untyped-def]  # pytest fixture
     """A generated log is valid input: passthrough reproduces it byte for byte, nothing dead-lettered."""
-    from adapters.file.replay import replay
     from sidecar.config import load_config
+    from sidecar.drive import replay
 
     cfg = load_config(write_config("filters: []\n"))
     out = generated_log.path.parent / "passthrough-out.tsv"

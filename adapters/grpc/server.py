@@ -7,7 +7,8 @@ idle ``Filter`` streams leave health checks, ``Stats`` and new streams answering
 cheap and the runtime's lock is free); ``Stats`` runs on the host's side thread; health answers on the loop.
 
 Access control: TLS, mutual TLS (``tls_client_ca_file``: clients must present a certificate signed by that CA)
-and a bearer token on every RPC but health (:mod:`adapters.grpc.auth`).
+and a bearer token on every RPC but health (:mod:`sidecar.grpcauth`); ``GetProfile`` takes the profile reader's
+token in its place and answers the profile reader only (:mod:`adapters.grpc.service`).
 
 Stop (SIGTERM): health says NOT_SERVING, no new RPC is taken, in-flight RPCs get ``shutdown_grace_seconds`` to
 finish (then they are cancelled; an Ingest cut short is not acknowledged). The runtime stays open: ``serve``
@@ -23,7 +24,6 @@ import grpc.aio
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from adapters.grpc.auth import BearerTokenAuth
 from adapters.grpc.service import QueryLogService
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
     IngestResponse,
@@ -34,9 +34,11 @@ from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
 )
 from adapters.grpc.wire import parse_or_mark
 from sidecar.api import Listen, TlsFiles
+from sidecar.grpcauth import BearerTokenAuth
 from sidecar.serving import ServerHost
 
 SERVICE = "querylog.v1.QueryLogFilter"
+HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
 
 def credentials(tls: TlsFiles | None) -> grpc.ServerCredentials | None:
@@ -89,7 +91,11 @@ class GrpcProtocol:
 
     async def start(self, host: ServerHost) -> list[Listen]:
         size = self.max_message_bytes
-        interceptors = [BearerTokenAuth(self.token, self.service.refuse)] if self.token is not None else []
+        interceptors = []
+        if self.token is not None:
+            reader = self.service.reader_token
+            also = {f"/{SERVICE}/GetProfile": reader} if reader is not None else {}
+            interceptors.append(BearerTokenAuth(self.token, self.service.refuse, exempt=(HEALTH_PREFIX,), also=also))
         server = grpc.aio.server(
             interceptors=interceptors,
             options=[

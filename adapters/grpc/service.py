@@ -22,14 +22,19 @@ that holds events (a ``BUFFERING`` filter such as ``category_buffer``) the deliv
   what a response carried to a client that went away meanwhile is gone.
 
 ``Ingest`` hands each batch to :meth:`~sidecar.api.Runtime.receive` and answers once every batch of the stream
-is durable (delivered to the sinks and flushed, or held by a filter, committed together). ``GetProfile`` is
-served by the first filter that is a :class:`~sidecar.api.ProfileSource`, only when a filter before it
-pseudonymizes the user role (``server.profile_lookup: pseudonym``, the default), so profiles are looked up by
-the pseudonym the sidecar emits, never by a raw user id; ``raw`` lifts that rule. ``Stats`` gives the
+is durable (delivered to the sinks and flushed, or held by a filter, committed together). ``GetProfile``
+answers only the configured profile reader (``server.profile_reader_token_*``: a token of its own, or
+``server.profile_reader_subject``: a client certificate under mutual TLS); with none configured it is refused
+(PERMISSION_DENIED), since any client may learn the pseudonym of any raw id through ``Filter``. It is served by
+the first filter that is a :class:`~sidecar.api.ProfileSource`, only when a filter before it pseudonymizes the
+user role (``server.profile_lookup: pseudonym``, the default), so profiles are looked up by the pseudonym the
+sidecar emits, never by a raw user id; ``raw`` lifts that rule. ``Stats`` gives the
 pipeline's counters and the RPCs refused by reason.
 
 Bad input never breaks a stream: an unparseable message or event, or one over ``limits.max_record_bytes``,
-is dead-lettered (counted by reason) and the stream goes on; an empty query is a valid event.
+is dead-lettered (counted by reason) and the stream goes on; an empty query is a valid event. A message of more
+than ``server.max_events_per_message`` events ends its RPC with INVALID_ARGUMENT before any event is parsed
+(counted as ``too_many_events``): what the stream sent before it stands, the client splits the batch.
 """
 
 from __future__ import annotations
@@ -55,9 +60,10 @@ from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
     StatsRequest,
     StatsResponse,
 )
-from adapters.grpc.wire import Incoming, Unparseable, parse_batch
+from adapters.grpc.wire import Incoming, TooManyEvents, Unparseable, parse_batch
 from sidecar.api import Backpressure, Event, ProfileSource, RecordBatch, Runtime
 from sidecar.failures import describe_failure
+from sidecar.grpcauth import carries, peer_subjects
 from sidecar.serving import ServerHost
 
 log = structlog.get_logger("querylog.grpc")
@@ -67,6 +73,15 @@ _is = operator.is_
 #: Why ``Filter`` is refused under ``filter_release: sinks`` when the chain buffers and no sink is configured.
 NEEDS_SINK = "buffering chain: released events go to sinks; configure a sink or use Ingest"
 NO_PROFILE_FILTER = "no profile filter in the chain"
+NO_PROFILE_READER = (
+    "GetProfile is off: profiles are readable only by a configured reader; set server.profile_reader_token_file "
+    "(or _env: the reader sends it as its bearer token) or server.profile_reader_subject (a client certificate, "
+    "with mutual TLS)"
+)
+NOT_PROFILE_READER = (
+    "not the profile reader: GetProfile needs the token of server.profile_reader_token_file/_env or the client "
+    "certificate of server.profile_reader_subject"
+)
 RAW_PROFILES = (
     "profiles are keyed by raw user ids: put a pseudonymize filter of the user role before the profile filter "
     "(then look users up by their pseudonym), or set server.profile_lookup: raw"
@@ -84,19 +99,25 @@ class QueryLogService:
         host: ServerHost,
         max_record_bytes: int,
         *,
+        max_events: int = 100_000,
         filter_release: Literal["sinks", "any_stream"] = "sinks",
         profile_lookup: Literal["pseudonym", "raw"] = "pseudonym",
+        reader_token: bytes | None = None,
+        reader_subject: str | None = None,
     ) -> None:
         self.pipeline = runtime
         self.host = host
         self.codec = ProtoCodec()
         self.limit = max_record_bytes
+        self.max_events = max_events
         #: the runtime's own (re-entrant) lock, shared with every other source of the runtime
         self.lock = runtime.lock
         self.buffering = any(f.BUFFERING for f in runtime.filters)
         #: released events go to the sinks only, never into another caller's Filter response
         self.release_to_sinks = filter_release == "sinks"
         self.profile_lookup = profile_lookup
+        self.reader_token = reader_token
+        self.reader_subject = reader_subject
         self._rpcs = itertools.count(1)
         self.rpcs = 0
         #: RPCs refused before reaching the chain, by reason (missing_token, wrong_token)
@@ -117,9 +138,11 @@ class QueryLogService:
             data = incoming.data
             dead.add("invalid_message", f"grpc:{method}", None, data if data and len(data) <= self.limit else None)
             return [], 1
-        bad = len(incoming.bad_events)
+        bad = len(incoming.bad_events) + incoming.oversized
         for chunk in incoming.bad_events:  # the rest of the batch goes on
             dead.add("invalid_event", f"grpc:{method}", None, chunk if len(chunk) <= self.limit else None)
+        for _ in range(incoming.oversized):
+            dead.add("oversized_record", f"grpc:{method}", None, None)
         messages = batch.events
         events: list[Event] = list(self.codec.decode_batch(messages))
         # No event can be larger than the batch minus 2 bytes (tag + length) for each other event.
@@ -166,7 +189,7 @@ class QueryLogService:
         ``sinks``: :meth:`Runtime.transform` (what a buffer releases goes to the sinks, committed with its state).
         ``any_stream``: what buffering filters may release now (``flush``) comes back with this response, after
         the request's own events (so a stream pulls what the old timer pushed; nothing is kept in memory)."""
-        incoming = parse_batch(data)
+        incoming = parse_batch(data, self.max_events, self.limit)
         events, bad = self.accept(incoming, "Filter")
         request = incoming.batch if incoming.batch is not None else EventBatch()
         taken = events[:]
@@ -193,7 +216,7 @@ class QueryLogService:
     def ingest_batch(self, data: bytes, resp: IngestResponse) -> None:
         """One ``Ingest`` request (wire bytes) into the sinks (:meth:`Runtime.receive`); adds its counts to
         ``resp``."""
-        incoming = parse_batch(data)
+        incoming = parse_batch(data, self.max_events, self.limit)
         events, bad = self.accept(incoming, "Ingest")
         if not events:
             if bad:
@@ -228,6 +251,17 @@ class QueryLogService:
                     return f.get_profile, ""
                 return None, RAW_PROFILES
         return None, NO_PROFILE_FILTER
+
+    def profile_reader_refusal(self, context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
+        """None when the caller is the configured profile reader, else why it may not read profiles."""
+        token, subject = self.reader_token, self.reader_subject
+        if token is None and subject is None:
+            return NO_PROFILE_READER
+        if token is not None and carries(context.invocation_metadata(), token):
+            return None
+        if subject is not None and subject in peer_subjects(context):
+            return None
+        return NOT_PROFILE_READER
 
     def _locked_profile(self, get_profile: Callable[[str], Mapping[str, int] | None], user: str) -> Any:
         with self.lock:
@@ -283,6 +317,10 @@ class QueryLogService:
         if context.cancelled() or context.done():
             self._cancelled(method)
             return
+        if isinstance(exc, TooManyEvents):  # the client's to fix: nothing of the message was parsed
+            if self.refuse("too_many_events") == 1:
+                log.warning("rpc_refused", method=method, reason="too_many_events", bound=exc.bound)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         if isinstance(exc, Backpressure):
             code, message = grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)
         else:
@@ -302,6 +340,10 @@ class QueryLogService:
     ) -> ProfileResponse:
         if isinstance(request, Unparseable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unparseable ProfileRequest")
+        denied = self.profile_reader_refusal(context)
+        if denied is not None:
+            self.refuse("not_profile_reader")
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, denied)
         get_profile, why = self.profile_getter()
         if get_profile is None:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, why)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from adapters.grpc.config import GrpcSourceConfig, printable_token
-from sidecar.api import BuildContext, Listen, Runtime, Source
+from sidecar.api import BuildContext, ConfigValueError, Listen, Runtime, Source
 
 if TYPE_CHECKING:
     from adapters.grpc.service import QueryLogService
@@ -37,6 +37,12 @@ class GrpcSource(Source[GrpcSourceConfig]):
         key = "auth_token_env" if config.auth_token_env else "auth_token_file"
         self.token = printable_token(token, key) if token is not None else None
         self.tls = config.server_tls(ctx)
+        self.reader_token = config.profile_reader_token(ctx)
+        if self.reader_token is not None and self.reader_token == self.token:
+            raise ConfigValueError(
+                "profile_reader_token_env" if config.profile_reader_token_env else "profile_reader_token_file",
+                "the profile reader's token must differ from the ingest token (auth_token_*); the value is not shown",
+            )
         self.host: ServerHost | None = None  # grpc is imported when the source starts, not when it loads
         self.service: QueryLogService | None = None
         self.metrics_port: int | None = None
@@ -55,8 +61,11 @@ class GrpcSource(Source[GrpcSourceConfig]):
             runtime,
             host,
             self.ctx.max_record_bytes,
+            max_events=cfg.max_events_per_message,
             filter_release=cfg.filter_release,
             profile_lookup=cfg.profile_lookup,
+            reader_token=self.reader_token,
+            reader_subject=cfg.profile_reader_subject,
         )
         listen = Listen.parse(self.listen or cfg.listen)
         host.start(GrpcProtocol(service, listen, cfg.max_message_bytes, credentials(self.tls), self.token))
@@ -82,7 +91,15 @@ class GrpcSource(Source[GrpcSourceConfig]):
             filters=len(runtime.filters),
             sinks=len(runtime.sinks),
             filter_release=cfg.filter_release,
+            profile_reader="token" if self.reader_token else "subject" if cfg.profile_reader_subject else "none",
         )
+
+    def authentication(self) -> list[str]:
+        """How a client proves itself: ``mtls`` (client certificates), ``token`` (bearer token), else ``none``."""
+        kinds = (["mtls"] if self.tls is not None and self.tls.client_ca is not None else []) + (
+            ["token"] if self.token is not None else []
+        )
+        return kinds or ["none"]
 
     def listening(self) -> list[Listen]:
         return list(self.host.listening) if self.host is not None else []

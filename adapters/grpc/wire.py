@@ -1,5 +1,9 @@
 """Request parsing that never raises: garbage becomes a counted dead letter (or INVALID_ARGUMENT), never a dead
-stream. A batch whose events do not all parse is salvaged event by event from the wire format."""
+stream. A batch whose events do not all parse is salvaged event by event from the wire format.
+
+Before a batch is parsed, its wire format is scanned (:func:`sidecar.protowire.scan_field`, nothing allocated per
+event): a batch of more than ``max_events_per_message`` events is refused whole (:class:`TooManyEvents`) before a
+single event becomes an object, and an event longer than ``limits.max_record_bytes`` is dead-lettered unparsed."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import TypeVar
 from google.protobuf.message import DecodeError, Message
 
 from adapters.grpc.codec import EventBatch, QueryEvent
-from sidecar.protowire import read_varint
+from sidecar.protowire import read_varint, scan_field
 
 M = TypeVar("M", bound=Message)
 
@@ -24,6 +28,18 @@ class Incoming:
     data: bytes | None = None  # kept only when unparseable, for the dead-letter file
     #: wire bytes of events that could not be parsed while the rest of their batch could (salvaged)
     bad_events: tuple[bytes, ...] = ()
+    #: events longer than the record limit, left unparsed
+    oversized: int = 0
+
+
+class TooManyEvents(ValueError):
+    """A batch of more events than the per-message bound: refused whole, before any event is parsed."""
+
+    def __init__(self, bound: int) -> None:
+        super().__init__(
+            f"more than {bound} events in one message (server.max_events_per_message): send smaller batches"
+        )
+        self.bound = bound
 
 
 class Unparseable:
@@ -45,27 +61,39 @@ def parse_or_mark(cls: type[M]) -> Callable[[bytes], M | Unparseable]:
     return parse
 
 
-def parse_batch(data: bytes) -> Incoming:
-    """Request deserializer that never raises: garbage becomes a dead letter, not a dead stream.
+def parse_batch(data: bytes, max_events: int, max_record: int) -> Incoming:
+    """A request batch, parsed; garbage becomes a dead letter, not a dead stream.
 
-    When the batch does not parse as a whole (one event with invalid UTF-8 in a string field, say), its
-    events are parsed one by one: the good ones go on, each bad one is dead-lettered with its bytes.
+    :class:`TooManyEvents` when the batch holds more than ``max_events`` events (nothing parsed). Events longer
+    than ``max_record`` bytes are counted in ``oversized``, never parsed. When the batch does not parse as a
+    whole (one event with invalid UTF-8 in a string field, say), its events are parsed one by one: the good ones
+    go on, each bad one is dead-lettered with its bytes.
     """
-    try:
-        return Incoming(EventBatch.FromString(data), len(data))
-    except (DecodeError, ValueError):  # ValueError: invalid UTF-8 in a string field
-        salvaged = _salvage(data)
-        if salvaged is None:
-            return Incoming(None, len(data), data)
-        batch, bad = salvaged
-        return Incoming(batch, len(data), None, tuple(bad))
+    big = False
+    # A batch of n events has at least 2n bytes (tag and length of each): a short one needs no count.
+    if len(data) > max_record or len(data) >= 2 * (max_events + 1):
+        count, big = scan_field(data, 1, max_events, max_record)
+        if count > max_events:
+            raise TooManyEvents(max_events)
+    if not big:
+        try:
+            return Incoming(EventBatch.FromString(data), len(data))
+        except (DecodeError, ValueError):  # ValueError: invalid UTF-8 in a string field
+            pass
+    salvaged = _salvage(data, max_record)
+    if salvaged is None:
+        return Incoming(None, len(data), data)
+    batch, bad, oversized = salvaged
+    return Incoming(batch, len(data), None, tuple(bad), oversized)
 
 
-def _salvage(data: bytes) -> tuple[EventBatch, list[bytes]] | None:
-    """The EventBatch's events parsed one by one from the wire (field 1), with the ones that fail apart;
-    None when the batch's own framing is broken (then the whole message is garbage)."""
+def _salvage(data: bytes, max_record: int) -> tuple[EventBatch, list[bytes], int] | None:
+    """The EventBatch's events parsed one by one from the wire (field 1), with the ones that fail apart and the
+    count of those over ``max_record`` bytes (not parsed); None when the batch's own framing is broken (then the
+    whole message is garbage)."""
     batch = EventBatch()
     bad: list[bytes] = []
+    oversized = 0
     pos = 0
     try:
         while pos < len(data):
@@ -81,7 +109,9 @@ def _salvage(data: bytes) -> tuple[EventBatch, list[bytes]] | None:
                     return None
                 chunk = data[pos : pos + size]
                 pos += size
-                if number == 1:
+                if number == 1 and size > max_record:
+                    oversized += 1
+                elif number == 1:
                     try:
                         batch.events.append(QueryEvent.FromString(chunk))
                     except (DecodeError, ValueError):
@@ -96,7 +126,7 @@ def _salvage(data: bytes) -> tuple[EventBatch, list[bytes]] | None:
                 return None
     except ValueError:
         return None
-    return (batch, bad) if pos == len(data) else None
+    return (batch, bad, oversized) if pos == len(data) else None
 
 
 def _skip_group(data: bytes, pos: int, number: int, depth: int = 0) -> int:

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from sidecar.api import (
+    BearerToken,
     ConfigValueError,
     Listen,
     OutboxOptions,
@@ -26,7 +27,7 @@ def _host_port(key: str, value: str) -> None:
 
 
 @dataclass(frozen=True)
-class VectorSourceConfig(ServerTls, SourceConfig):
+class VectorSourceConfig(ServerTls, BearerToken, SourceConfig):
     """Vector's native protocol (version 2) as a source: what Vector's `vector` sink sends to.
 
     Records are Vector log events; the roles are top-level keys of the log named by `schema.roles`
@@ -35,7 +36,10 @@ class VectorSourceConfig(ServerTls, SourceConfig):
     in a sink's outbox, or held by a filter); otherwise the reply is an error status (RESOURCE_EXHAUSTED
     when an outbox or the disk is full, UNAVAILABLE for another failure) and Vector retries. Metrics and
     traces are not queries: they are dead-lettered as `unsupported_event`. TLS and mutual TLS (Vector's
-    sink `tls.crt_file`/`tls.key_file` as its client certificate) are the shared server TLS options.
+    sink `tls.crt_file`/`tls.key_file` as its client certificate) are the shared server TLS options; with a
+    bearer token (`auth_token_file`/`auth_token_env`), PushEvents without `authorization: Bearer <token>`
+    metadata is refused with UNAUTHENTICATED (HealthCheck stays open; a sender that cannot add the metadata
+    authenticates with mutual TLS instead).
     """
 
     listen: str = listen_option("127.0.0.1:6000", "host:port to listen on (Vector's `vector` sink `address`).")
@@ -44,6 +48,13 @@ class VectorSourceConfig(ServerTls, SourceConfig):
         "Largest PushEvents request accepted (bytes); a larger one is refused with RESOURCE_EXHAUSTED. "
         "Each event is also bounded by limits.max_record_bytes (longer ones are dead-lettered).",
         min=1024,
+    )
+    max_events_per_message: int = option(
+        100_000,
+        "Most events in one PushEvents request; a request with more is refused with INVALID_ARGUMENT before any "
+        "event is read (counted as requests_too_many_events): set the Vector sink's `batch.max_events` lower. "
+        "It bounds the memory one request can take, whatever its size on the wire.",
+        min=1,
     )
     shutdown_grace_seconds: float = option(10.0, "On stop, how long in-flight requests may take to finish.", min=0)
 

@@ -10,7 +10,9 @@ is an error status, never OK, so Vector keeps the events and retries:
 * ``RESOURCE_EXHAUSTED``: a sink's outbox is full (:class:`~sidecar.api.Backpressure`) or the disk is full;
 * ``UNAVAILABLE``: any other failure (a sink that cannot write, a state store error...);
 * ``INVALID_ARGUMENT``: the request's own framing is broken (dead-lettered as ``invalid_request``; Vector
-  does not retry it).
+  does not retry it), or it holds more than ``max_events_per_message`` events (counted as
+  ``requests_too_many_events``, refused before any event is split out: lower the Vector sink's
+  ``batch.max_events``).
 
 A request larger than ``max_message_bytes`` is refused by gRPC itself (RESOURCE_EXHAUSTED). Inside a good
 request, each bad event is dead-lettered by reason (see :mod:`adapters.vector.codec`; one longer than
@@ -33,6 +35,7 @@ import structlog
 from adapters.vector.codec import VectorCodec, split_request
 from adapters.vector.stubs.vector_pb2 import NOT_SERVING, SERVING, HealthCheckRequest, HealthCheckResponse
 from sidecar.api import Backpressure, Listen, RecordBatch, Runtime
+from sidecar.protowire import scan_field
 from sidecar.serving import ServerHost
 
 log = structlog.get_logger("querylog.vector")
@@ -45,6 +48,10 @@ _REQUESTS = "requests_"
 
 class InvalidRequest(Exception):
     """The request's own framing is broken."""
+
+
+class TooManyEvents(Exception):
+    """The request holds more events than ``max_events_per_message``."""
 
 
 def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
@@ -70,7 +77,9 @@ class VectorProtocol:
         listen: Listen,
         max_message_bytes: int,
         max_record_bytes: int,
+        max_events: int = 100_000,
         creds: grpc.ServerCredentials | None,
+        interceptors: list[grpc.aio.ServerInterceptor] | None = None,
     ) -> None:
         self.runtime = runtime
         self.host = host
@@ -78,7 +87,9 @@ class VectorProtocol:
         self.listen = listen
         self.max_message_bytes = max_message_bytes
         self.max_record_bytes = max_record_bytes
+        self.max_events = max_events
         self.creds = creds
+        self.interceptors = interceptors or []
         self.serving = False
         self.server: grpc.aio.Server | None = None
         self._last: str | None = None  # the outcome of the last request
@@ -94,11 +105,12 @@ class VectorProtocol:
     async def start(self, host: ServerHost) -> list[Listen]:
         size = self.max_message_bytes
         server = grpc.aio.server(
+            interceptors=self.interceptors,
             options=[
                 ("grpc.max_receive_message_length", size),
                 ("grpc.max_send_message_length", size),
                 ("grpc.so_reuseport", 0),  # a second sidecar on the same port fails instead of sharing it
-            ]
+            ],
         )
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             # PushEvents takes wire bytes: the request is split and parsed in the host's work
@@ -135,6 +147,13 @@ class VectorProtocol:
         except InvalidRequest:
             self._count("invalid_argument")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a PushEventsRequest (dead-lettered)")
+        except TooManyEvents:
+            self._count("too_many_events")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"more than {self.max_events} events in one request (max_events_per_message): "
+                "lower the sink's batch.max_events",
+            )
         except Exception as exc:
             code, detail = status_for(exc)
             outcome = code.name.lower()
@@ -155,9 +174,13 @@ class VectorProtocol:
     def push(self, data: bytes) -> int:
         """Split a request into events and hand them to the runtime; returns the count.
 
-        Raises :class:`InvalidRequest` when the framing is broken, :class:`~sidecar.api.Backpressure` when a sink's
-        outbox is full (before anything is split or dead-lettered), and whatever ``receive`` raised.
+        Raises :class:`InvalidRequest` when the framing is broken, :class:`TooManyEvents` over the per-message
+        bound and :class:`~sidecar.api.Backpressure` when a sink's outbox is full (both before anything is split
+        or dead-lettered), and whatever ``receive`` raised.
         """
+        # n events take at least 2n bytes (tag and length): only a request that long can hold too many
+        if len(data) >= 2 * (self.max_events + 1) and scan_field(data, 1, self.max_events, 0)[0] > self.max_events:
+            raise TooManyEvents
         full = self.runtime.backpressure()
         if full is not None:  # take nothing: Vector keeps the events and retries
             raise Backpressure(full, "full")

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("querylog.vector")
 
+#: the RPC a probe may call without the token
+HEALTH_CHECK = "/vector.Vector/HealthCheck"
 #: worker threads for received requests (splitting runs in parallel; the chain one batch at a time)
 WORKERS = 4
 
@@ -37,6 +39,7 @@ class VectorSource(Source[VectorSourceConfig]):
         super().__init__(config, ctx)
         self.listen = listen
         self.tls = config.server_tls(ctx)
+        self.token = config.bearer_token(ctx)
         self.host: ServerHost | None = None
         self.server: VectorProtocol | None = None
         self.final_counts: dict[str, int] = {}
@@ -44,6 +47,7 @@ class VectorSource(Source[VectorSourceConfig]):
     def start(self, runtime: Runtime) -> None:
         """Bind and serve on the shared host; returns at once (requests run on the host's loop and workers)."""
         import grpc
+        import grpc.aio
 
         from adapters.vector.server import VectorProtocol
         from sidecar.serving import ServerHost
@@ -56,6 +60,13 @@ class VectorSource(Source[VectorSourceConfig]):
             )
         host = ServerHost("vector", workers=WORKERS, lock=runtime.lock)
         codec = VectorCodec(self.ctx.schema)
+        interceptors: list[grpc.aio.ServerInterceptor] = []
+        if self.token is not None:
+            from sidecar.grpcauth import BearerTokenAuth
+
+            interceptors.append(
+                BearerTokenAuth(self.token, self._refused, exempt=(HEALTH_CHECK,), logger="querylog.vector")
+            )
         protocol = VectorProtocol(
             runtime,
             host,
@@ -63,7 +74,9 @@ class VectorSource(Source[VectorSourceConfig]):
             listen=Listen.parse(self.listen or self.config.listen),
             max_message_bytes=self.config.max_message_bytes,
             max_record_bytes=self.ctx.max_record_bytes,
+            max_events=self.config.max_events_per_message,
             creds=creds,
+            interceptors=interceptors,
         )
         host.start(protocol)
         self.host, self.server = host, protocol
@@ -72,13 +85,31 @@ class VectorSource(Source[VectorSourceConfig]):
             port=self.port,
             tls=tls is not None,
             mutual_tls=tls is not None and tls.client_ca is not None,
+            auth_token=self.token is not None,
         )
+        if self.token is not None and tls is None:
+            log.warning("auth_token_without_tls", hint="the token crosses the network in clear text")
         if codec.schema.roles == RolesConfig():
             log.warning(
                 "vector_roles_are_the_aol_defaults",
                 hint="set schema.roles to your events' keys (e.g. user: user_id, query: message, time: timestamp); "
                 "events without the query and user keys are dead-lettered",
             )
+
+    def _refused(self, reason: str) -> int:
+        """Count a PushEvents refused for want of the token (``requests_missing_token``, ``requests_wrong_token``)."""
+        host = self.host
+        if host is None:
+            return 1
+        host.count(f"requests_{reason}")
+        return host.stats().get(f"requests_{reason}", 1)
+
+    def authentication(self) -> list[str]:
+        """How a client proves itself: ``mtls`` (client certificates), ``token`` (bearer token), else ``none``."""
+        kinds = (["mtls"] if self.tls is not None and self.tls.client_ca is not None else []) + (
+            ["token"] if self.token is not None else []
+        )
+        return kinds or ["none"]
 
     def listening(self) -> list[Listen]:
         return list(self.host.listening) if self.host is not None else []

@@ -276,3 +276,11 @@ class Source(Generic[C]):
 
         ``serve`` logs them (``listening``) once the source started. Default: none (a file, stdin)."""
         return []
+
+    def authentication(self) -> list[str]:
+        """How a client of this source proves who it is: any of ``"mtls"`` (client certificates), ``"token"``
+        (a bearer token), ``"shared_key"`` (a shared secret of the protocol), or ``["none"]``.
+
+        ``serve`` logs it with each listening address (``auth``) and ``check-config --strict`` refuses a config
+        whose network sources do not all require one. Default: ``["none"]`` (override it in a server source)."""
+        return ["none"]

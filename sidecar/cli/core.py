@@ -17,23 +17,42 @@ from sidecar.state import StateError
 
 @click.command("check-config")
 @click.argument("config_file", type=click.Path(dir_okay=False))
-def check_config(config_file: str) -> None:
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Also fail (exit 2) when some network sources require authentication (token, mutual TLS, shared key) "
+    "and others accept anyone: one line per open source.",
+)
+def check_config(config_file: str, strict: bool) -> None:
     """Validate a config file (touching nothing: no state, no files); exit 2 with FILE:LINE: KEY: problem."""
     from sidecar.pipeline import Pipeline, build_component
 
     cfg = load(config_file)
     setup_logs(cfg, level="warning")  # the verdict is the output: no info lines around it
+    auth: list[tuple[str, list[str]]] = []  # (source path, its authentication), network sources only
     try:
         pipeline = Pipeline(cfg, with_sinks=True, validate_only=True)
         try:
             for spec in cfg.sources:  # built (options checked), never started
-                build_component(spec, pipeline.ctx, cfg)
+                source = build_component(spec, pipeline.ctx, cfg)
+                if not source.FINITE:
+                    auth.append((spec.path, list(source.authentication())))
         finally:
             pipeline.close()
     except ConfigError as exc:
         fail_config(exc)
     except StateError as exc:
         fail_state(exc)
+    open_ = [path for path, kinds in auth if kinds == ["none"]]
+    if strict and open_ and len(open_) < len(auth):
+        for path in open_:
+            click.echo(
+                f"{config_file}: {path}: accepts unauthenticated clients while other sources require "
+                "authentication: require a token (auth_token_file/_env), mutual TLS (tls_client_ca_file) or, "
+                "for forward, a shared key",
+                err=True,
+            )
+        sys.exit(EXIT_USAGE)
     names = [spec.name for spec in cfg.filters]
     click.echo(f"{config_file}: ok ({len(names)} filters: {' -> '.join(names) or 'none'})")
 

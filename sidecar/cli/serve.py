@@ -126,7 +126,9 @@ def _start_sources(cfg: Any, pipeline: Any, listen: str | None) -> tuple[list[An
                 source.start(pipeline)
                 servers.append(source)
             for address in source.listening():
-                log.info("listening", source=spec.path, address=str(address), port=address.port)
+                log.info(
+                    "listening", source=spec.path, address=str(address), port=address.port, auth=source.authentication()
+                )
     except ConfigError as exc:
         _shutdown(servers, finite, pipeline)
         fail_config(exc)

@@ -11,7 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers.grpc_sidecar import ROOT, SHARED_DATA, HoldAll, Profiles, sidecar, write_config
 
-from adapters.grpc.client import get_profile, get_stats
+from adapters.grpc.client import channel, get_profile, get_stats
 from adapters.grpc.codec import EventBatch, QueryEvent
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import IngestResponse
 from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
@@ -27,6 +27,10 @@ TSV_CASES = [
     "3\t-\t2006-03-03 11:00:00\t\t",
     "AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n",
 ]
+
+
+#: the server option that lets the `reader` fixture's token read profiles
+READER = "profile_reader_token_env: QUERYLOG_TEST_READER"
 
 
 def _passthrough(tmp_path: Path, src: Path, config: Path, batch_size: int = 1000, suffix: str = ".tsv") -> Path:
@@ -193,23 +197,24 @@ def test_health_is_serving(tmp_path: Path) -> None:
             assert resp.status == health_pb2.HealthCheckResponse.SERVING
 
 
-def test_get_profile_without_profile_filter(tmp_path: Path) -> None:
+def test_get_profile_without_profile_filter(tmp_path: Path, reader: str) -> None:
     """GetProfile on a chain without a filter that has get_profile fails with FAILED_PRECONDITION and the details `no
     profile filter in the chain`."""
-    with sidecar(write_config(tmp_path)) as sc, pytest.raises(grpc.RpcError) as err:
-        get_profile(sc.chan, "42")
+    config = write_config(tmp_path, f"server: {{{READER}}}\nfilters: []\n")
+    with sidecar(config) as sc, channel(sc.address, token=reader) as rc, pytest.raises(grpc.RpcError) as err:
+        get_profile(rc, "42")
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert err.value.details() == "no profile filter in the chain"
 
 
-def test_get_profile_from_a_filter_with_get_profile(tmp_path: Path) -> None:
+def test_get_profile_from_a_filter_with_get_profile(tmp_path: Path, reader: str) -> None:
     """Any filter with get_profile serves it (here with `profile_lookup: raw`); an unknown user is NOT_FOUND (without
     the id in the message)."""
-    config = write_config(tmp_path, "server: {profile_lookup: raw}\nfilters: []\n")
-    with sidecar(config, extra_filters=(Profiles(),)) as sc:
-        resp = get_profile(sc.chan, "42")
+    config = write_config(tmp_path, f"server: {{profile_lookup: raw, {READER}}}\nfilters: []\n")
+    with sidecar(config, extra_filters=(Profiles(),)) as sc, channel(sc.address, token=reader) as rc:
+        resp = get_profile(rc, "42")
         with pytest.raises(grpc.RpcError) as err:
-            get_profile(sc.chan, "unknown-user-77")
+            get_profile(rc, "unknown-user-77")
     assert dict(resp.counts) == {"Sports": 3, "Health": 1} and resp.total == 4
     assert resp.weights["Sports"] == pytest.approx(0.75)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
@@ -329,21 +334,24 @@ def test_cancelled_stream_leaves_the_server_serving(tmp_path: Path) -> None:
         assert get_stats(sc.chan).events_in == 2
 
 
-def test_get_profile_served_by_the_profile_filter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_get_profile_served_by_the_profile_filter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
     """The registered `profile` filter after `pseudonymize` answers GetProfile over gRPC for the pseudonym the
     sidecar emitted; Stats carries its extras."""
     monkeypatch.setenv("TEST_HMAC_KEY", "k" * 32)
-    config = write_config(tmp_path, "filters:\n  - pseudonymize: {key_env: TEST_HMAC_KEY}\n  - profile: {}\n")
+    config = write_config(
+        tmp_path,
+        f"server: {{{READER}}}\nfilters:\n  - pseudonymize: {{key_env: TEST_HMAC_KEY}}\n  - profile: {{}}\n",
+    )
     batch = EventBatch()
     for i in range(3):
         batch.events.add(user="u1", query=f"weather {i}", seq=i + 1)
     batch.events.add(user="u2", query="maps", seq=9)
-    with sidecar(config) as sc:
+    with sidecar(config) as sc, channel(sc.address, token=reader) as rc:
         (out,) = list(QueryLogFilterStub(sc.chan).Filter(iter([batch])))
-        resp = get_profile(sc.chan, out.events[0].user)
+        resp = get_profile(rc, out.events[0].user)
         stats = get_stats(sc.chan)
         with pytest.raises(grpc.RpcError) as err:
-            get_profile(sc.chan, "nobody")
+            get_profile(rc, "nobody")
     assert resp.total == 3 and sum(resp.counts.values()) == 3
     assert sum(resp.weights.values()) == pytest.approx(1.0)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
@@ -409,7 +417,7 @@ def test_a_second_server_on_a_busy_port_fails(tmp_path: Path) -> None:
             pipeline.close()
 
 
-def test_a_failing_filter_is_internal_without_values(tmp_path: Path) -> None:
+def test_a_failing_filter_is_internal_without_values(tmp_path: Path, reader: str) -> None:
     """A filter bug ends the RPC with INTERNAL and the exception type only; the server keeps serving."""
     from structlog.testing import capture_logs
 
@@ -424,12 +432,12 @@ def test_a_failing_filter_is_internal_without_values(tmp_path: Path) -> None:
 
     batch = EventBatch()
     batch.events.add(user="secret-user", query="secret query text", seq=1)
-    config = write_config(tmp_path, "server: {profile_lookup: raw}\nfilters: []\n")
+    config = write_config(tmp_path, f"server: {{profile_lookup: raw, {READER}}}\nfilters: []\n")
     with sidecar(config, extra_filters=(Boom(),)) as sc, capture_logs() as logs:
         with pytest.raises(grpc.RpcError) as err:
             list(QueryLogFilterStub(sc.chan).Filter(iter([batch])))
-        with pytest.raises(grpc.RpcError) as err2:
-            get_profile(sc.chan, "secret-user")
+        with pytest.raises(grpc.RpcError) as err2, channel(sc.address, token=reader) as rc:
+            get_profile(rc, "secret-user")
         assert get_stats(sc.chan).events_in == 1
     assert err.value.code() == err2.value.code() == grpc.StatusCode.INTERNAL
     text = repr(logs) + (err.value.details() or "") + (err2.value.details() or "")

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers.certs import Pki, make_pki
-from helpers.grpc_sidecar import sidecar, write_config
+from helpers.grpc_sidecar import Profiles, sidecar, write_config
 from structlog.testing import capture_logs
 
 from adapters.grpc.client import channel, get_profile, get_stats
@@ -24,7 +24,7 @@ from adapters.grpc.source import GrpcSource
 from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
 from sidecar.api import ConfigValueError
 from sidecar.cli import main
-from sidecar.config import load_config
+from sidecar.config import ConfigError, load_config
 from sidecar.pipeline import Pipeline
 
 TOKEN = "t0ken-for-tests-7f3a9c"  # a test value, never a real secret
@@ -199,3 +199,99 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# ---- GetProfile answers the configured profile reader only (issue 24, item 11) ----------------------------------
+
+
+def _profile_code(chan: grpc.Channel) -> tuple[grpc.StatusCode, str]:
+    """GetProfile for the known user 42 of the Profiles filter: OK, or the status and details it ended with."""
+    try:
+        get_profile(chan, "42", timeout=5)
+    except grpc.RpcError as exc:
+        return exc.code(), exc.details() or ""  # type: ignore[attr-defined]  # RpcError is also a Call
+    return grpc.StatusCode.OK, ""
+
+
+def test_get_profile_is_refused_by_default_with_how_to_configure_a_reader(tmp_path: Path) -> None:
+    """With no profile reader configured, GetProfile is PERMISSION_DENIED for anyone (a client can learn the
+    pseudonym of any raw id through Filter), and the details name the options that configure a reader."""
+    config = write_config(tmp_path, "server: {profile_lookup: raw}\nfilters: []\n")
+    with sidecar(config, extra_filters=(Profiles(),)) as sc:
+        code, details = _profile_code(sc.chan)
+        stats = get_stats(sc.chan, timeout=5)
+    assert code == grpc.StatusCode.PERMISSION_DENIED
+    assert "profile_reader_token_file" in details and "profile_reader_subject" in details
+    assert dict(stats.rpcs_refused) == {"not_profile_reader": 1}
+
+
+def test_get_profile_answers_the_reader_token_not_the_ingest_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an ingest token and a reader token: the reader's token reads profiles; the ingest token alone is
+    PERMISSION_DENIED; no token is UNAUTHENTICATED; the reader's token does not stand in for the ingest token on
+    the other RPCs. A reader token equal to the ingest token is a config error (the value never shown)."""
+    reader = "reader-t0ken-for-tests-5d2e"
+    monkeypatch.setenv("QUERYLOG_TEST_TOKEN", TOKEN)
+    monkeypatch.setenv("QUERYLOG_TEST_READER", reader)
+    config = write_config(
+        tmp_path,
+        "server: {profile_lookup: raw, auth_token_env: QUERYLOG_TEST_TOKEN, "
+        "profile_reader_token_env: QUERYLOG_TEST_READER}\nsinks:\n  - file: {path: out.tsv}\n",
+    )
+    batch = EventBatch()
+    batch.events.add(user="1", query="weather", seq=1)
+    with (
+        sidecar(config, extra_filters=(Profiles(),)) as sc,
+        channel(sc.address, token=reader) as as_reader,
+        channel(sc.address, token=TOKEN) as as_ingest,
+    ):
+        codes = {
+            "reader": _profile_code(as_reader)[0],
+            "ingest token": _profile_code(as_ingest)[0],
+            "no token": _profile_code(sc.chan)[0],
+        }
+        with pytest.raises(grpc.RpcError) as err:
+            QueryLogFilterStub(as_reader).Ingest(iter([batch]), timeout=5)
+        profile = get_profile(as_reader, "42", timeout=5)
+    assert codes == {
+        "reader": grpc.StatusCode.OK,
+        "ingest token": grpc.StatusCode.PERMISSION_DENIED,
+        "no token": grpc.StatusCode.UNAUTHENTICATED,
+    }
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+    assert profile.total == 4
+    monkeypatch.setenv("QUERYLOG_TEST_READER", TOKEN)
+    cfg = load_config(config)
+    spec = cfg.source("grpc")
+    assert spec is not None
+    pipeline = Pipeline(cfg)
+    try:
+        with pytest.raises(ConfigValueError) as same:
+            GrpcSource(spec.config, pipeline.ctx)
+    finally:
+        pipeline.close()
+    assert same.value.key == "profile_reader_token_env" and TOKEN not in str(same.value)
+
+
+def test_get_profile_answers_the_reader_certificate_subject(tmp_path: Path, pki: Pki) -> None:
+    """Under mutual TLS, profile_reader_subject names the client certificate allowed to read profiles: its
+    subject or its common name lets it in; another name does not (PERMISSION_DENIED). The option needs mutual
+    TLS."""
+    codes = {}
+    for subject in ("CN=frontend-1", "frontend-1", "CN=profile-reader"):
+        config = _mtls_config(tmp_path, pki, f", profile_lookup: raw, profile_reader_subject: '{subject}'")
+        with sidecar(config, extra_filters=(Profiles(),)) as sc:
+            client = channel(
+                f"127.0.0.1:{sc.source.port}", str(pki.ca), tls_cert=str(pki.client.cert), tls_key=str(pki.client.key)
+            )
+            with client:
+                codes[subject] = _profile_code(client)[0]
+    assert codes == {
+        "CN=frontend-1": grpc.StatusCode.OK,
+        "frontend-1": grpc.StatusCode.OK,
+        "CN=profile-reader": grpc.StatusCode.PERMISSION_DENIED,
+    }
+    with pytest.raises(ConfigError) as err:
+        load_config(write_config(tmp_path, "server: {profile_reader_subject: reader}\n"))
+    assert "profile_reader_subject" in str(err.value)

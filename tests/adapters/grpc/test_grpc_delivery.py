@@ -11,7 +11,7 @@ import grpc
 import pytest
 from helpers.grpc_sidecar import HoldAll, sidecar, write_config
 
-from adapters.grpc.client import get_profile, get_stats
+from adapters.grpc.client import channel, get_profile, get_stats
 from adapters.grpc.codec import EventBatch
 from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
 
@@ -137,7 +137,9 @@ def test_filter_with_a_buffering_chain_and_no_sink_is_refused(tmp_path: Path) ->
 
 
 def _profile_config(tmp_path: Path, filters: str, server: str = "") -> Path:
-    return write_config(tmp_path, (f"server: {{{server}}}\n" if server else "") + "filters:\n" + filters)
+    """A config whose `reader` fixture token may read profiles (GetProfile answers a configured reader only)."""
+    server = ", ".join(filter(None, [server, "profile_reader_token_env: QUERYLOG_TEST_READER"]))
+    return write_config(tmp_path, f"server: {{{server}}}\n" + "filters:\n" + filters)
 
 
 PSEUDONYMIZE = "  - pseudonymize: {key_env: TEST_HMAC_KEY}\n"
@@ -149,26 +151,27 @@ def key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_HMAC_KEY", "k" * 32)
 
 
-def _profiled(config: Path) -> tuple[str, dict[str, object]]:
-    """Send one event of raw user `raw-user-1` through Filter; GetProfile for the emitted user and the raw id."""
+def _profiled(config: Path, reader: str) -> tuple[str, dict[str, object]]:
+    """Send one event of raw user `raw-user-1` through Filter; GetProfile (as the reader) for the emitted user and
+    the raw id."""
     batch = EventBatch()
     batch.events.add(user="raw-user-1", query="weather", seq=1)
     answers: dict[str, object] = {}
-    with sidecar(config) as sc:
+    with sidecar(config) as sc, channel(sc.address, token=reader) as rc:
         (resp,) = list(QueryLogFilterStub(sc.chan).Filter(iter([batch]), timeout=10))
         emitted = resp.events[0].user
         for who in (emitted, "raw-user-1"):
             try:
-                answers[who] = get_profile(sc.chan, who, timeout=10).total
+                answers[who] = get_profile(rc, who, timeout=10).total
             except grpc.RpcError as exc:
                 answers[who] = (exc.code(), exc.details())  # type: ignore[attr-defined]
     return emitted, answers
 
 
-def test_get_profile_serves_pseudonyms_when_pseudonymize_runs_first(tmp_path: Path, key: None) -> None:
+def test_get_profile_serves_pseudonyms_when_pseudonymize_runs_first(tmp_path: Path, key: None, reader: str) -> None:
     """pseudonymize (user) before profile: GetProfile answers for the pseudonym the sidecar emitted; the raw id is
     unknown (NOT_FOUND), because profiles are keyed by pseudonym."""
-    emitted, answers = _profiled(_profile_config(tmp_path, PSEUDONYMIZE + PROFILE))
+    emitted, answers = _profiled(_profile_config(tmp_path, PSEUDONYMIZE + PROFILE), reader)
     assert emitted != "raw-user-1"
     assert answers[emitted] == 1
     assert answers["raw-user-1"] == (grpc.StatusCode.NOT_FOUND, "unknown user")
@@ -177,16 +180,16 @@ def test_get_profile_serves_pseudonyms_when_pseudonymize_runs_first(tmp_path: Pa
 @pytest.mark.parametrize(
     "filters", [PROFILE, PROFILE + PSEUDONYMIZE, "  - pseudonymize: {key_env: TEST_HMAC_KEY, role: url}\n" + PROFILE]
 )
-def test_get_profile_keyed_by_raw_ids_is_refused(tmp_path: Path, key: None, filters: str) -> None:
+def test_get_profile_keyed_by_raw_ids_is_refused(tmp_path: Path, key: None, filters: str, reader: str) -> None:
     """Default `profile_lookup: pseudonym`: a profile with no pseudonymize of the user role before it (none, one
     after it, one of another role) is FAILED_PRECONDITION with a message saying why, for any id asked."""
-    _, answers = _profiled(_profile_config(tmp_path, filters))
+    _, answers = _profiled(_profile_config(tmp_path, filters), reader)
     for answer in answers.values():
         assert isinstance(answer, tuple) and answer[0] == grpc.StatusCode.FAILED_PRECONDITION
         assert "raw user ids" in answer[1] and "profile_lookup: raw" in answer[1]
 
 
-def test_get_profile_raw_lookup_when_configured(tmp_path: Path) -> None:
+def test_get_profile_raw_lookup_when_configured(tmp_path: Path, reader: str) -> None:
     """`profile_lookup: raw`: a profile filter without pseudonymize serves the raw user id."""
-    _, answers = _profiled(_profile_config(tmp_path, PROFILE, "profile_lookup: raw"))
+    _, answers = _profiled(_profile_config(tmp_path, PROFILE, "profile_lookup: raw"), reader)
     assert answers["raw-user-1"] == 1

@@ -46,12 +46,13 @@ def peer_subjects(context: grpc.aio.ServicerContext[Any, Any]) -> set[str]:
     """The names the client's certificate proves (mutual TLS): its subject (``CN=reader,O=Example``) and its
     common name; empty without a client certificate."""
     auth = context.auth_context() or {}
-    names = set()
-    for key in ("x509_subject", "x509_common_name"):
-        for value in auth.get(key, ()):
-            names.add(value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value))
-    for cn in auth.get("x509_common_name", ()):
-        names.add("CN=" + (cn.decode("utf-8", "replace") if isinstance(cn, bytes) else str(cn)))
+
+    def text(value: Any) -> str:
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+    names = {text(v) for v in auth.get("x509_subject", ())}
+    for cn in map(text, auth.get("x509_common_name", ())):
+        names |= {cn, "CN=" + cn}
     return names
 
 

@@ -26,6 +26,7 @@ from adapters.grpc.client import get_stats
 from adapters.grpc.codec import EventBatch
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import IngestResponse
 from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
+from sidecar.protowire import scan_field
 
 EVENTS = 4_000_000
 HOSTILE = b"\x0a\x00" * EVENTS  # field 1 (events), length 0: an empty event, 2 bytes each
@@ -153,3 +154,14 @@ def test_vector_request_of_millions_of_empty_events_is_refused_with_bounded_memo
     assert counts.get("too_many_events") == 1
     assert growth[0] < GROWTH_BOUND
     assert waited < GOOD_WAIT_BOUND
+
+
+def test_the_wire_count_sees_past_groups_and_floods_of_other_fields() -> None:
+    """scan_field counts the events of a message without parsing it: events after an unknown group are counted,
+    fields inside a group are not; a flood of fields of another number is refused like too many events; an
+    event over the size bound is reported."""
+    group = b"\x4b" + b"\x0a\x00" * 5 + b"\x4c"  # field 9 as a group (start 0x4b, end 0x4c) holding 5 "events"
+    assert scan_field(group + b"\x0a\x00" * 3, 1, 3, 100) == (3, False)
+    assert scan_field(group + b"\x0a\x00" * 4, 1, 3, 100) == (4, False)
+    assert scan_field(b"\x10\x01" * 100, 1, 3, 100)[0] == 4  # 100 varint fields of number 2, no event
+    assert scan_field(b"\x0a\x02ab\x0a\x00", 1, 3, 1) == (2, True)

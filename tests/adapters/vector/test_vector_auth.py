@@ -89,7 +89,8 @@ def test_check_config_strict_refuses_a_mix_of_open_and_authenticated_sources(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """check-config --strict exits 2 with one line naming each open source when another source requires
-    authentication; without --strict the config is fine; with every source authenticated --strict passes too."""
+    authentication; without --strict the config is fine; with every source authenticated (grpc, vector and http
+    by token, forward by its shared key) --strict passes too."""
     monkeypatch.setenv("QUERYLOG_TEST_TOKEN", TOKEN)
     mixed = _config(
         tmp_path,
@@ -98,9 +99,12 @@ def test_check_config_strict_refuses_a_mix_of_open_and_authenticated_sources(
     runner = CliRunner()
     strict = runner.invoke(main, ["check-config", "--strict", str(mixed)])
     lax = runner.invoke(main, ["check-config", str(mixed)])
+    monkeypatch.setenv("QUERYLOG_TEST_SHARED_KEY", "k" * 32)
     both = _config(
         tmp_path,
-        "  - grpc: {auth_token_env: QUERYLOG_TEST_TOKEN}\n  - vector: {auth_token_env: QUERYLOG_TEST_TOKEN}\n",
+        "  - grpc: {auth_token_env: QUERYLOG_TEST_TOKEN}\n  - vector: {auth_token_env: QUERYLOG_TEST_TOKEN}\n"
+        "  - http: {listen: '127.0.0.1:0', auth_token_env: QUERYLOG_TEST_TOKEN}\n"
+        "  - forward: {listen: '127.0.0.1:0', shared_key_env: QUERYLOG_TEST_SHARED_KEY}\n",
     )
     fine = runner.invoke(main, ["check-config", "--strict", str(both)])
     assert strict.exit_code == 2, strict.output

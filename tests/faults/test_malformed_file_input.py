@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 
 from sidecar.config import LoadedConfig, load_config
 from sidecar.drive import ReplaySummary, replay
+from sidecar.records import breaks_framing
 
 LIMIT = 256  # limits.max_record_bytes: "huge" lines stay cheap to generate
 EXAMPLES = 10_000
@@ -220,6 +221,16 @@ def check(condition: bool, message: str) -> None:
         raise AssertionError(message)
 
 
+def _escaped(out: bytes, raw: bytes) -> bool:
+    """A JSON line holding a code point that breaks a line (a bare CR as whitespace, NEL/LS/PS in a string) is
+    delivered re-encoded with escapes (docs/GUARANTEES.md, bad input): one line, equal as JSON."""
+    try:
+        text = raw.decode("utf-8")
+        return breaks_framing(text) and len(out.decode().splitlines()) == 1 and json.loads(out) == json.loads(text)
+    except ValueError:
+        return False
+
+
 def _check_file(rig: Rig, lines: list[bytes], good: list[bool], final_newline: bool) -> None:
     rig.files += 1
     path = rig.tmp / f"in.{rig.fmt}"
@@ -249,7 +260,7 @@ def _check_file(rig: Rig, lines: list[bytes], good: list[bool], final_newline: b
     kept = [i for i in range(len(lines)) if first + i not in dead_at]
     lost_good = [first + i for i in range(len(lines)) if good[i] and first + i in dead_at]
     check(not lost_good, f"file {rig.files}: good lines {lost_good} were dead-lettered")
-    mismatched = [first + i for i, out in zip(kept, delivered) if out != lines[i]]
+    mismatched = [first + i for i, out in zip(kept, delivered) if out != lines[i] and not _escaped(out, lines[i])]
     check(not mismatched, f"file {rig.files}: lines {mismatched} were not delivered byte for byte")
     for number, entry in dead_at.items():
         raw = lines[number - first]

@@ -17,7 +17,7 @@ from typing import Any
 
 from filters.category_buffer.buckets import Held
 from filters.category_buffer.config import CategoryBufferConfig
-from sidecar.api import Codec, Event, FieldError
+from sidecar.api import ROLES, Codec, Event, FieldError
 
 
 def read_field(ev: Event, name: str, codec: Codec | None) -> Any:
@@ -28,6 +28,22 @@ def read_field(ev: Event, name: str, codec: Codec | None) -> Any:
         return codec.get_field(ev, name)
     except FieldError:
         return None
+
+
+def reads_back(codec: Codec, ev: Event) -> bool:
+    """True when ``codec`` can stand for the codec that decoded a restored ``ev``: it reads the same role values
+    from its record. A JSON object names its keys, so any JSON codec does; a record of fields (TSV) is in the
+    column order of the codec that read it, which another codec of the format may not share (a file read with a
+    header of its own): that codec would write the roles into other columns."""
+    if type(ev.record) is not list:
+        return True
+    line = ev.raw if isinstance(ev.raw, str) else "\t".join(str(f) for f in ev.record)
+    bad: list[tuple[int, str]] = []
+    try:
+        back = codec.decode_many([line], ev.eol, bad)
+    except Exception:  # a codec of another kind of record
+        return False
+    return len(back) == 1 and not bad and all(getattr(back[0], r) == getattr(ev, r) for r in ROLES)
 
 
 class Sides:
@@ -77,13 +93,16 @@ class Sides:
 
     def codec_of(self, h: Held) -> Codec | None:
         """The codec of a held event: its own, else the batch codec of its format, else the runtime's codec of
-        its format (a format no source of this process has sent yet)."""
+        its format (a format no source of this process has sent yet), each only when it reads the record back
+        (:func:`reads_back`); None: the sink converts it from its roles."""
         codec = h.event.codec
-        if codec is None:
-            codec = self.codecs.get(h.fmt)
-            if codec is None and h.fmt is not None:
-                codec = self.lookup(h.fmt)
-        return codec
+        if codec is not None:
+            return codec
+        codec = self.codecs.get(h.fmt)
+        if codec is not None and reads_back(codec, h.event):
+            return codec
+        codec = self.lookup(h.fmt) if h.fmt is not None else None
+        return codec if codec is not None and reads_back(codec, h.event) else None
 
     def emit(self, q: Held, u: Held, stream_time: Any) -> Event:
         """The output: a copy of the query's event carrying the drawn user's side.

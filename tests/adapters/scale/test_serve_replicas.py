@@ -22,6 +22,9 @@ from adapters.grpc.client import channel, get_profile, wait_serving
 from sidecar.cli import main
 from sidecar.tools.generate.synthetic import generate_log
 
+#: the profile reader's token (a test value, never a real secret), in the replicas' environment
+READER_ENV, READER = "QUERYLOG_TEST_READER", "reader-t0ken-for-tests-5d2e"
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -35,7 +38,7 @@ def _config(tmp_path: Path, name: str) -> Path:
     path.write_text(
         f"state_dir: state-{name}\n"
         "logging: {format: json, level: warning}\n"
-        "sources:\n  - grpc: {listen: 127.0.0.1:0, profile_lookup: raw}\n"
+        f"sources:\n  - grpc: {{listen: 127.0.0.1:0, profile_lookup: raw, profile_reader_token_env: {READER_ENV}}}\n"
         "filters:\n"
         "  - hipaa_scrub: {emptied: drop}\n"
         f"  - classify: {{kb_path: {str(kb_file())!r}, rebuild: false, use_url: false}}\n"
@@ -51,6 +54,7 @@ def replicas(tmp_path: Path) -> Iterator[list[str]]:
     procs: list[subprocess.Popen[bytes]] = []
     addresses: list[str] = []
     env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
+    env[READER_ENV] = READER  # GetProfile answers the configured profile reader only
     try:
         for name in ("a", "b", "alone"):
             address = f"127.0.0.1:{_free_port()}"
@@ -112,7 +116,7 @@ def test_routed_replicas_hold_the_same_profiles_as_one(
     single = (tmp_path / "alone.tsv").read_text(encoding="utf-8").splitlines()
     assert routed[0] == single[0] and sorted(routed[1:]) == sorted(single[1:]) and len(single) > 1000
     users = sorted({line.split("\t", 1)[0] for line in buf.getvalue().splitlines()[1:]})
-    chans = [channel(x) for x in (a, b, alone)]
+    chans = [channel(x, token=READER) for x in (a, b, alone)]
     try:
         owned = [0, 0]
         for user in users:

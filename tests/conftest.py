@@ -125,6 +125,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(autouse=True)
+def _structlog_as_it_was() -> Iterator[None]:
+    """Each test leaves structlog configured as it found it: a command run in process (``CliRunner``) configures
+    logging (a level, a format), which must not hide the log events a later test captures."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
+
+
 @pytest.fixture
 def hmac_key(monkeypatch: pytest.MonkeyPatch) -> str:
     """Sets the test HMAC key in the environment; returns the variable's name."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +98,7 @@ def _leaves(value: object, skip: frozenset[str]) -> Iterator[str]:
 
 
 def find_leaks(
-    events: list[object],
+    events: Iterable[object],
     needles: tuple[set[str], list[str], list[re.Pattern[str]]],
     skip: frozenset[str] = frozenset({"timestamp"}),
 ) -> list[str]:

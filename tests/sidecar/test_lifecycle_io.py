@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -44,7 +45,11 @@ ROWS = [
     ("71402", "lifecycle zebra crossing", "2006-03-01 07:17:12", "1", "http://www.example.org"),
     ("71403", "lifecycle ferry timetable", "2006-03-01 07:18:40", "", ""),
 ]
-NEEDLES = ({v for row in ROWS for v in row[:2]}, [row[1] for row in ROWS], [])
+NEEDLES: tuple[set[str], list[str], list[re.Pattern[str]]] = (
+    {v for row in ROWS for v in row[:2]},
+    [r[1] for r in ROWS],
+    [],
+)
 
 
 def tsv_lines() -> list[str]:
@@ -139,7 +144,8 @@ def _send_vector(port: int) -> None:
 
     chan = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
-        chan.unary_unary("/vector.Vector/PushEvents")(request([log_event(r) for r in records()]), timeout=30)
+        push: Any = chan.unary_unary("/vector.Vector/PushEvents")
+        push(request([log_event(r) for r in records()]), timeout=30)
     finally:
         chan.close()
 
@@ -170,7 +176,7 @@ CLIENTS: dict[str, Callable[[int], None]] = {
 }
 
 
-def source_options(name: str, cls: type, folder: Path) -> dict[str, Any]:
+def source_options(name: str, cls: Any, folder: Path) -> dict[str, Any]:
     """A minimal valid config of a source: a small input file for the file source, ``listen`` on port 0 else."""
     if name == "file":
         (folder / "in.tsv").write_text(HEADER + "\n" + "\n".join(tsv_lines()) + "\n", encoding="utf-8")
@@ -250,7 +256,8 @@ def run_sink(name: str, port: int, folder: Path) -> None:
         receipt = pipeline.receive(RecordBatch(tsv_lines(), codec, "lifecycle", last_eol="\n"))
         assert (receipt.accepted, receipt.dead_lettered, len(receipt.delivered)) == (len(ROWS), 0, len(ROWS))
         assert sink.written == len(ROWS)
-        stats = sink.stats() if callable(getattr(sink, "stats", None)) else {}
+        stats_of = getattr(sink, "stats", None)
+        stats = stats_of() if callable(stats_of) else {}
         if "pending_events" in stats:  # an outbox: the batch is in it (its peer is down), durable
             assert stats["pending_events"] + stats.get("sent_events", 0) == len(ROWS), stats
         pipeline.release(final=True)

@@ -65,12 +65,12 @@ def foreign_record(event: Event, pairs: Sequence[tuple[str, str]]) -> dict[str, 
     """
     codec = event.codec
     carried = codec.fields(event) if codec is not None else {}
-    layout = getattr(codec, "layout", None)
+    layout = codec.layout(event) if codec is not None else None
     key_of = dict(pairs)
     out: dict[str, Any] = {}
     placed: set[str] = set()
     if layout is not None:
-        for key, role in layout(event):
+        for key, role in layout:
             if role is None:
                 if key in carried:
                     out[key] = carried[key]

@@ -56,7 +56,6 @@ from adapters.clickhouse.schema import (
     typed_lines,
 )
 from sidecar.api import BuildContext, Codec, ConfigValueError, Event, Outbox, SchemaConfig, Sink
-from sidecar.deadletter import DeadLetters
 from sidecar.netsink import (
     HttpClient,
     LineBatcher,
@@ -325,11 +324,8 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
         self._dead_letter(reason, record, field)
 
     def _dead_letter(self, reason: str, record: str, field: str | None) -> None:
-        dead = self.ctx.dead_letters
-        if isinstance(dead, DeadLetters):
-            dead.add(reason, f"sink:{self.NAME}", None, record, field=field)
-        elif dead is not None:
-            dead.add(reason, f"sink:{self.NAME}", None, record)
+        if self.ctx.dead_letters is not None:
+            self.ctx.dead_letters.add(reason, f"sink:{self.NAME}", None, record, field=field)
 
     def flush(self) -> None:
         if self.batcher is not None:

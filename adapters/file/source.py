@@ -57,7 +57,9 @@ class _Uncounted:
 
     total = 0
 
-    def add(self, reason: str, source: str, line: int | None, record: bytes | str | None) -> None:
+    def add(
+        self, reason: str, source: str, line: int | None, record: bytes | str | None, *, field: str | None = None
+    ) -> None:
         pass
 
     def flush(self) -> None:

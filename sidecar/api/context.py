@@ -45,7 +45,12 @@ class StateDamaged(Exception):
 class DeadLetterSink(Protocol):
     """Where bad records go: counted by reason, the record kept (size-capped) in the dead-letter file."""
 
-    def add(self, reason: str, source: str, line: int | None, record: bytes | str | None) -> None: ...
+    def add(
+        self, reason: str, source: str, line: int | None, record: bytes | str | None, *, field: str | None = None
+    ) -> None:
+        """Count one bad record by ``reason`` and keep it (size-capped) in the file; ``field``: the name (never the
+        value) of the field at fault, when one is."""
+        ...
 
     @property
     def total(self) -> int:

@@ -116,6 +116,12 @@ class Codec:
         """The non-role fields of the event's record, by name (carried into other formats)."""
         return {}
 
+    def layout(self, event: Event) -> list[tuple[str, str | None]] | None:
+        """The record's keys in their order, each with the role it plays (None: not a role), so another format
+        can keep key set and key order (null role keys included) when it writes the event. None: a fixed schema
+        with no order of its own (its :meth:`fields`, then the roles with a value, are written)."""
+        return None
+
     def get_field(self, event: Event, name: str) -> Any:
         """The value of record field ``name``; :class:`FieldError` when there is none."""
         raise FieldError("unsupported_codec")

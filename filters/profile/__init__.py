@@ -30,8 +30,7 @@ from typing import Any, Literal
 
 import sqlite_utils
 
-from sidecar.api import BuildContext, ConfigValueError, Event, Filter, FilterConfig, option
-from sidecar.state import StateStore
+from sidecar.api import BuildContext, ConfigValueError, Event, Filter, FilterConfig, StateStoreLike, option
 
 COMPONENT = "profile"
 TABLE = "profile_counts"
@@ -154,7 +153,7 @@ def weights(counts: dict[str, int]) -> dict[str, float]:
     return {c: n / total for c, n in counts.items()} if total else {}
 
 
-def export_profiles(state: StateStore, fmt: Literal["json", "csv", "sqlite"], out: Path) -> int:
+def export_profiles(state: StateStoreLike, fmt: Literal["json", "csv", "sqlite"], out: Path) -> int:
     """Write every profile (counts and weights) to ``out``; returns the number of users."""
     state.migrate(COMPONENT, MIGRATIONS)
     conn = state.conn

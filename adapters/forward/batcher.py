@@ -19,6 +19,8 @@ from sidecar.api import Receipt, RecordBatch, Runtime
 from sidecar.serving import ServerHost
 
 ORIGIN = "forward"
+#: A bad entry to dead-letter: its reason, and a line of counts to keep in the dead-letter file (never a value).
+Bad = tuple[str, str | None]
 
 
 @dataclass
@@ -26,7 +28,7 @@ class Job:
     """One connection's entries (and bad entries by reason) waiting for a batch."""
 
     entries: list[Entry]
-    bad: list[str]
+    bad: list[Bad]
     future: asyncio.Future[Receipt]
 
 
@@ -50,7 +52,7 @@ class Batcher:
         """No batch starts after the one running now (what was not taken is never acknowledged)."""
         self._queue.put(None)
 
-    async def submit(self, entries: list[Entry], bad: list[str]) -> Receipt:
+    async def submit(self, entries: list[Entry], bad: list[Bad]) -> Receipt:
         """The receipt of the batch these entries went in with (raises what ``receive`` raised)."""
         job = Job(entries, bad, asyncio.get_running_loop().create_future())
         self._queue.put(job)
@@ -89,8 +91,8 @@ class Batcher:
     def _receive(self, jobs: list[Job]) -> Receipt:
         dead = self.runtime.dead_letters
         for job in jobs:
-            for reason in job.bad:
-                dead.add(reason, ORIGIN, None, None)
+            for reason, note in job.bad:
+                dead.add(reason, ORIGIN, None, note)
         records = [e for job in jobs for e in job.entries] if len(jobs) > 1 else jobs[0].entries
         self.batches += 1
         if records:

@@ -98,7 +98,25 @@ class ForwardSourceConfig(ServerTls, SourceConfig):
     max_frame_bytes: int = option(
         16 * 1024 * 1024,
         "Largest msgpack frame (one forward message) accepted; a larger one closes the connection "
-        "(counted as oversized_frame). A compressed message may expand to 16 times this.",
+        "(counted as oversized_frame).",
+        min=1024,
+    )
+    max_decompressed_bytes: int = option(
+        16 * 1024 * 1024,
+        "Largest a compressed message (CompressedPackedForward) may expand to; past it the connection closes "
+        "(counted as decompressed_too_large) and its chunk is not acknowledged.",
+        min=1024,
+    )
+    max_bad_entries: int = option(
+        100,
+        "Bad entries of one message dead-lettered one by one at most; at the next, the rest of the message is "
+        "not read and one dead letter (too_many_bad_entries) gives the counts. Its good entries before are taken.",
+        min=0,
+    )
+    max_partial_frames_bytes: int = option(
+        256 * 1024 * 1024,
+        "Memory for partial frames (messages still arriving) of all connections together; past it, the "
+        "connection whose partial frame has been idle longest is closed (counted as partial_frame_budget).",
         min=1024,
     )
     keepalive: bool = option(

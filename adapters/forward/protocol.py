@@ -21,8 +21,11 @@
 
 A bad entry inside a good message (not ``[time, record]``, a time that is neither an integer, a float
 nor an EventTime, a record that is not a map, packed bytes cut short) does not take the message's
-other entries with it: it is listed in :attr:`Message.bad` by reason. Reasons are slugs; no error
-here ever carries a tag, a record value or a key.
+other entries with it: it is listed in :attr:`Message.bad` by reason. **One message's cost is bounded**:
+after ``max_bad_entries`` bad entries the rest of the message is not read (:attr:`Message.cut` says how
+many bad entries and how much was left, once: one dead letter, not one per entry), and a compressed
+stream expands to ``max_decompressed_bytes`` at most. Reasons are slugs; no error here ever carries a
+tag, a record value or a key.
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ from adapters.forward.handshake import (
 from adapters.forward.wire import (
     EVENT_TIME_EXT,
     EventTime,
+    FrameBudget,
     FrameDecoder,
+    Framing,
     ProtocolError,
     packb,
     packer,
@@ -64,10 +69,15 @@ from adapters.forward.wire import (
 __all__ = [
     "EVENT_TIME_EXT",
     "HEARTBEAT",
+    "MAX_BAD_ENTRIES",
+    "MAX_DECOMPRESSED_BYTES",
     "MODES",
+    "TOO_MANY_BAD_ENTRIES",
     "Entry",
     "EventTime",
+    "FrameBudget",
     "FrameDecoder",
+    "Framing",
     "Helo",
     "Message",
     "Ping",
@@ -91,6 +101,7 @@ __all__ = [
     "parse_helo",
     "parse_message",
     "parse_ping",
+    "parse_weight",
     "password_digest",
     "shared_key_digest",
     "unpackb",
@@ -98,6 +109,11 @@ __all__ = [
 ]
 
 MODES = ("message", "forward", "packed_forward", "compressed_packed_forward")
+#: Defaults of :func:`parse_message`'s bounds (the source's options of the same names).
+MAX_DECOMPRESSED_BYTES = 16 * 1024 * 1024
+MAX_BAD_ENTRIES = 100
+#: The reason of the one dead letter of a message cut after ``max_bad_entries`` bad entries.
+TOO_MANY_BAD_ENTRIES = "too_many_bad_entries"
 _tuple_new = tuple.__new__  # a NamedTuple's own __new__ runs Python code per call: too slow per entry
 
 
@@ -128,6 +144,9 @@ class Message:
     size: int | None = None
     #: Reasons of the entries that could not be taken (in order; dead-lettered by the source).
     bad: list[str] = field(default_factory=list)
+    #: When the message had more than ``max_bad_entries`` bad entries: what was not read, as one line of counts
+    #: (dead-lettered once as ``too_many_bad_entries``); its entries after that bad entry are not taken.
+    cut: str | None = None
 
 
 # ---- messages -----------------------------------------------------------------------------------
@@ -167,7 +186,13 @@ def gunzip(data: bytes, limit: int) -> bytes:
     return bytes(out)
 
 
-def _packed_entries(tag: str, blob: bytes, bad: list[str], out: list[Entry]) -> None:
+def _cut(bad: list[str], rest: int, total: int, unit: str) -> str:
+    """The line of counts of a message cut after too many bad entries (its last reason is dropped from ``bad``)."""
+    bad.pop()
+    return f"{len(bad) + 1} bad entries, then {rest} of the message's {total} {unit} not read"
+
+
+def _packed_entries(tag: str, blob: bytes, bad: list[str], out: list[Entry], max_bad: int) -> str | None:
     u = unpacker()
     u.feed(blob)
     tell = u.tell
@@ -188,15 +213,22 @@ def _packed_entries(tag: str, blob: bytes, bad: list[str], out: list[Entry]) -> 
                     continue
             _entry(tag, item, bad, out)
             start = end
+            if len(bad) > max_bad:
+                return _cut(bad, len(blob) - end, len(blob), "bytes")
     except Exception:
         bad.append("bad_packed_entries")  # the entries before the damage are kept
-        return
+        return None
     if start != len(blob):
         bad.append("truncated_packed_entries")
+    return None
 
 
-def parse_message(obj: Any, max_decompressed_bytes: int = 256 * 1024 * 1024) -> Message:
-    """The :class:`Message` a top-level object carries; :class:`ProtocolError` when it is none."""
+def parse_message(
+    obj: Any, max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES, max_bad_entries: int = MAX_BAD_ENTRIES
+) -> Message:
+    """The :class:`Message` a top-level object carries; :class:`ProtocolError` when it is none. Past
+    ``max_bad_entries`` bad entries the rest is not read (:attr:`Message.cut`); a compressed stream expanding
+    past ``max_decompressed_bytes`` is ``decompressed_too_large``."""
     if type(obj) is not list or not 2 <= len(obj) <= 4:
         raise ProtocolError("bad_message")
     tag = obj[0]
@@ -205,14 +237,18 @@ def parse_message(obj: Any, max_decompressed_bytes: int = 256 * 1024 * 1024) -> 
     second = obj[1]
     bad: list[str] = []
     entries: list[Entry] = []
+    cut: str | None = None
     if type(second) is list:  # Forward
         if len(obj) > 3:
             raise ProtocolError("bad_message")
         option = _option(obj[2] if len(obj) == 3 else None)
         if option.get("compressed") is not None:
             raise ProtocolError("bad_option")
-        for item in second:
+        for i, item in enumerate(second):
             _entry(tag, item, bad, entries)
+            if len(bad) > max_bad_entries:
+                cut = _cut(bad, len(second) - i - 1, len(second), "entries")
+                break
         mode = "forward"
     elif type(second) is bytes or type(second) is str:  # PackedForward, bin or (Fluentd's out_forward) str
         if len(obj) > 3:
@@ -227,7 +263,7 @@ def parse_message(obj: Any, max_decompressed_bytes: int = 256 * 1024 * 1024) -> 
             mode = "compressed_packed_forward"
         else:
             raise ProtocolError("unsupported_compression")
-        _packed_entries(tag, blob, bad, entries)
+        cut = _packed_entries(tag, blob, bad, entries, max_bad_entries)
     else:  # Message
         if len(obj) < 3:
             raise ProtocolError("bad_message")
@@ -235,7 +271,23 @@ def parse_message(obj: Any, max_decompressed_bytes: int = 256 * 1024 * 1024) -> 
         _entry(tag, [second, obj[2]], bad, entries)
         mode = "message"
     size = option.get("size")
-    return Message(mode, tag, entries, option.get("chunk"), size, bad)
+    return Message(mode, tag, entries, option.get("chunk"), size, bad, cut)
+
+
+def parse_weight(obj: Any) -> int:
+    """What :func:`parse_message` of ``obj`` may cost, in bytes of entries (a Forward message: 16 per entry; a
+    compressed one: as much as ``max_decompressed_bytes``, unknown before it is read)."""
+    if type(obj) is not list or len(obj) < 2:
+        return 0
+    second = obj[1]
+    if type(second) is list:
+        return 16 * len(second)
+    if type(second) is bytes or type(second) is str:
+        option = obj[2] if len(obj) == 3 else None
+        if type(option) is dict and option.get("compressed") not in (None, "text"):
+            return MAX_DECOMPRESSED_BYTES
+        return len(second)
+    return 0
 
 
 def _option(value: Any) -> dict[str, Any]:

@@ -10,14 +10,18 @@
   sends again. Before a batch goes to the chain the source asks ``runtime.backpressure()``; while a
   sink's outbox is full it stops reading from that connection (TCP backpressure) instead.
 * **Bad peers cost only their connection.** Bytes that are not msgpack, a frame over
-  ``max_frame_bytes``, a message of no known mode, a failed or late handshake: that connection is
-  closed and counted by reason (:meth:`ForwardSource.stats`); other connections go on. A bad entry
-  inside a good message is dead-lettered by reason and the message's other entries are taken.
-* **Handshake** (with a shared key): HELO with a fresh nonce (and an auth salt when users are
-  configured), the client's PING checked, PONG with the result; a failure is answered with a PONG
-  that says so and the connection is closed. TLS wraps the whole exchange when configured (with a client
-  CA, mutual TLS: a client without a certificate from it cannot connect).
-* **Heartbeat**: UDP datagrams on the same port are answered as :func:`protocol.heartbeat_reply` says.
+  ``max_frame_bytes``, a compressed message expanding past ``max_decompressed_bytes``, a message of no
+  known mode, a failed or late handshake: that connection is closed and counted by reason
+  (:meth:`ForwardSource.stats`); other connections go on. A bad entry inside a good message is
+  dead-lettered by reason and the message's other entries are taken; past ``max_bad_entries`` the rest of
+  the message is not read and one dead letter (``too_many_bad_entries``) gives the counts.
+* **One message or connection has a bounded cost.** Frames are read :data:`READ_BYTES` at a time; messages
+  over :data:`INLINE_BYTES` (or compressed) are parsed on the host's parse worker while the loop serves the
+  others. Partial frames of all connections hold ``max_partial_frames_bytes`` at most: past it, the connection
+  whose partial frame has been idle longest is closed (``closed_partial_frame_budget``).
+* **Handshake** (with a shared key): HELO with a fresh nonce (and an auth salt with users), the PING
+  checked, PONG with the result (a failure closes the connection). TLS wraps it all when configured (with a
+  client CA: mutual TLS). UDP heartbeats on the same port are answered as :func:`protocol.heartbeat_reply` says.
 
 Logs and counters carry reasons and counts only, never a tag, a record value or a key.
 """
@@ -33,12 +37,15 @@ from typing import Any, cast
 
 import structlog
 
-from adapters.forward.batcher import Batcher
+from adapters.forward.batcher import Bad, Batcher
 from adapters.forward.codec import ForwardCodec
 from adapters.forward.config import ForwardSourceConfig, default_hostname, read_secret
 from adapters.forward.protocol import (
+    TOO_MANY_BAD_ENTRIES,
     Entry,
+    FrameBudget,
     FrameDecoder,
+    Framing,
     Message,
     ProtocolError,
     check_ping,
@@ -48,6 +55,7 @@ from adapters.forward.protocol import (
     make_pong,
     parse_message,
     parse_ping,
+    parse_weight,
 )
 from sidecar.api import BuildContext, ConfigValueError, Listen, Runtime, Source
 from sidecar.serving import ServerHost, ssl_server_context
@@ -55,8 +63,8 @@ from sidecar.serving import ServerHost, ssl_server_context
 log = structlog.get_logger("querylog.forward")
 
 READ_BYTES = 256 * 1024
-#: A compressed message may expand to this many times ``max_frame_bytes``.
-DECOMPRESSED_FACTOR = 16
+#: Messages of a read weighing more than this (:func:`protocol.parse_weight`) are parsed on the parse worker.
+INLINE_BYTES = 64 * 1024
 BACKLOG = 1024
 
 
@@ -134,6 +142,7 @@ class ForwardSource(Source[ForwardSourceConfig]):
         self._server: asyncio.Server | None = None
         self._udp: asyncio.DatagramTransport | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._frames = FrameBudget(config.max_partial_frames_bytes)
         self._closing = False
 
     # ---- counters --------------------------------------------------------------------------------
@@ -145,6 +154,7 @@ class ForwardSource(Source[ForwardSourceConfig]):
         """Counts by name (connections, closes by reason, messages by mode, entries, acks...): no values."""
         out = self._host.stats() if self._host is not None else {}
         out["connections_open"] = len(self._writers)
+        out["partial_frame_bytes"] = self._frames.total
         return out
 
     def authentication(self) -> list[str]:
@@ -167,7 +177,9 @@ class ForwardSource(Source[ForwardSourceConfig]):
         """Bind (TCP, and UDP for heartbeats) and serve on the shared host; returns once listening."""
         self._runtime = runtime
         self._closing = False
-        self._host = ServerHost("forward", workers=1, lock=runtime.lock)  # one batch at a time: one worker
+        # two workers: the batcher occupies one for the source's lifetime (one batch at a time), the other parses
+        # large messages off the loop, one at a time
+        self._host = ServerHost("forward", workers=2, lock=runtime.lock)
         self._batcher = Batcher(self._host, runtime, self.codec, self.config.max_batch_events)
         self._host.start(_Hosted(self))
         log.info(
@@ -229,13 +241,14 @@ class ForwardSource(Source[ForwardSourceConfig]):
             return
         self._writers.add(writer)
         self.count("connections_accepted")
+        conn = Framing(FrameDecoder(self.config.max_frame_bytes), writer.transport.abort)
         reason = "eof"
         try:
             sock = writer.get_extra_info("socket")
             if sock is not None and self.config.keepalive:
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-            await self._session(reader, writer)
+            await self._session(reader, conn, writer)
         except _Closed as closed:
             reason = closed.reason
         except ProtocolError as exc:
@@ -248,6 +261,9 @@ class ForwardSource(Source[ForwardSourceConfig]):
             reason = "internal_error"
             log.error("forward_connection_failed", error=type(exc).__name__)
         finally:
+            if conn.evicted:  # whatever its task saw of the abort
+                reason = "partial_frame_budget"
+            self._frames.forget(conn)
             self._writers.discard(writer)
             self.count(f"closed_{reason}")
             if reason not in _ORDINARY:
@@ -266,24 +282,30 @@ class ForwardSource(Source[ForwardSourceConfig]):
             raise _Closed("eof")
         return data
 
-    async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        decoder = FrameDecoder(self.config.max_frame_bytes)
+    def _feed(self, conn: Framing, data: bytes) -> list[Any]:
+        """What ``data`` completes; ``conn``'s partial frame counted in the budget (which may close connections)."""
+        objs = self._frames.feed(conn, data, asyncio.get_running_loop().time())
+        if conn.evicted:  # its own frame was the one over the budget
+            raise _Closed("partial_frame_budget")
+        return objs
+
+    async def _session(self, reader: asyncio.StreamReader, conn: Framing, writer: asyncio.StreamWriter) -> None:
         pending: list[Any] = []
         if self.shared_key is not None:
-            pending = await self._handshake(reader, writer, decoder, self.shared_key)
+            pending = await self._handshake(reader, conn, writer, self.shared_key)
         while True:
             if pending:
                 await self._process(pending, writer)
             data = await self._read(reader)
             try:
-                pending = decoder.feed(data)
+                pending = self._feed(conn, data)
             except ProtocolError as exc:  # the messages before the damage are still taken (and acked)
                 if exc.objects:
                     await self._process(exc.objects, writer)
                 raise
 
     async def _handshake(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, decoder: FrameDecoder, key: bytes
+        self, reader: asyncio.StreamReader, conn: Framing, writer: asyncio.StreamWriter, key: bytes
     ) -> list[Any]:
         nonce = os.urandom(16)
         auth_salt = os.urandom(16) if self.users else None
@@ -296,7 +318,7 @@ class ForwardSource(Source[ForwardSourceConfig]):
                     data = await reader.read(READ_BYTES)
                     if not data:
                         raise _Closed("eof_in_handshake")
-                    objs = decoder.feed(data)
+                    objs = self._feed(conn, data)
         except TimeoutError:
             raise _Closed("handshake_timeout") from None
         ping = parse_ping(objs[0])
@@ -311,24 +333,34 @@ class ForwardSource(Source[ForwardSourceConfig]):
         self.count("handshakes")
         return objs[1:]
 
-    async def _process(self, objs: list[Any], writer: asyncio.StreamWriter) -> None:
-        max_decompressed = self.config.max_frame_bytes * DECOMPRESSED_FACTOR
+    def _parse(self, objs: list[Any]) -> tuple[list[Message], ProtocolError | None]:
+        """The messages of ``objs`` up to the first that is none (returned as the error)."""
         messages: list[Message] = []
-        error: ProtocolError | None = None
         for obj in objs:
             try:
-                messages.append(parse_message(obj, max_decompressed))
+                messages.append(parse_message(obj, self.config.max_decompressed_bytes, self.config.max_bad_entries))
             except ProtocolError as exc:  # the messages before it are taken; then the connection closes
-                error = exc
-                break
+                return messages, exc
+        return messages, None
+
+    async def _process(self, objs: list[Any], writer: asyncio.StreamWriter) -> None:
+        assert self._host is not None
+        if sum(parse_weight(obj) for obj in objs) <= INLINE_BYTES:
+            messages, error = self._parse(objs)
+        else:  # decompressing or a long parse: on the parse worker, the loop serves the others meanwhile
+            self.count("messages_parsed_aside")
+            messages, error = await self._host.run_in_worker(self._parse, objs)
         entries: list[Entry] = []
-        bad: list[str] = []
+        bad: list[Bad] = []
         for m in messages:
             self.count(f"messages_{m.mode}")
             if m.size is not None and m.size != len(m.entries) + len(m.bad):
                 self.count("size_mismatch")
             entries.extend(m.entries)
-            bad.extend(m.bad)
+            bad.extend((reason, None) for reason in m.bad)
+            if m.cut is not None:
+                bad.append((TOO_MANY_BAD_ENTRIES, m.cut))
+                self.count("messages_cut")
         if entries or bad:
             await self._wait_for_room()
             assert self._batcher is not None and self._host is not None

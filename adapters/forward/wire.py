@@ -8,11 +8,13 @@
   complete msgpack object; a frame split across reads is completed by later feeds. A frame (one
   top-level object) larger than ``max_frame_bytes`` — complete or still arriving — is a
   :class:`ProtocolError` ``oversized_frame``; bytes that are not msgpack are ``invalid_msgpack``.
+  :class:`FrameBudget` bounds the partial frames of all connections together.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -150,3 +152,57 @@ class FrameDecoder:
                 raise ProtocolError("invalid_msgpack") from None
             if self._fed - self._boundary > self.max_frame_bytes:
                 raise ProtocolError("oversized_frame")
+
+
+# ---- partial frames of all connections ----------------------------------------------------------
+
+
+class Framing:
+    """One connection's :class:`FrameDecoder` and its share of a :class:`FrameBudget`; ``close`` ends the
+    connection (called when the budget evicts it; :attr:`evicted` says so afterwards)."""
+
+    __slots__ = ("close", "decoder", "evicted", "last_read", "partial")
+
+    def __init__(self, decoder: FrameDecoder, close: Callable[[], None]) -> None:
+        self.decoder = decoder
+        self.close = close
+        self.partial = 0  # bytes of its frame in progress, as counted in the budget
+        self.last_read = 0.0
+        self.evicted = False
+
+
+class FrameBudget:
+    """A bound on the bytes of partial frames (frames still arriving) held across connections: past it, the
+    connection whose partial frame has been idle longest is closed (the one that just read last)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.total = 0
+        self.evictions = 0
+        self._parked: set[Framing] = set()  # connections with a partial frame
+
+    def feed(self, framing: Framing, data: bytes, now: float) -> list[Any]:
+        """``framing``'s decoder fed ``data`` (read at ``now``): what it completes; its partial frame is counted
+        and connections are evicted while the total is over the bound (``framing`` too, when it is the last)."""
+        try:
+            return framing.decoder.feed(data)
+        finally:
+            self.forget(framing)
+            framing.partial = framing.decoder.buffered
+            framing.last_read = now
+            if framing.partial:
+                self._parked.add(framing)
+                self.total += framing.partial
+            while self.total > self.max_bytes and self._parked:
+                victim = min(self._parked, key=lambda f: f.last_read)
+                self.forget(victim)
+                victim.evicted = True
+                self.evictions += 1
+                victim.close()
+
+    def forget(self, framing: Framing) -> None:
+        """``framing`` holds no partial frame any more (its connection ended, or it is recounted)."""
+        if framing in self._parked:
+            self._parked.discard(framing)
+            self.total -= framing.partial
+        framing.partial = 0

@@ -64,6 +64,22 @@ origin, position, record)`` — the next ``receive`` flushes it, or call
 ``runtime.dead_letters.flush()`` before acknowledging — and the good records of
 its batch go on. ``stop(grace)`` stops accepting and lets batches in flight finish
 within ``grace`` seconds; the runtime runs the release timer, never a source.
+``authentication()`` names what a client must present (``none``, ``token``, ``mtls``,
+``shared_key``; ``serve`` logs it beside each port).
+
+The runtime owns the rest of the data path, so a source calls it instead of
+copying it: ``receive`` returns a :class:`Receipt` (accepted, delivered, held,
+dropped, dead-lettered, and ``reasons``: dead letters by reason) to answer the
+client from; a request/response protocol (the gRPC ``Filter``) calls
+``runtime.transform(batch)`` to get the batch's own events back instead of
+delivering them; ``runtime.backpressure()`` names a full outbox before reading
+on; a finite source that can resume commits its position with a batch
+(``RecordBatch.checkpoint``) and reads it back with ``runtime.checkpoint(key)``;
+``runtime.release(final)`` is the runtime's own timer's and shutdown's call.
+The state folder has one writer: a second process on it is refused at start.
+(The built-in servers share a server host and a few helpers of the runtime,
+listed with their reasons in ``tests/sidecar/test_layers.py``; a third party
+needs none of them.)
 
 **Sinks** (:class:`Sink`) take events out: ``start(header, codec)`` once,
 ``write(events)`` (may buffer), ``flush()`` (the delivery point: when it

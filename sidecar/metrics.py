@@ -1,20 +1,41 @@
-"""Prometheus metrics for ``querylog serve``: counters from :meth:`Pipeline.stats`.
+"""Prometheus metrics for ``querylog serve``: counters from :meth:`Pipeline.stats`, and the endpoint serving them.
 
 Labels carry filter names, counter names and dead-letter reasons only — never a
-query, a user id or a record value (those never reach ``stats()`` either).
+query, a user id or a record value (those never reach ``stats()`` either). Every series of a scrape is distinct
+(Prometheus refuses a scrape that repeats one): sinks carry their index in the config, and a filter whose name
+comes again in the chain is labelled ``name#2``, ``name#3``... (the first keeps its name).
+
+The endpoint (:func:`serve_metrics`) may speak TLS (mutual TLS with a client CA: the ``metrics:`` block of the
+config, :class:`~sidecar.api.ServerTls`) and ask for a bearer token (``Authorization: Bearer``, else 401): the
+TLS handshake runs on the request's own thread with a deadline, so a peer that never finishes it cannot block
+the scrapes of others.
 """
 
 from __future__ import annotations
 
+import hmac
+import socket
+import ssl
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+import structlog
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from sidecar.api import Listen
+
 StatsSource = Callable[[], dict[str, Any]]
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+log = structlog.get_logger("querylog.metrics")
+
+#: Seconds a scraper may take for its TLS handshake or to send its request.
+PEER_TIMEOUT = 10.0
 
 
 class PipelineCollector(Collector):
@@ -47,12 +68,12 @@ class PipelineCollector(Collector):
         f_out = CounterMetricFamily("querylog_filter_events_out", "Events out of a filter.", labels=["filter"])
         f_held = GaugeMetricFamily("querylog_filter_held", "Events held by a filter.", labels=["filter"])
         f_counts = CounterMetricFamily("querylog_filter_count", "A filter's own counters.", labels=["filter", "name"])
-        for f in s["filters"]:
-            f_in.add_metric([f["name"]], max(0, f["events_in"]))
-            f_out.add_metric([f["name"]], max(0, f["events_out"]))
-            f_held.add_metric([f["name"]], f["held"])
+        for f, label in zip(s["filters"], filter_labels(f["name"] for f in s["filters"])):
+            f_in.add_metric([label], max(0, f["events_in"]))
+            f_out.add_metric([label], max(0, f["events_out"]))
+            f_held.add_metric([label], f["held"])
             for name, n in sorted(f["counts"].items()):
-                f_counts.add_metric([f["name"], str(name)], n)
+                f_counts.add_metric([label, str(name)], n)
         yield from (f_in, f_out, f_held, f_counts)
         yield _category_k(s["filters"])
         sink_stat = GaugeMetricFamily(
@@ -61,8 +82,8 @@ class PipelineCollector(Collector):
             labels=["sink", "index", "name"],
         )
         for i, sink in enumerate(s.get("sinks", ())):
-            sink_stat.add_metric([sink["name"], str(i), "written"], sink["written"])
-            for name, n in sorted(sink["counts"].items()):
+            counts = {"written": sink["written"], **sink["counts"]}  # a sink's own `written` is the same count
+            for name, n in sorted(counts.items()):
                 sink_stat.add_metric([sink["name"], str(i), name], n)
         yield sink_stat
         yield GaugeMetricFamily(
@@ -88,10 +109,74 @@ def _category_k(filters: list[dict[str, Any]]) -> GaugeMetricFamily:
     return gauge
 
 
-def serve_metrics(listen: str, stats: StatsSource) -> tuple[Any, threading.Thread, int]:
-    """Start the /metrics HTTP endpoint on ``host:port``; returns (server, thread, port)."""
-    host, _, port = listen.rpartition(":")
+def filter_labels(names: Iterable[str]) -> list[str]:
+    """The ``filter`` label of each filter of the chain: its name, then ``name#2``... when the name comes again."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return out
+
+
+class _Handler(WSGIRequestHandler):
+    """No access log on stderr (the sidecar's own logs are structured); a deadline on a slow request."""
+
+    timeout = PEER_TIMEOUT
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    """One thread per scrape; with ``tls``, the handshake runs on that thread (never on the accepting one)."""
+
+    daemon_threads = True
+    tls: ssl.SSLContext | None = None
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is not None:
+            request.settimeout(PEER_TIMEOUT)
+            try:
+                request = self.tls.wrap_socket(request, server_side=True)
+            except (OSError, ssl.SSLError) as exc:  # no certificate, a plaintext request, a peer that went away
+                log.info("metrics_tls_refused", error=type(exc).__name__)
+                request.close()
+                return
+        super().finish_request(request, client_address)
+
+
+def token_required(app: WsgiApp, token: bytes) -> WsgiApp:
+    """``app`` behind a bearer token: 401 (``WWW-Authenticate: Bearer``) unless ``Authorization: Bearer <token>``
+    (compared in constant time; never logged)."""
+    expected = b"Bearer " + token
+
+    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace").strip()
+        if hmac.compare_digest(given, expected):
+            return app(environ, start_response)
+        log.info("metrics_scrape_refused", reason="missing_token" if not given else "wrong_token")
+        start_response("401 Unauthorized", [("WWW-Authenticate", "Bearer"), ("Content-Type", "text/plain")])
+        return [b"a bearer token is required\n"]
+
+    return guarded
+
+
+def serve_metrics(
+    listen: str, stats: StatsSource, *, ssl_context: ssl.SSLContext | None = None, token: bytes | None = None
+) -> tuple[Any, threading.Thread, int]:
+    """Start the /metrics HTTP endpoint on ``host:port`` (port 0: any free port); with ``ssl_context`` it speaks
+    TLS, with ``token`` it asks for it as a bearer token. Returns (server, thread, bound port); ``server.shutdown()``
+    stops it."""
+    address = Listen.parse(listen, "metrics_listen")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PipelineCollector(stats))
-    server, thread = start_http_server(int(port), addr=host.strip("[]"), registry=registry)
+    app: WsgiApp = make_wsgi_app(registry)
+    if token is not None:
+        app = token_required(app, token)
+    family = socket.getaddrinfo(address.host, address.port, type=socket.SOCK_STREAM)[0][0]
+    server_class = type("MetricsServer", (_Server,), {"address_family": family, "tls": ssl_context})
+    server: WSGIServer = make_server(address.host, address.port, app, server_class, handler_class=_Handler)
+    thread = threading.Thread(target=server.serve_forever, name="querylog-metrics", daemon=True)
+    thread.start()
     return server, thread, server.server_port

@@ -323,16 +323,17 @@ class QueryLogService:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         if isinstance(exc, Backpressure):
             code, message = grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)
+            detail = message
         else:
-            failure = describe_failure(exc)  # names a file or an outbox and what to do, never a value
+            failure = describe_failure(exc)  # says what failed and what to do, never a value nor a server path
             code = {
                 "busy": grpc.StatusCode.RESOURCE_EXHAUSTED,
                 "unavailable": grpc.StatusCode.UNAVAILABLE,
                 "internal": grpc.StatusCode.INTERNAL,
             }[failure.kind]
-            message = failure.message
+            message, detail = failure.message, failure.detail  # the server's own log keeps the file's path
         self.host.count(f"rpcs_{code.name.lower()}")
-        log.error("rpc_failed", method=method, error=type(exc).__name__, status=code.name, problem=message)
+        log.error("rpc_failed", method=method, error=type(exc).__name__, status=code.name, problem=detail)
         await context.abort(code, message)
 
     async def GetProfile(

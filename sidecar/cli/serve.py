@@ -94,6 +94,7 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
             break  # every source was finite and every one has ended
     if metrics is not None:
         metrics.shutdown()
+        metrics.server_close()
     _shutdown(servers, finite, pipeline)
     failed = [reader for reader in finite if reader.error is not None]
     for reader in failed:  # a located config error names the input and the key; anything else only its type
@@ -140,17 +141,30 @@ def _start_sources(cfg: Any, pipeline: Any, listen: str | None) -> tuple[list[An
 
 
 def _start_metrics(cfg: Any, pipeline: Any, servers: list[Any], finite: list[_Finite]) -> tuple[Any, int | None]:
-    """The Prometheus endpoint (``sidecar.metrics_listen``), or (None, None) when off; exit 1 when it cannot bind."""
+    """The Prometheus endpoint (``sidecar.metrics_listen``, secured by ``sidecar.metrics``), or (None, the port of
+    a source's own endpoint, ``server.metrics_listen``, if any) when off; exit 1 when it cannot bind, 2 when a TLS
+    or token file of ``metrics`` cannot be read."""
     if cfg.sidecar.metrics_listen is None:
-        return None, None
+        own = [port for port in (getattr(source, "metrics_port", None) for source in servers) if port]
+        return None, own[0] if own else None
+    from sidecar.api import ConfigValueError
     from sidecar.metrics import serve_metrics
+    from sidecar.serving import ssl_server_context
 
+    access = cfg.sidecar.metrics
     try:
-        metrics, _, port = serve_metrics(cfg.sidecar.metrics_listen, pipeline.stats)
+        tls, token = ssl_server_context(access, pipeline.ctx), access.bearer_token(pipeline.ctx)
+        metrics, _, port = serve_metrics(cfg.sidecar.metrics_listen, pipeline.stats, ssl_context=tls, token=token)
+    except ConfigValueError as exc:
+        _shutdown(servers, finite, pipeline)
+        fail_config(cfg.doc.error(f"metrics.{exc.key}", exc.problem))
     except OSError as exc:
         _shutdown(servers, finite, pipeline)
         click.echo(f"serve: metrics_listen {cfg.sidecar.metrics_listen}: {exc.strerror or exc}", err=True)
         sys.exit(1)
+    log.info("metrics_listening", port=port, tls=tls is not None, auth=access.auth_kinds())
+    if not access.secured and any(source.authentication() != ["none"] for source in servers):
+        log.warning("metrics_open", hint="sources authenticate clients; set metrics.tls_* or metrics.auth_token_*")
     return metrics, port
 
 

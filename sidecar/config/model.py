@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sidecar.api import FILTERS, SINKS, SOURCES, ConfigValueError, option
+from sidecar.api import FILTERS, SINKS, SOURCES, BearerToken, ConfigValueError, ServerTls, option
 from sidecar.codecs import SchemaConfig
 from sidecar.config.loader import ConfigError, ErrorCollector, Located, build_config, did_you_mean, load_yaml
 from sidecar.registry import PluginError, plugins
@@ -29,6 +29,23 @@ class LoggingConfig:
 
     level: Literal["debug", "info", "warning", "error"] = option("info", "Lowest level written.")
     format: Literal["auto", "json", "console"] = option("auto", "json, console, or auto (console on a terminal).")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricsConfig(ServerTls, BearerToken):
+    """Access to the /metrics endpoint of `metrics_listen`: TLS (mutual TLS with a client CA) and a bearer token.
+    Prometheus sends the token with `authorization: {credentials_file: ...}` in its scrape config."""
+
+    @property
+    def secured(self) -> bool:
+        return self.tls_enabled or self.auth_token_file is not None or self.auth_token_env is not None
+
+    def auth_kinds(self) -> list[str]:
+        """How a scraper proves itself: ``mtls``, ``token``, else ``none`` (as sources say in `listening`)."""
+        kinds = ["mtls"] if self.tls_client_ca_file is not None else []
+        if self.auth_token_file is not None or self.auth_token_env is not None:
+            kinds.append("token")
+        return kinds or ["none"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +71,13 @@ class SidecarConfig:
     metrics_listen: str | None = option(
         None,
         "host:port of a Prometheus /metrics endpoint while `serve` runs (counts and reasons only: events, dead "
-        "letters, filters, sinks and their outboxes); null: off.",
+        "letters, filters, sinks and their outboxes); port 0: any free port, given in the `serving` log event; "
+        "null: off. Plaintext and open unless `metrics:` sets TLS or a token.",
+    )
+    metrics: MetricsConfig = option(
+        MetricsConfig(),
+        "TLS (tls_cert_file, tls_key_file, tls_client_ca_file) and a bearer token (auth_token_file or "
+        "auth_token_env: `Authorization: Bearer`, else 401) for the endpoint of metrics_listen.",
     )
     schema: SchemaConfig = option(SchemaConfig(), "Record schema of the input (and so of the output).")
     limits: LimitsConfig = option(LimitsConfig(), "Input bounds and batching.")
@@ -74,6 +97,10 @@ class SidecarConfig:
             host, _, port = self.metrics_listen.rpartition(":")
             if not host or not port.isdigit():
                 raise ConfigValueError("metrics_listen", f"must be host:port, got {self.metrics_listen!r}")
+        elif self.metrics.secured:
+            raise ConfigValueError(
+                "metrics", "TLS or a token for metrics needs metrics_listen (the endpoint's address)"
+            )
 
 
 @dataclass(frozen=True)

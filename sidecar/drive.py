@@ -18,7 +18,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -68,6 +68,12 @@ class ReplaySummary:
     state_dir: str = ""
     #: where this run's dead letters went (None: counted only)
     dead_letter_file: str | None = None
+    #: events dropped, by ``filter.reason`` (the filters' drop and suppression counts)
+    drop_reasons: dict[str, int] = field(default_factory=dict)
+    #: dead letters by reason
+    dead_reasons: dict[str, int] = field(default_factory=dict)
+    #: the input's text format, and how it was chosen when neither the config nor the path said
+    input_format: str = ""
 
     @property
     def events_per_second(self) -> float:
@@ -76,7 +82,8 @@ class ReplaySummary:
     def line(self) -> str:
         return (
             f"records in={self.records_in} events in={self.events_in} out={self.events_out} "
-            f"held={self.events_held} dropped={self.events_dropped} dead_letter={self.dead_lettered} "
+            f"held={self.events_held} dropped={self.events_dropped}{reasons(self.drop_reasons)} "
+            f"dead_letter={self.dead_lettered}{reasons(self.dead_reasons)} "
             f"seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f}"
             + (f" dead_letter_file={self.dead_letter_file}" if self.dead_lettered and self.dead_letter_file else "")
             + (" (interrupted)" if self.interrupted else "")
@@ -86,6 +93,27 @@ class ReplaySummary:
                 else ""
             )
         )
+
+
+def reasons(counts: Mapping[str, int]) -> str:
+    """`` (a=3, b=1)``: counts by reason, largest first, for a summary line ("" when none)."""
+    shown = sorted(((k, v) for k, v in counts.items() if v), key=lambda kv: (-kv[1], kv[0]))
+    return f" ({', '.join(f'{k}={v}' for k, v in shown)})" if shown else ""
+
+
+#: words in a filter's ``counts`` key that make it a count of events the filter did not pass on
+DROP_WORDS = ("dropped", "suppressed")
+
+
+def drop_reasons(filters: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """``filter.reason -> events`` from the chain's per-filter stats (:meth:`Pipeline.stats` ``filters``): the
+    drop and suppression counts of every filter that dropped events."""
+    out: dict[str, int] = {}
+    for f in filters:
+        for key, n in f.get("counts", {}).items():
+            if n and any(w in key for w in DROP_WORDS) and "dead" not in key:
+                out[f"{f['name']}.{key}"] = out.get(f"{f['name']}.{key}", 0) + int(n)
+    return out
 
 
 def registered(group: str, name: str, where: str, **options: Any) -> ComponentSpec:
@@ -274,6 +302,8 @@ def replay(
     if resume and (output is None or output == "-" or output.endswith(".gz")):
         raise ResumeError("--resume needs -o OUTPUT, a plain (not .gz) file")
     fmt = input_format(config.sidecar.schema, input_path)
+    if config.sidecar.schema.format == "auto" and format_from_path(input_path) is None:
+        fmt = "auto"  # known by its content only: the file source sniffs it, the output follows the records
     own: list[ComponentSpec] = []
     if output is not None or not config.sinks:
         path = os.path.abspath(output) if output and output != "-" else "-"  # -o is relative to the cwd
@@ -302,10 +332,12 @@ def replay(
             run(source, pipeline, stop, bar)
         except ConfigValueError as exc:  # the schema cannot read this input (a role column it does not have)
             key = f"schema.{exc.key.removeprefix('schema.')}"
-            raise ConfigError(str(config.file), config.doc.line(key), key, exc.problem, exc.allowed) from None
+            problem = exc.problem + source.format_assumed
+            raise ConfigError(str(config.file), config.doc.line(key), key, problem, exc.allowed) from None
         pipeline.release(final=True)
         records_in, _ = source.progress()
         summary = _summary(pipeline, records_in, bool(stop))
+        summary.input_format = source.format + (" (assumed from the first record)" if source.format_assumed else "")
     finally:
         if bar is not None:
             bar.close()
@@ -338,4 +370,6 @@ def _summary(pipeline: Pipeline, records_in: int, interrupted: bool) -> ReplaySu
         events_restored=stats["events_restored"],
         state_dir=str(config.state_dir),
         dead_letter_file=str(config.dead_letter_path) if config.dead_letter_path else None,
+        drop_reasons=drop_reasons(stats["filters"]),
+        dead_reasons=dict(stats["dead_letters"]),
     )

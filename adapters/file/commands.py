@@ -13,13 +13,19 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from adapters.file.outcome import EXIT_EMPTY, RunCounts, empty_run
 from sidecar.api import SinkError
 from sidecar.commandkit import EXIT_USAGE, fail_config, fail_state, load, setup_logs
 from sidecar.config import ConfigError
 from sidecar.state import StateError, StateInUse, remove_state_database
+
+if TYPE_CHECKING:
+    from adapters.file.scale.replay import ScaleSummary
+    from sidecar.drive import ReplaySummary
 
 CONFIG = click.option(
     "--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False), help="Config file."
@@ -30,6 +36,11 @@ FLUSH_INTERVAL = click.option(
     type=click.FloatRange(min=0.01),
     help="Reading a pipe: seconds between asks to buffering filters to release (written out at once, also while "
     "the input is idle); default: the config's flush_interval_seconds.",
+)
+ALLOW_EMPTY = click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Exit 0 when every event was dropped or dead-lettered (default: exit 5, with the likeliest cause).",
 )
 STATE_DIR = click.option(
     "--state-dir",
@@ -87,6 +98,7 @@ STATE_DIR = click.option(
     is_flag=True,
     help="With --workers/--scheduler: one output file per partition (OUTPUT.part-PPPP-of-NNNN.EXT) instead of one log.",
 )
+@ALLOW_EMPTY
 def replay_cmd(
     config_file: str,
     input_path: str,
@@ -101,21 +113,34 @@ def replay_cmd(
     workers: int,
     scheduler: str | None,
     split: bool,
+    allow_empty: bool,
 ) -> None:
     """Replay a log file (TSV or JSON lines, .gz; `-` = stdin; a named pipe or `<(zcat f.gz)` is read as it
     comes, like stdin) through the chain. With --workers N > 1 or --scheduler, INPUT may also be a glob or a
     folder of (daily) files, and -o OUTPUT is required."""
     if workers > 1 or scheduler is not None:
-        _run_scaled(
+        summary = _run_scaled(
             config_file, input_path, output, seed, resume, prescan, state_dir, fresh_state, workers, scheduler, split
         )
+        if not summary.already_done:
+            _refuse_empty(summary, allow_empty, "", state_dir or str(load(config_file).state_dir))
         return
     if split:
         click.echo("--split needs --workers N > 1 or --scheduler", err=True)
         sys.exit(EXIT_USAGE)
-    _run_replay(
+    done = _run_replay(
         config_file, input_path, output, seed, progress, resume, prescan, state_dir, fresh_state, flush_interval
     )
+    if not done.interrupted:
+        _refuse_empty(done, allow_empty, done.input_format, done.state_dir)
+
+
+def _refuse_empty(summary: RunCounts, allow_empty: bool, input_format: str, state_dir: str) -> None:
+    """Exit :data:`EXIT_EMPTY` with one line when every event was dropped or dead-lettered (not ``allow_empty``)."""
+    line = empty_run(summary, input_format, state_dir)
+    if line is not None and not allow_empty:
+        click.echo(line, err=True)
+        sys.exit(EXIT_EMPTY)
 
 
 def _run_scaled(
@@ -130,7 +155,7 @@ def _run_scaled(
     workers: int,
     scheduler: str | None,
     split: bool,
-) -> None:
+) -> ScaleSummary:
     """``replay --workers N`` / ``--scheduler``: partitions on Dask (imported only here)."""
     try:
         from adapters.file.scale.replay import ScaleError, scaled_replay
@@ -168,16 +193,20 @@ def _run_scaled(
         click.echo(f"{exc.filename or input_path}: {exc.strerror or type(exc).__name__}", err=True)
         sys.exit(EXIT_USAGE)
     click.echo(summary.line(), err=True)
+    return summary
 
 
 @click.command("filter")
 @CONFIG
 @FLUSH_INTERVAL
 @STATE_DIR
-def filter_cmd(config_file: str, flush_interval: float | None, state_dir: str | None) -> None:
+@ALLOW_EMPTY
+def filter_cmd(config_file: str, flush_interval: float | None, state_dir: str | None, allow_empty: bool) -> None:
     """Records on stdin, protected records on stdout, as they come: an exec/pipe stage for Fluent Bit,
     Vector or a shell pipe (`replay - -o -` with a timed release). Ends at EOF or SIGTERM, after a final flush."""
-    _run_replay(config_file, "-", "-", None, False, False, False, state_dir, False, flush_interval)
+    done = _run_replay(config_file, "-", "-", None, False, False, False, state_dir, False, flush_interval)
+    if not done.interrupted:
+        _refuse_empty(done, allow_empty, done.input_format, done.state_dir)
 
 
 def _run_replay(
@@ -191,7 +220,7 @@ def _run_replay(
     state_dir: str | None,
     fresh_state: bool,
     flush_interval: float | None,
-) -> None:
+) -> ReplaySummary:
     from sidecar.drive import PrescanError, ResumeError, replay
     from sidecar.signals import StopFlag
 
@@ -243,3 +272,4 @@ def _run_replay(
         click.echo(f"{exc.filename or input_path}: {exc.strerror or type(exc).__name__}", err=True)
         sys.exit(EXIT_USAGE)
     click.echo(summary.line(), err=True)
+    return summary

@@ -7,6 +7,7 @@ dead letters (counted by reason; the record goes to the dead-letter file only).
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
 import select
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from sidecar.api import ConfigValueError, DeadLetterSink, SchemaConfig
-from sidecar.codecs import JsonlCodec, TsvCodec, codec_for
+from sidecar.codecs import JsonlCodec, TsvCodec, codec_for, format_from_path
 from sidecar.config import ConfigError
 
 CHUNK = 1 << 20
@@ -265,6 +266,8 @@ class LogInput:
     header: str | None
     batches: Iterator[LineBatch]
     reader: LineReader
+    #: how the format was chosen when the input did not say (for schema errors); "" when it said
+    assumed: str = ""
 
 
 def open_log(
@@ -282,11 +285,17 @@ def open_log(
     A header line that does not name the schema's role columns raises :class:`ConfigError` (line 1, key
     ``header``).
     """
+    reader = LineReader(path, dead, max_record_bytes, stop=stop, skip_through=skip_through)
+    batches = reader.batches(batch_size)
+    assumed = ""
+    if schema.format == "auto" and format_from_path(path) is None:  # stdin, a pipe, an unknown extension
+        fmt, batches = sniff_format(batches)
+        schema = dataclasses.replace(schema, format=fmt)  # type: ignore[arg-type]  # tsv or jsonl
+        assumed = f" (format {fmt} assumed from the first record: schema.format is auto and the input has no "
+        assumed += "extension)"
     codec = codec_for(schema, path)
     if isinstance(codec, TsvCodec):
         codec = FileTsvCodec(codec.schema)
-    reader = LineReader(path, dead, max_record_bytes, stop=stop, skip_through=skip_through)
-    batches = reader.batches(batch_size)
     header = None
     if codec.format == "tsv" and schema.header:
         header, batches = read_header(batches)
@@ -294,5 +303,24 @@ def open_log(
             try:
                 codec.accept_header(header)
             except ConfigValueError as exc:
-                raise ConfigError(path, 1, "header", exc.problem) from None
-    return LogInput(codec, header, batches, reader)
+                raise ConfigError(path, 1, "header", exc.problem + assumed) from None
+    return LogInput(codec, header, batches, reader, assumed)
+
+
+def sniff_format(batches: Iterator[LineBatch]) -> tuple[str, Iterator[LineBatch]]:
+    """The format of an input known by its content only: ``jsonl`` when its first non-blank line starts with
+    ``{`` (after whitespace), else ``tsv``; the batches are given back whole."""
+    seen: list[LineBatch] = []
+    fmt = "tsv"
+    for batch in batches:
+        seen.append(batch)
+        first = next((line.lstrip() for line in batch.lines if line.strip()), None)
+        if first is not None:
+            fmt = "jsonl" if first.startswith("{") else "tsv"
+            break
+    return fmt, _chain(seen, batches)
+
+
+def _chain(first: list[LineBatch], rest: Iterator[LineBatch]) -> Iterator[LineBatch]:
+    yield from first
+    yield from rest

@@ -90,6 +90,10 @@ class FileSource(Source[FileSourceConfig]):
         #: records handed to the runtime (neither the header nor what the reader dead-lettered), events decoded
         self.records = 0
         self.events = 0
+        #: how the input's format was chosen when neither the config nor the path said (for schema errors)
+        self.format_assumed = ""
+        #: the input's text format, once opened
+        self.format = ""
 
     @property
     def key(self) -> str:
@@ -129,6 +133,8 @@ class FileSource(Source[FileSourceConfig]):
             skip_through=done,
         )
         reader = self._reader = log_in.reader
+        self.format_assumed = log_in.assumed
+        self.format = log_in.codec.format
         self._header = log_in.header is not None
         codec, committed, sent, ended = log_in.codec, done, False, True
         for batch in log_in.batches:

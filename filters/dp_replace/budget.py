@@ -38,6 +38,7 @@ import hashlib
 import hmac
 import math
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -132,11 +133,30 @@ class Account:
 LEDGER_FILE = "dp_ledger.db"
 
 
+#: the state folder of one partition of a partitioned replay: ``STATE_DIR/partitions/PPPP-of-NNNN``
+#: (``adapters.file.scale.job.partition_dir``)
+PARTITION_DIR = re.compile(r"\d{4,}-of-\d{4,}")
+
+
+def ledger_folder(state_dir: Path) -> Path:
+    """The folder whose ``dp_ledger.db`` charges a state folder's users: the folder itself, or, for a partition's
+    state folder (``STATE_DIR/partitions/PPPP-of-NNNN``), the base ``STATE_DIR``.
+
+    A user's budget is the user's whatever the partitioning: every partition task of every partition count, and
+    a replay without workers, charge the one ledger of the base folder. The partitions of a run hold disjoint
+    users, so their rows never conflict; SQLite's WAL and ``busy_timeout`` serialise their commits. The base
+    folder's single-writer lock is held by the run's parent process (the lock guards against *other* runs);
+    the partition tasks open only the ledger file there, never the base state database."""
+    if PARTITION_DIR.fullmatch(state_dir.name) and state_dir.parent.name == "partitions":
+        return state_dir.parent.parent
+    return state_dir
+
+
 def ledger_file(conn: sqlite3.Connection) -> Path | None:
-    """``dp_ledger.db`` beside the database of ``conn`` (None for an in-memory database)."""
+    """``dp_ledger.db`` of the state database of ``conn`` (:func:`ledger_folder`; None for an in-memory one)."""
     for _, name, file in conn.execute("PRAGMA database_list"):
         if name == "main":
-            return Path(file).with_name(LEDGER_FILE) if file else None
+            return ledger_folder(Path(file).parent) / LEDGER_FILE if file else None
     return None
 
 
@@ -144,10 +164,10 @@ def _open(path: Path) -> sqlite3.Connection:
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     os.chmod(path, 0o600)
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=60.0)
+    conn.execute("PRAGMA busy_timeout=60000")  # first: partition tasks of one run open and commit it together
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")  # a committed charge survives a power cut, not only a kill
-    conn.execute("PRAGMA busy_timeout=10000")
     for suffix in ("-wal", "-shm"):
         side = Path(str(path) + suffix)
         if side.exists():
@@ -167,13 +187,9 @@ class Ledger:
         self.conn = _open(path)
         self.lock = threading.RLock()
         self._adopt_old(state)
-        row = self.conn.execute(f"SELECT value FROM {META} WHERE key = 'salt'").fetchone()
-        if row is None:
-            salt = token_bytes(16).hex()
-            with self._transaction() as conn:
-                conn.execute(f"INSERT INTO {META}(key, value) VALUES ('salt', ?)", (salt,))
-        else:
-            salt = row[0]
+        with self._transaction() as conn:  # partition tasks may start together: the first one's salt wins
+            conn.execute(f"INSERT OR IGNORE INTO {META}(key, value) VALUES ('salt', ?)", (token_bytes(16).hex(),))
+            salt = conn.execute(f"SELECT value FROM {META} WHERE key = 'salt'").fetchone()[0]
         self._salt = bytes.fromhex(salt)
         self._keys: dict[str, bytes] = {}
         self._accounts: dict[tuple[bytes, int], Account] = {}

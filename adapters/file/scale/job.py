@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from sidecar.config import LoadedConfig, load_config
 from sidecar.gctune import tune_gc
@@ -47,6 +49,22 @@ class Job:
         return Path(self.run_dir) / name
 
 
+def exit_with_parent(poll_seconds: float = 0.5) -> None:
+    """Initializer of a local worker process: it exits when the process that started it is gone (the parent
+    killed with kill -9 leaves no worker running on: a watchdog thread sees the parent pid change).
+
+    Exiting in the middle of a partition task is a kill -9 of that task, which a partition survives (its
+    position commits with its state); the parent's rerun with ``--resume`` continues it."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while not threading.Event().wait(poll_seconds):
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="querylog-orphan-watch", daemon=True).start()
+
+
 _gc_tuned = False
 
 
@@ -64,10 +82,24 @@ def partition_dir(state_dir: str, p: int, n: int) -> str:
     return os.path.join(state_dir, "partitions", f"{p:04d}-of-{n:04d}")
 
 
+def private_folder(folder: Path) -> Path:
+    """``folder`` (and missing parents) created, mode 0700: a run's work files are raw input records."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(folder, 0o700)
+    return folder
+
+
+def private_file(path: Path | str) -> BinaryIO:
+    """``path`` opened for writing (truncated), mode 0600 whatever the umask: shards hold raw input records."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "wb")
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` all or nothing: a temporary file, fsync, rename, fsync of the folder."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+    with private_file(tmp) as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())

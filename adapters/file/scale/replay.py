@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from adapters.file.scale.inputs import Chunk, expand, plan, read_header
-from adapters.file.scale.job import Job, partition_dir, write_json
+from adapters.file.scale.job import Job, exit_with_parent, partition_dir, private_folder, write_json
 from adapters.file.scale.merge import merge, write_split
 from adapters.file.scale.partition import partition_key
 from adapters.file.scale.split import SplitResult, dead_letter_name, split_task
 from adapters.file.scale.worker import PartResult, output_name, partition_task
 from sidecar.config import load_config
-from sidecar.state import remove_state_database
+from sidecar.drive import reasons
+from sidecar.state import remove_state_database, state_lock
 
 LOCAL = ("processes", "threads", "synchronous")
 """Dask's local schedulers; anything else is a ``distributed`` scheduler address."""
@@ -50,6 +51,9 @@ class ScaleSummary:
     dead_lettered: int = 0
     seconds: float = 0.0
     parts: list[PartResult] = field(default_factory=list)
+    #: events dropped by ``filter.reason``, dead letters by reason (over all tasks)
+    drop_reasons: dict[str, int] = field(default_factory=dict)
+    dead_reasons: dict[str, int] = field(default_factory=dict)
     #: the run had completed before (``--resume`` after the end): nothing was replayed
     already_done: bool = False
     #: wall seconds: the longest split task, the longest partition task, the merge (or --split) in the client
@@ -75,7 +79,8 @@ class ScaleSummary:
         rss = ",".join(f"{v:.0f}" for v in self.peak_rss_by_worker().values())
         return (
             f"records in={self.records_in} out={self.events_out} held={self.events_held} "
-            f"dropped={self.events_dropped} dead_letter={self.dead_lettered} partitions={self.partitions} "
+            f"dropped={self.events_dropped}{reasons(self.drop_reasons)} "
+            f"dead_letter={self.dead_lettered}{reasons(self.dead_reasons)} partitions={self.partitions} "
             f"scheduler={self.scheduler} seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f} "
             f"peak_rss_mib={rss} (longest split task {self.split_seconds:.1f} s, partition task "
             f"{self.partition_seconds:.1f} s, merge {self.merge_seconds:.1f} s)"
@@ -107,58 +112,71 @@ def scaled_replay(
         raise ScaleError("--fresh-state and --resume contradict each other")
     cfg = load_config(config_file)
     base = os.path.abspath(state_dir) if state_dir else str(cfg.state_dir)
-    files = expand(input_spec)
-    fmt, header = read_header(files, cfg.sidecar.schema)
-    output = os.path.abspath(output)
-    if fresh_state:
-        remove_state_database(Path(base))
-        for p in range(workers):
-            remove_state_database(Path(partition_dir(base, p, workers)))
-    run_dir = Path(base) / "partitions" / f"run-of-{workers:04d}"
-    ident = {"inputs": files, "output": output, "partitions": workers, "split": split}
-    run_id = _start_run(run_dir, ident, resume)
-    summary = ScaleSummary(workers, scheduler or "processes")
-    if run_id is None:
-        summary.already_done = True
+    # one run per state folder: the parent holds its lock for the run (another serve or replay is refused); the
+    # partition tasks lock their own folders and charge the ledger of this one (filters/dp_replace/budget.py)
+    with state_lock(base):
+        private_folder(Path(base) / "partitions")
+        files = expand(input_spec)
+        fmt, header = read_header(files, cfg.sidecar.schema)
+        output = os.path.abspath(output)
+        if fresh_state:
+            remove_state_database(Path(base))
+            for p in range(workers):
+                remove_state_database(Path(partition_dir(base, p, workers)))
+        run_dir = Path(base) / "partitions" / f"run-of-{workers:04d}"
+        ident = {"inputs": files, "output": output, "partitions": workers, "split": split}
+        run_id = _start_run(run_dir, ident, resume)
+        summary = ScaleSummary(workers, scheduler or "processes")
+        if run_id is None:
+            summary.already_done = True
+            return summary
+        job = Job(
+            config_file=os.path.abspath(config_file),
+            state_dir=base,
+            partitions=workers,
+            run_dir=str(run_dir),
+            run_id=run_id,
+            key=partition_key(),
+            fmt=fmt,
+            header=header,
+            seed=seed,
+            prescan=prescan,
+            commit_lines=commit_lines,
+        )
+        chunks = plan(files, workers)
+        splits, parts = _compute(job, chunks, scheduler or "processes")
+        parts_paths = [run_dir / output_name(p) for p in range(workers)]
+        last = next((s for s in splits if s.no_final_newline), None)  # the chunk that read the input's open end
+        merging = time.perf_counter()
+        if split:
+            summary.outputs = write_split(parts_paths, output, header)
+        else:
+            merge(parts_paths, output, header, last.last_position if last is not None else None)
+            summary.outputs = [output]
+        summary.merge_seconds = time.perf_counter() - merging
+        summary.split_seconds = max((s.seconds for s in splits), default=0.0)
+        summary.partition_seconds = max((r.seconds for r in parts), default=0.0)
+        _keep_dead_letters(job, job.config().dead_letter_path, chunks)
+        for r in sorted(parts, key=lambda r: r.partition):
+            summary.parts.append(r)
+            summary.records_in += r.records_in
+            summary.events_out += r.events_out
+            summary.events_held += r.events_held
+            summary.events_dropped += r.events_dropped
+            summary.dead_lettered += r.dead_lettered
+            _add(summary.drop_reasons, r.drop_reasons)
+            _add(summary.dead_reasons, r.dead_reasons)
+        for s in splits:
+            _add(summary.dead_reasons, s.dead_reasons)
+        summary.dead_lettered += sum(s.dead_lettered for s in splits)
+        _finish_run(run_dir, ident, run_id)
+        summary.seconds = time.perf_counter() - started
         return summary
-    job = Job(
-        config_file=os.path.abspath(config_file),
-        state_dir=base,
-        partitions=workers,
-        run_dir=str(run_dir),
-        run_id=run_id,
-        key=partition_key(),
-        fmt=fmt,
-        header=header,
-        seed=seed,
-        prescan=prescan,
-        commit_lines=commit_lines,
-    )
-    chunks = plan(files, workers)
-    splits, parts = _compute(job, chunks, scheduler or "processes")
-    parts_paths = [run_dir / output_name(p) for p in range(workers)]
-    last = next((s for s in splits if s.no_final_newline), None)  # the chunk that read the input's open end
-    merging = time.perf_counter()
-    if split:
-        summary.outputs = write_split(parts_paths, output, header)
-    else:
-        merge(parts_paths, output, header, last.last_position if last is not None else None)
-        summary.outputs = [output]
-    summary.merge_seconds = time.perf_counter() - merging
-    summary.split_seconds = max((s.seconds for s in splits), default=0.0)
-    summary.partition_seconds = max((r.seconds for r in parts), default=0.0)
-    _keep_dead_letters(job, job.config().dead_letter_path, chunks)
-    for r in sorted(parts, key=lambda r: r.partition):
-        summary.parts.append(r)
-        summary.records_in += r.records_in
-        summary.events_out += r.events_out
-        summary.events_held += r.events_held
-        summary.events_dropped += r.events_dropped
-        summary.dead_lettered += r.dead_lettered
-    summary.dead_lettered += sum(s.dead_lettered for s in splits)
-    _finish_run(run_dir, ident, run_id)
-    summary.seconds = time.perf_counter() - started
-    return summary
+
+
+def _add(total: dict[str, int], counts: dict[str, int]) -> None:
+    for k, v in counts.items():
+        total[k] = total.get(k, 0) + v
 
 
 def _compute(job: Job, chunks: list[Chunk], scheduler: str) -> tuple[list[SplitResult], list[PartResult]]:
@@ -166,7 +184,7 @@ def _compute(job: Job, chunks: list[Chunk], scheduler: str) -> tuple[list[SplitR
     from dask.base import compute
     from dask.delayed import delayed
 
-    Path(job.run_dir, "split").mkdir(parents=True, exist_ok=True)
+    private_folder(Path(job.run_dir, "split"))
     split_tasks = [delayed(split_task, pure=False)(job, c, dask_key_name=f"split-{c.index}") for c in chunks]
     part_tasks = [
         delayed(partition_task, pure=False)(job, p, split_tasks, dask_key_name=f"partition-{p}")
@@ -175,7 +193,10 @@ def _compute(job: Job, chunks: list[Chunk], scheduler: str) -> tuple[list[SplitR
     graph: Any = (split_tasks, part_tasks)
     if scheduler in LOCAL:
         # chunksize=1: one task per submission (the process pool batches 6 by default: partitions would queue)
-        splits, parts = compute(*graph, scheduler=scheduler, num_workers=job.partitions, chunksize=1)  # type: ignore[no-untyped-call]
+        # initializer: a worker process exits when this process is gone (kill -9 leaves no worker behind)
+        splits, parts = compute(  # type: ignore[no-untyped-call]
+            *graph, scheduler=scheduler, num_workers=job.partitions, chunksize=1, initializer=exit_with_parent
+        )
     else:
         from distributed import Client
 
@@ -193,7 +214,7 @@ def _start_run(run_dir: Path, ident: dict[str, Any], resume: bool) -> str | None
             return None if prior.get("complete") else str(prior["run_id"])
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
+    private_folder(run_dir)
     run_id = uuid.uuid4().hex
     write_json(marker, {"ident": ident, "run_id": run_id, "complete": False})
     return run_id

@@ -14,14 +14,14 @@ import os
 import time
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
 from adapters.file.scale.inputs import LINE_BITS, Chunk
-from adapters.file.scale.job import Job, tune_gc_once, write_json
+from adapters.file.scale.job import Job, private_file, private_folder, tune_gc_once, write_json
 from adapters.file.scale.partition import owner
 from sidecar.codecs import codec_for
 from sidecar.deadletter import DeadLetters
@@ -42,6 +42,8 @@ class SplitResult:
     no_final_newline: bool
     #: wall seconds of the task
     seconds: float = 0.0
+    #: dead letters by reason
+    dead_reasons: dict[str, int] = field(default_factory=dict)
 
 
 def shard_name(chunk: int, p: int) -> str:
@@ -112,6 +114,7 @@ def split_task(job: Job, chunk: Chunk) -> SplitResult:
         last_position,
         reader.no_final_newline and chunk.last_file and last_position == base | reader.lineno,
         time.perf_counter() - started,
+        dict(dead.counts),
     )
     write_json(done, asdict(result))
     return result
@@ -124,9 +127,9 @@ class _Shard:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.lines_tmp = open(path.with_suffix(".lines.tmp"), "wb")  # noqa: SIM115 - closed in close()
-        self.pos_tmp = open(path.with_suffix(".pos.tmp"), "wb")  # noqa: SIM115
+        private_folder(path.parent)
+        self.lines_tmp = private_file(path.with_suffix(".lines.tmp"))  # closed in close()
+        self.pos_tmp = private_file(path.with_suffix(".pos.tmp"))
         self.buf: list[bytes] = []
         self.pos: list[int] = []
         self.size = 0

@@ -25,21 +25,21 @@ import resource
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from adapters.file.scale.inputs import END
-from adapters.file.scale.job import Job, fsync_dir, tune_gc_once, write_json
+from adapters.file.scale.job import Job, fsync_dir, private_file, tune_gc_once, write_json
 from adapters.file.scale.split import SplitResult, shard_name
 from adapters.file.sink import TextWriter
 from adapters.file.source import FileSource, FileSourceConfig
 from sidecar.api import BadRecord, BuildContext, Codec, Event, Receipt, RecordBatch, Sink, SinkConfig
 from sidecar.commandkit import setup_logs
 from sidecar.config import ComponentSpec
-from sidecar.drive import PrescanError, prescan
+from sidecar.drive import PrescanError, drop_reasons, prescan
 from sidecar.pipeline import Pipeline
 
 
@@ -59,6 +59,9 @@ class PartResult:
     host: str
     #: high-water resident set size of the worker process, MiB
     peak_rss_mib: float
+    #: events dropped by ``filter.reason``, and dead letters by reason (of the last attempt)
+    drop_reasons: dict[str, int] = field(default_factory=dict)
+    dead_reasons: dict[str, int] = field(default_factory=dict)
 
 
 def output_name(p: int) -> str:
@@ -105,6 +108,7 @@ def partition_task(job: Job, p: int, splits: list[SplitResult]) -> PartResult:
         runtime.release(final=True)
         output.finish()
         held = runtime.held()
+        stats = runtime.stats()
         counts = output.counts
         records_in = len(positions)
         result = PartResult(
@@ -119,6 +123,8 @@ def partition_task(job: Job, p: int, splits: list[SplitResult]) -> PartResult:
             pid=os.getpid(),
             host=socket.gethostname(),
             peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+            drop_reasons=drop_reasons(stats["filters"]),
+            dead_reasons=dict(stats["dead_letters"]),
         )
         write_json(summary, asdict(result))
         os.replace(tmp, final)
@@ -290,7 +296,7 @@ def _partition_input(job: Job, p: int, chunks: list[int]) -> tuple[Path, np.ndar
     if not (in_path.exists() and pos_path.exists()):
         tmp_in = in_path.with_name(in_path.name + ".tmp")
         tmp_pos = pos_path.with_name(pos_path.name + ".tmp")
-        with open(tmp_in, "wb") as out, open(tmp_pos, "wb") as pos_out:
+        with private_file(tmp_in) as out, private_file(tmp_pos) as pos_out:
             if job.header is not None:
                 out.write(job.header.encode("utf-8") + b"\n")
             for c in sorted(chunks):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import urllib.request
 from collections.abc import Callable
@@ -12,29 +11,24 @@ from pathlib import Path
 
 from helpers import QUERYLOG, exited, wait_until
 from helpers.kb import kb_file
+from helpers.serving import ServeLog
 
 from adapters.grpc.client import channel, wait_serving
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import EventBatch
 from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_two_sources_feed_one_chain_and_its_sink(tmp_path: Path, write_config: Callable[..., Path]) -> None:
     """Two listed sources (two gRPC listeners here) deliver into the same file sink; SIGTERM exits 0."""
-    ports = [free_port(), free_port()]
     config = write_config(
         "sources:\n"
-        + "".join(f"  - grpc: {{listen: 127.0.0.1:{p}}}\n" for p in ports)
+        + "  - grpc: {listen: 127.0.0.1:0}\n" * 2
         + "filters:\n  - truncate_url: {}\nsinks:\n  - file: {path: out.tsv}\n"
     )
     proc = subprocess.Popen([QUERYLOG, "serve", "-c", str(config)], stderr=subprocess.PIPE, text=True)
+    log = ServeLog(proc)
     try:
-        for n, port in enumerate(ports):
+        for n, port in enumerate(log.ports("grpc", count=2)):
             chan = channel(f"127.0.0.1:{port}")
             assert wait_serving(chan, 30), f"source {n} did not become SERVING"
             batch = EventBatch()
@@ -44,7 +38,7 @@ def test_two_sources_feed_one_chain_and_its_sink(tmp_path: Path, write_config: C
             chan.close()
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        err = log.text()
     assert proc.returncode == 0, err
     header, *lines = (tmp_path / "out.tsv").read_text(encoding="utf-8").splitlines()
     assert header.startswith("AnonID\tQuery")
@@ -55,16 +49,17 @@ def test_two_sources_feed_one_chain_and_its_sink(tmp_path: Path, write_config: C
 def test_serve_releases_buffered_events_on_its_timer(tmp_path: Path, write_config: Callable[..., Path]) -> None:
     """A source without a timer of its own (HTTP): serve's timed release lets max_hold merge two lone categories
     and delivers the release to the sink while no request comes in (flush_interval_seconds)."""
-    port = free_port()
     config = write_config(
-        f"flush_interval_seconds: 0.2\nsources:\n  - http: {{listen: 127.0.0.1:{port}}}\n"
+        "flush_interval_seconds: 0.2\nsources:\n  - http: {listen: 127.0.0.1:0}\n"
         f"filters:\n  - classify: {{kb_path: {kb_file()}}}\n"
         "  - category_buffer: {k: 2, max_hold: merge, max_hold_seconds: 0.3, time: query}\n"
         "sinks:\n  - file: {path: out.jsonl}\n"
     )
     proc = subprocess.Popen([QUERYLOG, "serve", "-c", str(config)], stderr=subprocess.PIPE, text=True)
+    log = ServeLog(proc)
     out = tmp_path / "out.jsonl"
     try:
+        (port,) = log.ports("http")
         body = b'{"AnonID": "1", "Query": "weather forecast"}\n{"AnonID": "2", "Query": "football scores"}\n'
 
         def posted() -> bool:
@@ -87,7 +82,7 @@ def test_serve_releases_buffered_events_on_its_timer(tmp_path: Path, write_confi
         )
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        err = log.text()
     assert proc.returncode == 0, err
     first = json.loads(out.read_text(encoding="utf-8").splitlines()[0])
     assert (first["AnonID"], first["Query"]) in {("2", "weather forecast"), ("1", "football scores")}
@@ -96,13 +91,15 @@ def test_serve_releases_buffered_events_on_its_timer(tmp_path: Path, write_confi
 def test_serve_exports_metrics_with_sink_counters(tmp_path: Path, write_config: Callable[..., Path]) -> None:
     """The top-level metrics_listen: /metrics while serve runs, with each sink's counters (written, an outbox's
     pending counts), names and counts only."""
-    grpc_port, metrics_port = free_port(), free_port()
     config = write_config(
-        f"metrics_listen: 127.0.0.1:{metrics_port}\nsources:\n  - grpc: {{listen: 127.0.0.1:{grpc_port}}}\n"
+        "metrics_listen: 127.0.0.1:0\nsources:\n  - grpc: {listen: 127.0.0.1:0}\n"
         "sinks:\n  - file: {path: out.tsv}\n"
     )
     proc = subprocess.Popen([QUERYLOG, "serve", "-c", str(config)], stderr=subprocess.PIPE, text=True)
+    log = ServeLog(proc)
     try:
+        (grpc_port,) = log.ports("grpc")
+        metrics_port = log.metrics_port()
         chan = channel(f"127.0.0.1:{grpc_port}")
         assert wait_serving(chan, 30)
         batch = EventBatch()
@@ -112,7 +109,7 @@ def test_serve_exports_metrics_with_sink_counters(tmp_path: Path, write_config: 
         body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        err = log.text()
     assert proc.returncode == 0, err
     assert "querylog_events_in_total 1.0" in body
     assert 'querylog_sink_stat{index="0",name="written",sink="file"} 1.0' in body

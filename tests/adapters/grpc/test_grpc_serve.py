@@ -5,22 +5,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from helpers.grpc_sidecar import write_config
+from helpers.serving import ServeLog
 
 from adapters.grpc.client import channel, wait_serving
 from sidecar.tools.generate.synthetic import generate_log
 from sidecar.tools.send import send_file
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_serve_stops_cleanly_on_sigterm_and_logs_no_values(tmp_path: Path) -> None:
@@ -35,7 +29,6 @@ def test_serve_stops_cleanly_on_sigterm_and_logs_no_values(tmp_path: Path) -> No
         tmp_path,
         "logging: {format: json}\nfilters:\n  - pseudonymize: {key_env: TEST_HMAC_KEY}\n  - truncate_url: {}\n",
     )
-    address = f"127.0.0.1:{free_port()}"
     env = {**os.environ, "TEST_HMAC_KEY": "secret-key-for-tests"}
     proc = subprocess.Popen(
         [
@@ -46,24 +39,28 @@ def test_serve_stops_cleanly_on_sigterm_and_logs_no_values(tmp_path: Path) -> No
             "--config",
             str(config),
             "--listen",
-            address,
+            "127.0.0.1:0",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
+    log = ServeLog(proc)
     try:
-        chan = channel(address)
+        (port,) = log.ports()  # the gRPC service (config path "server")
+        chan = channel(f"127.0.0.1:{port}")
         assert wait_serving(chan, 30), "server did not become SERVING"
         summary = send_file(chan, str(src), str(tmp_path / "out.tsv"))
         chan.close()
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        assert proc.stdout is not None
+        out = proc.stdout.read()  # to its end: the process exited
+        err = log.text(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            proc.wait()
     assert proc.returncode == 0, err[-2000:]
     assert summary.sent == summary.received > 0
     events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]

@@ -12,12 +12,9 @@ protocol of the contract, made here by :class:`OutboxFactory`); tools and tests 
     outbox = Outbox(ctx.state, "forward_10_0_0_5_24224", max_bytes=256 << 20, max_batches=10_000)
     outbox.put(payload, events)    # in Sink.flush, on the runtime's state connection (a SAVEPOINT)
     outbox.start(send)             # send(payload) -> None delivers one batch, raises on failure
-    outbox.pending()               # Pending(batches, events, bytes) not yet delivered
-    outbox.full()                  # the bound is reached: put() refuses
-    outbox.drain(timeout)          # wait until nothing is pending (tests, a graceful close)
-    outbox.stop(timeout)           # stop the sender (undelivered rows stay for the next start)
-    outbox.close()                 # stop, and close the sender's connection (and an owned store)
-    outbox.stats()                 # counters (no values): pending_*, sent_*, retries, failures, refused_full
+    outbox.pending(), .full()      # Pending(batches, events, bytes) not yet delivered; put() would refuse
+    outbox.drain(timeout)          # wait until nothing is pending; stop(timeout): undelivered rows stay
+    outbox.close()                 # stop, close the sender's connection (and an owned store); stats(): counters
     backpressure(sinks)            # behind Runtime.backpressure(): the name of a full outbox, or None
 
 * **Storage.** One table per outbox, ``outbox_<name>`` (``name``: letters, digits, ``_``), rows ``(id, created,
@@ -26,21 +23,18 @@ protocol of the contract, made here by :class:`OutboxFactory`); tools and tests 
 * **put** runs on the store's connection under ``state.lock`` inside ``SAVEPOINT`` … ``RELEASE`` (never ``BEGIN``):
   inside the runtime's transaction it commits with the delivery the runtime commits; outside one it commits on its
   own. It raises :class:`OutboxFull` when the outbox is already at (or over) one of its bounds; a batch that starts
-  below the bounds is taken whole, so the outbox holds at most ``max_bytes`` plus one batch and a batch larger than
-  ``max_bytes`` can still go through an empty outbox. (Refusing a batch that does not fit into the remaining room
-  would make a sink refuse events a buffering filter already released in the same transaction; a full outbox is caught
-  *before* the chain runs by the runtime: :func:`backpressure`.)
+  below the bounds is taken whole (at most ``max_bytes`` plus one batch; refusing one that does not fit would make a
+  sink refuse events a buffer released in the same transaction; the runtime checks :func:`backpressure` first).
 * **The sender** is one daemon thread with its own SQLite connection to the same file (WAL, ``busy_timeout``), so
   reading and sending never hold the runtime's lock. It takes the oldest row, calls ``send(payload)``, and deletes the
   row when ``send`` returned (under ``state.lock`` for that one statement, so it never races the runtime's write
   transaction). When ``send`` raises, the same row is retried after an exponential backoff with jitter
   (``retry_initial_seconds`` doubling up to ``retry_max_seconds``, each wait drawn from [d/2, d]), so batches go out
   in order, at least once.
-* **Counters.** ``pending()`` is kept in memory (exact at start from the table); a put whose transaction the runtime
-  rolled back is corrected by an exact count, made under ``state.lock`` (no transaction open), when the sender finds
-  the table empty or a put finds the bound reached.
-* **Privacy.** Logs and counters carry counts, the outbox name and exception type names only; a payload or an
-  exception message never reaches them.
+* **Counters.** ``pending()`` is kept in memory (exact at start); a put the runtime rolled back is corrected by an
+  exact count under ``state.lock`` when the sender finds the table empty or a put finds the bound reached.
+* **Space.** A drained table's pages go back to the file system (:mod:`sidecar.vacuum`). **Privacy.** Logs and
+  counters carry counts, the outbox name and exception type names only.
 """
 
 from __future__ import annotations
@@ -59,6 +53,7 @@ from typing import Any
 
 import structlog
 
+from sidecar import vacuum
 from sidecar.api import Backpressure, OutboxOptions, StateStoreLike
 from sidecar.state import StateStore
 
@@ -137,6 +132,8 @@ class Outbox:
             )
 
         self.state.migrate(table, [create])
+        with self.state.lock:
+            vacuum.make_incremental(self.state.conn, Path(self.path))
         self._lock = threading.Lock()  # the counters
         self._changed = threading.Condition(self._lock)
         self._batches = self._events = self._bytes = 0
@@ -306,6 +303,9 @@ class Outbox:
                 self.sent_batches += 1
                 self.sent_events += events
                 self._changed.notify_all()
+                drained = not self._batches
+            if drained:  # give the state database's freed pages back
+                vacuum.after_drain(self.state.lock, conn, self.name)
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before retry ``attempt`` (1, 2, ...): from [d/2, d], d doubling up to the maximum."""

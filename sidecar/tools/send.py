@@ -1,9 +1,12 @@
-"""``querylog send``: stream a log file through a running sidecar's ``Filter`` RPC.
+"""``querylog send``: stream a log file through a running sidecar's ``Filter`` RPC, or into its sinks (``Ingest``).
 
 Each record is sent as a QueryEvent with its roles and a ``seq``; the client keeps
 the decoded record until its event comes back, writes the returned role values
 into it and encodes it in the input's schema, so a passthrough sidecar gives a
 byte-identical file. Events the sidecar drops or holds do not come back.
+
+``--ingest`` streams the records into the sidecar's configured sinks instead (a buffering chain's way in: its
+released events go to the sinks, never back to a caller); the sidecar answers with counts once all is durable.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from adapters.file.reader import LineBatch, LogInput, open_log
 from adapters.file.sink import FileSink, FileSinkConfig
 from adapters.grpc.client import Reassembler, to_batch
 from adapters.grpc.codec import EventBatch
+from adapters.grpc.stubs.querylog.v1.querylog_pb2 import IngestResponse
 from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
 from sidecar.api import BuildContext, Event
 from sidecar.codecs import SchemaConfig
@@ -40,12 +44,21 @@ class SendSummary:
     received: int = 0
     dead_lettered: int = 0
     seconds: float = 0.0
+    #: ``--ingest``: the sidecar's answer (accepted, delivered, held, dropped, dead_lettered), else None
+    ingested: IngestResponse | None = None
 
     @property
     def events_per_second(self) -> float:
         return self.sent / self.seconds if self.seconds > 0 else 0.0
 
     def line(self) -> str:
+        if self.ingested is not None:
+            r = self.ingested
+            return (
+                f"records in={self.records_in} sent={self.sent} accepted={r.accepted} delivered={r.delivered} "
+                f"held={r.held} dropped={r.dropped} dead_letter={self.dead_lettered + r.dead_lettered} "
+                f"seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f}"
+            )
         return (
             f"records in={self.records_in} sent={self.sent} received={self.received} "
             f"not_returned={self.sent - self.received} dead_letter={self.dead_lettered} "
@@ -128,6 +141,36 @@ def send_file(
             sink.write(out)
     finally:
         sink.close()
+    return _finish(summary, log_in, dead, started)
+
+
+def send_ingest(
+    chan: grpc.Channel,
+    input_path: str,
+    schema: SchemaConfig | None = None,
+    batch_size: int = 1000,
+    max_record_bytes: int = 65536,
+    dead: DeadLetters | None = None,
+    timeout: float | None = None,
+) -> SendSummary:
+    """Stream ``input_path`` through ``Ingest`` into the sidecar's configured sinks; the summary carries its answer
+    (given once every batch of the stream is durable: delivered, or held by a filter)."""
+    started = time.perf_counter()
+    schema = schema or SchemaConfig()
+    dead = dead or DeadLetters(None)
+    summary = SendSummary()
+    log_in = open_log(input_path, schema, dead, max_record_bytes, batch_size)
+
+    def requests() -> Iterator[EventBatch]:
+        seq = 1
+        for number, batch in enumerate(log_in.batches):
+            events = _decode(log_in, batch, dead, input_path)[0]
+            if events:
+                summary.sent += len(events)
+                yield to_batch(events, seq, str(number))
+                seq += len(events)
+
+    summary.ingested = QueryLogFilterStub(chan).Ingest(requests(), timeout=timeout)
     return _finish(summary, log_in, dead, started)
 
 
@@ -269,7 +312,15 @@ def _token(token_file: str | None, token_env: str | None) -> str | None:
     type=click.Path(dir_okay=False),
     help="Take the record schema and limits from this config (default: AOL TSV).",
 )
-@click.option("--output", "-o", required=True, help="Where the returned events go (input's schema; .gz compresses).")
+@click.option(
+    "--output", "-o", default=None, help="Where the returned events go (input's schema; .gz compresses); not --ingest."
+)
+@click.option(
+    "--ingest",
+    is_flag=True,
+    help="Into the sidecar's configured sinks (the Ingest RPC: a buffering chain's way in) instead of back to -o; "
+    "prints what the sidecar accepted, delivered, held, dropped and dead-lettered. One --address.",
+)
 @click.option(
     "--timeout",
     default=None,
@@ -286,16 +337,22 @@ def send_cmd(
     token_file: str | None,
     token_env: str | None,
     config_file: str | None,
-    output: str,
+    output: str | None,
+    ingest: bool,
     timeout: float | None,
     input_path: str,
 ) -> None:
-    """Stream a log file (TSV/JSONL, .gz; `-` = stdin) through the sidecar's Filter and write what comes back."""
+    """Stream a log file (TSV/JSONL, .gz; `-` = stdin) through the sidecar's Filter and write what comes back, or
+    with --ingest into the sidecar's sinks."""
     from adapters.grpc.client import channel
     from sidecar.gctune import tune_gc
 
     for address in addresses:
         check_address(address, "--address")
+    if ingest and (output is not None or len(addresses) > 1):
+        raise click.UsageError("--ingest delivers into the sidecar's sinks: no --output, and one --address")
+    if not ingest and output is None:
+        raise click.UsageError("Missing option '--output' / '-o' (or --ingest).")
     schema, limit = SchemaConfig(), 65536
     if config_file:
         cfg = load(config_file)
@@ -318,10 +375,12 @@ def send_cmd(
                 waiting[0] = addresses[i]
                 grpc.channel_ready_future(chan).result(timeout=max(0.001, deadline - time.monotonic()))
         left = None if deadline is None else max(0.001, deadline - time.monotonic())
-        if len(chans) == 1:
-            summary = send_file(chans[0], input_path, output, schema, batch_size, limit, timeout=left)
+        if ingest:
+            summary = send_ingest(chans[0], input_path, schema, batch_size, limit, timeout=left)
+        elif len(chans) == 1:
+            summary = send_file(chans[0], input_path, str(output), schema, batch_size, limit, timeout=left)
         else:
-            summary = send_routed(chans, input_path, output, schema, batch_size, limit, timeout=left)
+            summary = send_routed(chans, input_path, str(output), schema, batch_size, limit, timeout=left)
     except grpc.FutureTimeoutError:
         click.echo(f"send: no connection to {waiting[0]} within {timeout} s", err=True)
         sys.exit(1)

@@ -6,8 +6,10 @@
   JSON-lines codec; :func:`msgpack_records` does the same for a msgpack stream of maps.
 
 Bad records come back as ``(position, reason, record)``: ``oversized_record`` (the record is not kept),
-``invalid_utf8``, ``lone_surrogate``, ``invalid_msgpack``, ``msgpack_not_map``, ``msgpack_not_json``. The
-runtime's codec dead-letters the lines that are no record (``invalid_json``, ``missing_query``...).
+``invalid_utf8``, ``lone_surrogate``, ``invalid_msgpack``, ``msgpack_too_deep``, ``msgpack_not_map``,
+``msgpack_not_json``, ``json_too_deep`` (a JSON array body or a map nested deeper than Python's recursion limit:
+no record is shaped like that). The runtime's codec dead-letters the lines that are no record (``invalid_json``,
+``json_too_deep``, ``missing_query``...). Nothing here lets an exception of the input's making escape.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ def _as_lines(items: list[tuple[int, Any]], max_record_bytes: int, bad: Bad) -> 
         except (TypeError, ValueError):  # msgpack bin or ext values: JSON cannot carry them
             bad.append((i, "msgpack_not_json", None))
             continue
+        except RecursionError:  # a map nested about a thousand deep (msgpack's own limit is higher)
+            bad.append((i, "json_too_deep", None))
+            continue
         try:
             size = len(line.encode("utf-8"))
         except UnicodeEncodeError:  # a "\ud800" without its pair: no UTF-8 output could carry it
@@ -124,6 +129,8 @@ def split_records(body: bytes, json_array: bool, max_record_bytes: int) -> Recor
             items = json.loads(body)
         except ValueError:
             items = None  # not one array after all: read it as lines (each then fails as JSON, counted)
+        except RecursionError:  # `[` nested thousands deep: no array of records; one reason for the body
+            return [], [], [(1, "json_too_deep", None)]
         if isinstance(items, list):
             return (*_as_lines(list(enumerate(items, 1)), max_record_bytes, bad), bad)
     lines: list[str] = []
@@ -173,10 +180,12 @@ def msgpack_records(body: bytes, max_record_bytes: int) -> Records:
             if type(obj) is list and len(obj) == 2 and type(obj[1]) is dict:
                 obj = obj[1]
             items.append(obj)
-    except Exception:  # FormatError, StackError, bad UTF-8 in a str...: the rest of the body is unreadable
+    except msgpack.StackError:  # nested deeper than the unpacker's stack: the rest of the body is unreadable
+        end = -2
+    except Exception:  # FormatError, bad UTF-8 in a str...: the rest of the body is unreadable
         end = -1
-    if end != len(body):  # damaged, or the last object cut short
-        bad.append((len(items) + 1, "invalid_msgpack", None))
+    if end != len(body):  # damaged, too deep, or the last object cut short
+        bad.append((len(items) + 1, "msgpack_too_deep" if end == -2 else "invalid_msgpack", None))
     maps: list[tuple[int, Any]] = []
     for i, item in enumerate(items, 1):
         if type(item) is dict:

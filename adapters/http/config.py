@@ -56,16 +56,27 @@ class HttpSourceConfig(ServerTls, BearerToken, SourceConfig):
     )
     max_connections: int = option(
         10000,
-        "Open connections at most; one more is answered 503 and closed. An idle keep-alive connection costs no "
-        "thread (connections share one event loop), so idle ones never keep others waiting (mind the process's "
-        "open-file limit).",
+        "Open connections at most. One more closes the connection idle the longest (no request in progress) to "
+        "make room, so idle peers never lock a client out; when every one is busy it is answered 503 (on a TLS "
+        "port over TLS, once its handshake completed) and closed. Idle connections cost no thread (mind the "
+        "process's open-file limit).",
         min=1,
         max=65536,
     )
     idle_timeout_seconds: float = option(
         60.0,
-        "A connection idle this long (before or between requests, or while its body stops arriving) is closed.",
+        "A connection idle this long (before or between requests, while its request headers or its body stop "
+        "arriving) is closed; a stalled body is answered 408 first.",
         gt=0,
+    )
+    body_timeout_seconds: float = option(
+        120.0,
+        "A request body must arrive whole within this many seconds of its headers, however it trickles in; "
+        "else 408 and the connection is closed.",
+        gt=0,
+    )
+    handshake_timeout_seconds: float = option(
+        10.0, "With TLS: a connection whose TLS handshake has not completed within this many seconds is closed.", gt=0
     )
     retry_after_seconds: int = option(
         2, "`Retry-After` of a 503 (a sink's outbox is full, or the sinks failed): when the sender should retry.", min=1

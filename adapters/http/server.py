@@ -3,9 +3,13 @@
 aiohttp parses HTTP in C (keep-alive, chunked bodies, header limits); a connection is a protocol object on the
 loop, so an idle keep-alive connection costs no thread and never keeps another client waiting. Added here:
 
-* **Connections:** at most ``max_connections``; one more is answered 503 at once and closed. A connection that
-  sends nothing for ``idle_timeout_seconds`` (before its first request, between requests, or while its body
-  trickles in) is closed.
+* **Connections:** at most ``max_connections``; one more closes the connection idle the longest (no request in
+  progress) to make room, so idle peers cannot lock anyone out; only when every connection is busy is it
+  answered 503 and closed (on a TLS port after the handshake: :meth:`_Connection.connection_made` runs once it
+  completed, so the refusal is never plaintext). A TLS handshake not completed within
+  ``handshake_timeout_seconds`` is closed. A connection that completes no request's headers within
+  ``idle_timeout_seconds`` (of its start or of its last answer) is closed; a body gets ``idle_timeout_seconds``
+  between two pieces and ``body_timeout_seconds`` in all, else 408 and close (a 1-byte-per-second sender).
 * **Requests:** ``GET /health``; ``POST`` on ``path`` (``Expect: 100-continue`` answered once the token and the
   length passed); refusals and the parser's own errors as JSON, counted by reason, never echoing the input and
   never logged. A body goes to :meth:`Endpoint.take` through the host's workers (decode, ``runtime.receive``);
@@ -80,7 +84,7 @@ class _Connection(web.RequestHandler):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         manager = self._manager
         assert manager is not None
-        if manager.open >= manager.endpoint.config.max_connections:
+        if manager.open >= manager.endpoint.config.max_connections and not manager.evict_idle():
             manager.endpoint.count("too_many_connections")
             self._manager = None  # connection_lost has nothing to undo
             writable: Any = transport
@@ -123,6 +127,22 @@ class _WebServer(web.Server):
         """Connections open now (a length: safe to read from another thread)."""
         return len(self._connections)
 
+    def evict_idle(self) -> bool:
+        """Close the connection idle the longest (waiting for a request's headers, none in progress or queued):
+        True, or False when every connection is busy. Only called when full, so the scan costs nothing otherwise."""
+        idle = [
+            handler
+            for handler in self._connections
+            if not handler._request_in_progress and not handler._messages and not handler._force_close
+        ]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda handler: handler._next_keepalive_close_time)
+        oldest.force_close()
+        self._connections.pop(oldest, None)  # its connection_lost comes later: the room is needed now
+        self.endpoint.count("idle_connection_closed")
+        return True
+
     def __call__(self) -> web.RequestHandler:
         return _Connection(self, loop=self._loop, **self._kwargs)
 
@@ -146,7 +166,7 @@ class HttpServer:
         self._web = _WebServer(self.endpoint, self._handle)
         listen = Listen.parse(self.endpoint.config.listen)
         loop = asyncio.get_running_loop()
-        timeout = self.endpoint.config.idle_timeout_seconds if self.tls is not None else None
+        timeout = self.endpoint.config.handshake_timeout_seconds if self.tls is not None else None
         server = await loop.create_server(
             self._web, listen.host, listen.port, ssl=self.tls, ssl_handshake_timeout=timeout, backlog=BACKLOG
         )
@@ -215,16 +235,18 @@ class HttpServer:
         parts: list[bytes] = []
         size = 0
         try:
-            while True:
-                async with asyncio.timeout(config.idle_timeout_seconds):
-                    chunk = await request.content.readany()
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > config.max_body_bytes:
-                    raise BodyError(413, "body_too_large")
-                parts.append(chunk)
+            async with asyncio.timeout(config.body_timeout_seconds):  # however the body trickles in
+                while True:
+                    async with asyncio.timeout(config.idle_timeout_seconds):
+                        chunk = await request.content.readany()
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    if size > config.max_body_bytes:  # chunked or not: never more than the bound in memory
+                        raise BodyError(413, "body_too_large")
+                    parts.append(chunk)
         except TimeoutError:
+            request.content.feed_eof()  # no lingering over the rest of a trickling body: answer and close
             raise BodyError(408, "body_timeout") from None
         except BodyError:
             raise

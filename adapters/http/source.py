@@ -10,11 +10,12 @@ on 4xx, so the status says whether sending again can help):
   them: ``{"accepted": 3, "dead_lettered": 1, "delivered": 3, "held": 0, "dropped": 0,
   "reasons": {"invalid_json": 1}}``. An empty body is a 200 with zero counts.
 * **400** when no record of the body could be taken (every one bad: the same counts and reasons; they are
-  dead-lettered), or the body cannot be read at all (``invalid_gzip``, ``invalid_chunked_body``).
+  dead-lettered), or the body cannot be read at all (``invalid_gzip``, ``invalid_chunked_body``, a chunk size
+  the parser refuses such as ``-1``: ``bad_request``; a JSON array nested too deep: ``json_too_deep``).
 * **401** without the right ``Authorization: Bearer <token>`` (when a token is configured), **404** for
-  another path, **405** for another method, **408** for a body that stopped arriving, **411** without a
-  length, **413** for a body over ``max_body_bytes`` (as sent or decompressed), **415** for another content
-  type or encoding.
+  another path, **405** for another method, **408** for a body that stopped arriving or did not arrive whole
+  within ``body_timeout_seconds``, **411** without a length, **413** for a body over ``max_body_bytes`` (as
+  sent or decompressed, chunked or not), **415** for another content type or encoding.
 * **503** with ``Retry-After`` when the sinks cannot take the events now: a sink's outbox is full
   (:class:`~sidecar.api.Backpressure`, before the chain runs), or ``receive`` failed (a sink or the state
   database refused: a full disk...). Nothing of that body was acknowledged; the sender sends it again.
@@ -226,6 +227,8 @@ _LOGGED = frozenset(
         "wrong_token",
         "body_too_large",
         "too_many_connections",
+        "idle_connection_closed",
+        "body_timeout",
         "backpressure",
         "receive_failed",
         "no_line_taken",

@@ -252,10 +252,13 @@ class TestConnections:
                 s.close()
 
     def test_max_connections(self, serve: Any) -> None:
-        """One connection over max_connections is answered 503 at once and closed; freed room is usable again."""
+        """One connection over max_connections is answered 503 at once and closed; freed room is usable again.
+        (The held connections are busy, each with a body in progress: an idle one would be closed to make room.)"""
         served: Served = serve(max_connections=2)
         held = [socket.create_connection(("127.0.0.1", served.port), timeout=10) for _ in range(2)]
-        wait_until(lambda: served.source.stats().get("open_connections", 0) >= 2, what="the two connections taken")
+        for s in held:
+            s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        wait_until(lambda: served.source.stats().get("requests_in_flight", 0) >= 2, what="the two connections busy")
         with socket.create_connection(("127.0.0.1", served.port), timeout=10) as extra:
             answer = extra.makefile("rb").read()
         assert answer.startswith(b"HTTP/1.1 503 ") and answer.endswith(b'{"error": "too_many_connections"}\n')

@@ -11,16 +11,15 @@ from __future__ import annotations
 import json
 import random
 import signal
-import socket
 import subprocess
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
 import grpc
 import pytest
-from helpers import QUERYLOG
+from helpers import QUERYLOG, exited, wait_until
+from helpers.serving import bound_ports
 
 from adapters.grpc.client import channel, wait_serving
 from adapters.grpc.codec import EventBatch, QueryEvent
@@ -34,17 +33,11 @@ KILLS = 6
 CATEGORIES = ("Arts", "Sports", "Health", "News")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _config(tmp: Path, port: int) -> Path:
+def _config(tmp: Path) -> Path:
     path = tmp / "sidecar.yaml"
     path.write_text(
         "state_dir: state\nflush_interval_seconds: 0.2\n"
-        f"server: {{listen: '127.0.0.1:{port}', shutdown_grace_seconds: 2}}\n"
+        "server: {listen: '127.0.0.1:0', shutdown_grace_seconds: 2}\n"
         "logging: {level: warning}\n"
         "filters:\n  - category_buffer: {k: 4, category_field: cat}\n"
         "sinks:\n  - file: {path: out.jsonl, format: jsonl}\n",
@@ -89,31 +82,33 @@ class Client:
             chan.close()
 
 
-def _serve(config: Path, port: int) -> subprocess.Popen[bytes]:
-    """`querylog serve`, once its health service says SERVING; fails at once if it exits first."""
+def _serve(config: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`querylog serve` (listening on port 0) and the port it bound, once its health service says SERVING;
+    fails at once if it exits first. The config logs at warning, which hides serve's ``listening`` event: the
+    port is the one the process listens on."""
     proc = subprocess.Popen([QUERYLOG, "serve", "--config", str(config)], stderr=subprocess.DEVNULL)
-    chan = channel(f"127.0.0.1:{port}")
     try:
-        deadline = time.monotonic() + 120
-        while not wait_serving(chan, 1):
-            assert proc.poll() is None, f"the sidecar exited ({proc.returncode}) before serving"
-            assert time.monotonic() < deadline, "the sidecar did not serve in 120 s"
+        (port,) = wait_until(lambda: bound_ports(proc.pid), what="the sidecar to listen", abort=exited(proc))
+        chan = channel(f"127.0.0.1:{port}")
+        try:
+            wait_until(lambda: wait_serving(chan, 1), what="the sidecar to serve", interval=0, abort=exited(proc))
+        finally:
+            chan.close()
     except BaseException:
         proc.kill()
         proc.wait()
         raise
-    finally:
-        chan.close()
-    return proc
+    return proc, port
 
 
-def _wait_for_a_response(client: Client, thread: threading.Thread) -> None:
-    """Until the client's first Ingest is acknowledged: the stream is under way, so the kill lands mid-stream."""
-    deadline = time.monotonic() + 120
-    while not client.acked:
-        assert thread.is_alive(), f"the client stopped ({client.ended}) before any response"
-        assert time.monotonic() < deadline, "no Ingest response in 120 s"
-        time.sleep(0.002)
+def _wait_for_responses(client: Client, thread: threading.Thread, rpcs: int) -> None:
+    """Until ``rpcs`` of the client's Ingest RPCs were acknowledged (120 events each): the stream is under way,
+    so the kill lands mid-stream."""
+
+    def stopped() -> str | None:
+        return None if thread.is_alive() else f"the client stopped ({client.ended})"
+
+    wait_until(lambda: len(client.acked) >= 120 * rpcs, what=f"{rpcs} acknowledged Ingest RPCs", abort=stopped)
 
 
 def _held_ids(state_dir: Path) -> list[str]:
@@ -135,21 +130,19 @@ def _held_ids(state_dir: Path) -> list[str]:
 @pytest.mark.slow
 def test_no_acknowledged_event_is_lost_across_kill9_during_ingest(tmp_path: Path) -> None:
     """Six kill -9s at random points of a stream of Ingest RPCs: every acknowledged event is delivered or
-    still held afterwards; duplicates (at-least-once) are counted. Each kill comes a random 0.3-1.5 s after the
-    stream's first response (not after its start, which a slow machine may not have reached), while the client
-    still streams (it never stops by itself)."""
+    still held afterwards; duplicates (at-least-once) are counted. Each kill comes after a random 1-12
+    acknowledged RPCs of the stream (counted, not timed: a slow machine reaches the same point), while the
+    client still streams (it never stops by itself)."""
     rng = random.Random(11)
     acked: list[str] = []
     next_id = 0
     for _ in range(KILLS):
-        port = _free_port()
-        proc = _serve(_config(tmp_path, port), port)
+        proc, port = _serve(_config(tmp_path))
         client = Client(f"127.0.0.1:{port}", next_id, rng)
         thread = threading.Thread(target=client.run, daemon=True)
         try:
             thread.start()
-            _wait_for_a_response(client, thread)
-            time.sleep(rng.uniform(0.3, 1.5))
+            _wait_for_responses(client, thread, rng.randint(1, 12))
             assert thread.is_alive(), f"the client stopped ({client.ended}) before the kill"
         finally:
             proc.send_signal(signal.SIGKILL)
@@ -159,8 +152,7 @@ def test_no_acknowledged_event_is_lost_across_kill9_during_ingest(tmp_path: Path
         acked += client.acked
         next_id = client.next_id
     # one last graceful run: the timer and the final flush release what may be released
-    port = _free_port()
-    proc = _serve(_config(tmp_path, port), port)
+    proc, _ = _serve(_config(tmp_path))
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
 

@@ -43,6 +43,7 @@ import asyncio
 import contextlib
 import itertools
 import operator
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Literal
@@ -87,6 +88,26 @@ RAW_PROFILES = (
     "(then look users up by their pseudonym), or set server.profile_lookup: raw"
 )
 
+#: Cancelled RPCs (a client that went away) are logged at most once per this many seconds, with their count.
+CANCELLED_LOG_SECONDS = 10.0
+
+
+class CancelledLog:
+    """One ``rpc_cancelled`` line per interval: the first cancellation is logged at once, later ones are counted
+    (by method) and logged with the next cancellation after the interval (``Stats`` counts every one)."""
+
+    def __init__(self) -> None:
+        self.clock = time.monotonic
+        self.since: Counter[str] = Counter()
+        self.logged_at: float | None = None
+
+    def note(self, method: str) -> None:
+        self.since[method] += 1
+        now = self.clock()
+        if self.logged_at is None or now - self.logged_at >= CANCELLED_LOG_SECONDS:
+            by_method, self.since, self.logged_at = dict(self.since), Counter(), now
+            log.info("rpc_cancelled", count=sum(by_method.values()), by_method=by_method)
+
 
 class QueryLogService:
     """The RPC handlers. A received batch is worked on by the host (:meth:`~sidecar.serving.ServerHost.work`): on a
@@ -122,6 +143,7 @@ class QueryLogService:
         self.rpcs = 0
         #: RPCs refused before reaching the chain, by reason (missing_token, wrong_token)
         self.refused: Counter[str] = Counter()
+        self.cancelled_log = CancelledLog()
 
     def refuse(self, reason: str) -> int:
         """Count an RPC refused for ``reason`` (on the event loop); returns the count so far."""
@@ -307,8 +329,9 @@ class QueryLogService:
         return resp
 
     def _cancelled(self, method: str) -> None:
+        """Count a cancelled RPC (on the event loop); logged at most once per ``CANCELLED_LOG_SECONDS``."""
         self.host.count("rpcs_cancelled")
-        log.info("rpc_cancelled", method=method)
+        self.cancelled_log.note(method)
 
     async def _failed(self, method: str, exc: Exception, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         """A stream ended by an error: the client went away (cancelled); a full outbox (RESOURCE_EXHAUSTED); a

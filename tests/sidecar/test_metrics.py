@@ -25,7 +25,6 @@ from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
 from sidecar.metrics import PipelineCollector, serve_metrics
 
 
-
 def test_metrics_endpoint_counts_without_values(tmp_path: Path) -> None:
     """After one batch with a bad event (an oversized one) and an empty query (a valid event), /metrics shows
     the counts and the reason, and no query or user id."""

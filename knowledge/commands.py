@@ -48,7 +48,7 @@ def build_cmd(kb_path: Path | None, categories: Path | None, if_missing: bool) -
     if if_missing:
         current, reason = kb_status(path, categories or DEFAULT_CATEGORIES)
         if current is not None:
-            click.echo(f"{path}: up to date ({current.sha256[:16]})", err=True)
+            click.echo(f"{path}: up to date (file sha256 {_file_sha256(path)[:16]})", err=True)
             return
         click.echo(f"{path}: {reason}; building", err=True)
     try:
@@ -57,13 +57,22 @@ def build_cmd(kb_path: Path | None, categories: Path | None, if_missing: bool) -
         click.echo(f"kb build: {exc}", err=True)
         sys.exit(2)
     counts = ", ".join(f"{k} {v:,}" for k, v in r.counts.items())
-    click.echo(f"{path}: built in {r.seconds:.1f} s, {r.size / 2**20:.1f} MiB, sha256 {r.sha256[:16]} ({counts})")
+    size = f"{r.size / 2**20:.1f} MiB"
+    click.echo(f"{path}: built in {r.seconds:.1f} s, {size}, file sha256 {r.sha256[:16]} ({counts})")
+
+
+def _file_sha256(path: Path) -> str:
+    """The sha256 of the whole KB file (what `sha256sum` prints; `kb build` reports it too)."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @kb.command("info")
 @_PATH
 def info_cmd(kb_path: Path | None) -> None:
-    """Print the KB's version, sources, sizes and load time (JSON)."""
+    """Print the KB's version, sources, sizes and load time (JSON): file_sha256 is the whole file's (as `kb build`
+    and `sha256sum` print it), payload_sha256 the checksum in its header."""
     from knowledge import default_kb_path, kb_status
 
     path = kb_path or default_kb_path()
@@ -76,7 +85,8 @@ def info_cmd(kb_path: Path | None) -> None:
     out = {
         "path": str(path),
         "bytes": path.stat().st_size,
-        "sha256": current.sha256,
+        "file_sha256": _file_sha256(path),
+        "payload_sha256": current.sha256,
         "load_seconds": round(seconds, 3),
         **current.meta,
         "categories": list(current.categories),

@@ -153,7 +153,7 @@ class _Shard:
             f.flush()
             os.fsync(f.fileno())
             f.close()
-            os.replace(f.name, self.path.with_suffix(suffix))
+            os.replace(self.path.with_suffix(suffix + ".tmp"), self.path.with_suffix(suffix))
 
 
 class _ChunkReader:

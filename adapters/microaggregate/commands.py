@@ -83,6 +83,9 @@ def microaggregate_cmd(
     k..2k-1 users has identical query multisets. The output has the input's schema. With --seed, the output
     is the same whatever --workers or --scheduler.
     """
+    from sidecar.commandkit import setup_logs
+
+    setup_logs()  # JSON lines on stderr (console on a terminal), as every other command
     if k < 2:
         raise click.BadParameter("k must be at least 2 (k=1 protects nobody)", param_hint="-k")
     if block_size < 2 * k:

@@ -71,8 +71,10 @@ def _file_sha256(path: Path) -> str:
 @kb.command("info")
 @_PATH
 def info_cmd(kb_path: Path | None) -> None:
-    """Print the KB's version, sources, sizes and load time (JSON): file_sha256 is the whole file's (as `kb build`
-    and `sha256sum` print it), payload_sha256 the checksum in its header."""
+    """Print the KB's version, sources, sizes, hashes and load time (JSON).
+
+    file_sha256 is the whole file's (as `kb build` and `sha256sum` print it), payload_sha256 the checksum in its
+    header."""
     from knowledge import default_kb_path, kb_status
 
     path = kb_path or default_kb_path()

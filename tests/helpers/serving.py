@@ -37,9 +37,7 @@ def events(lines: Iterable[str], event: str) -> list[dict[str, Any]]:
 def listening_ports(lines: Iterable[str], source: str | None = None) -> list[int]:
     """The ports of serve's ``listening`` events in ``lines`` (of the sources whose config path contains
     ``source``, e.g. ``"grpc"`` for ``sources[0].grpc``; None: every source), in the order the sources started."""
-    return [
-        int(e["port"]) for e in events(lines, "listening") if source is None or source in str(e.get("source", ""))
-    ]
+    return [int(e["port"]) for e in events(lines, "listening") if source is None or source in str(e.get("source", ""))]
 
 
 class ServeLog:

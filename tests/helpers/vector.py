@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,12 +44,6 @@ def wire(fields: Mapping[str, Any], legacy: bool = False) -> bytes:
 def request(events: Sequence[EventWrapper | bytes]) -> bytes:
     """A PushEventsRequest's bytes."""
     return frame([e if isinstance(e, bytes) else e.SerializeToString() for e in events])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -111,3 +104,12 @@ def vector_sidecar(
                 pipeline.release(final=True)
     finally:
         pipeline.close()
+
+
+def port_of_a_stopped_sidecar(config: Path) -> int:
+    """Run ``config``'s vector sidecar once on port 0 and stop it: the port it bound, where nothing listens now
+    (a downstream that went down). A test restarts it there with ``vector_sidecar(config, port=...)``: a restart
+    keeps its address, so this port is the one the sidecar bound itself, not one picked before any bind."""
+    with vector_sidecar(config) as running:
+        port = int(running.address.rsplit(":", 1)[1])
+    return port

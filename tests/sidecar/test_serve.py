@@ -92,8 +92,7 @@ def test_serve_exports_metrics_with_sink_counters(tmp_path: Path, write_config: 
     """The top-level metrics_listen: /metrics while serve runs, with each sink's counters (written, an outbox's
     pending counts), names and counts only."""
     config = write_config(
-        "metrics_listen: 127.0.0.1:0\nsources:\n  - grpc: {listen: 127.0.0.1:0}\n"
-        "sinks:\n  - file: {path: out.tsv}\n"
+        "metrics_listen: 127.0.0.1:0\nsources:\n  - grpc: {listen: 127.0.0.1:0}\nsinks:\n  - file: {path: out.tsv}\n"
     )
     proc = subprocess.Popen([QUERYLOG, "serve", "-c", str(config)], stderr=subprocess.PIPE, text=True)
     log = ServeLog(proc)

@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,9 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
+from helpers import wait_until
 from helpers.certs import make_pki
-from helpers.vector import ROLES_YAML, Running, free_port, log_event, request, vector_sidecar
+from helpers.vector import ROLES_YAML, Running, log_event, port_of_a_stopped_sidecar, request, vector_sidecar
 
 from adapters.vector.codec import VectorCodec, split_request
 from adapters.vector.sink import VectorSink
@@ -88,13 +88,6 @@ def upstream_config(folder: Path, sink_options: str) -> Path:
 def vector_sink(a: Running) -> VectorSink:
     (sink,) = [s for s in a.pipeline.sinks if isinstance(s, VectorSink)]
     return sink
-
-
-def wait_for(check: Callable[[], bool], seconds: float = 15.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def downstream_lines(folder: Path) -> list[dict[str, Any]]:
@@ -193,7 +186,7 @@ def test_events_of_another_format_become_typed_logs(tmp_path: Path) -> None:
 def test_outage_fills_the_outbox_then_backpressure_then_recovery(tmp_path: Path) -> None:
     """With B down, A acknowledges while its outbox has room (the batches are durable there), then answers
     RESOURCE_EXHAUSTED (Vector retries); when B comes up the outbox drains in order and A acknowledges again."""
-    port = free_port()
+    port = port_of_a_stopped_sidecar(downstream_config(tmp_path / "b"))  # B is down
     sink_options = f"address: '127.0.0.1:{port}', outbox_max_batches: 2, {FAST_RETRY}"
     with vector_sidecar(upstream_config(tmp_path / "a", sink_options)) as a:
         outbox = vector_sink(a).outbox
@@ -215,7 +208,7 @@ def test_outage_fills_the_outbox_then_backpressure_then_recovery(tmp_path: Path)
 def test_undelivered_batches_survive_a_restart(tmp_path: Path) -> None:
     """Batches acknowledged upstream but not yet delivered stay in the state store when A stops; a new A on the
     same state sends them at start, before any new event."""
-    port = free_port()
+    port = port_of_a_stopped_sidecar(downstream_config(tmp_path / "b"))  # B is down
     config = upstream_config(tmp_path / "a", f"address: '127.0.0.1:{port}', {FAST_RETRY}")
     with vector_sidecar(config) as a:
         assert a.push(events(3)) == b""
@@ -278,7 +271,7 @@ def test_retriable_refusal_is_retried(tmp_path: Path) -> None:
     with refusing_server(grpc.StatusCode.UNAVAILABLE) as (address, got):
         with vector_sidecar(upstream_config(tmp_path / "a", f"address: '{address}', {FAST_RETRY}")) as a:
             assert a.push(events(1)) == b""
-            wait_for(lambda: len(got) >= 3)
+            wait_until(lambda: len(got) >= 3, what="three sends of the batch")
             assert vector_sink(a).outbox.pending().batches == 1
             assert not a.pipeline.dead.counts
         assert len(set(got)) == 1  # the same batch each time
@@ -302,7 +295,7 @@ def test_sink_over_tls(tmp_path: Path) -> None:
 
 def test_batches_are_cut_by_events_and_bytes(tmp_path: Path) -> None:
     """batch_size and max_batch_bytes bound each PushEventsRequest; flush sends the last partial batch."""
-    port = free_port()
+    port = port_of_a_stopped_sidecar(downstream_config(tmp_path / "b"))  # nothing listens there
     config = upstream_config(
         tmp_path / "a", f"address: '127.0.0.1:{port}', batch_size: 3, max_batch_bytes: 1024, close_drain_seconds: 0"
     )
@@ -325,7 +318,7 @@ def test_close_does_not_wait_for_a_downstream_that_never_answers(tmp_path: Path)
         config = upstream_config(tmp_path / "a", f"address: '{address}', timeout_seconds: 60, {FAST_RETRY}")
         with vector_sidecar(config) as a:
             assert a.push(events(2)) == b""
-            wait_for(lambda: len(got) == 1)
+            wait_until(lambda: len(got) == 1, what="the PushEvents to reach the server")
             closing = threading.Thread(target=a.pipeline.close)
             closing.start()
             closing.join(20)

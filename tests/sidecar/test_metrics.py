@@ -214,3 +214,13 @@ def test_a_scrape_never_repeats_a_series() -> None:
     repeated = sorted({s for s in seen if seen.count(s) > 1})
     assert not repeated, repeated
     assert 'querylog_sink_stat{index="1",name="pending_batches",sink="forward"} 1.0' in text
+
+
+def test_metrics_access_options_need_metrics_listen(tmp_path: Path) -> None:
+    """TLS or a token under `metrics:` without `metrics_listen` is a located config error, not a silent no-op."""
+    from sidecar.config import ConfigError, load_config
+
+    config = write_config(tmp_path, "metrics: {auth_token_env: METRICS_TOKEN}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(config)
+    assert "metrics" in str(err.value) and "metrics_listen" in str(err.value)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from helpers import wait_until
 from helpers.grpc_sidecar import ROOT, SHARED_DATA, HoldAll, Profiles, sidecar, write_config
 
 from adapters.grpc.client import channel, get_profile, get_stats
@@ -253,10 +253,8 @@ def test_timer_released_events_go_to_sinks_when_configured(tmp_path: Path) -> No
     with sidecar(config, extra_filters=(hold,)) as sc:
         resp = QueryLogFilterStub(sc.chan).Ingest(iter([batch]))
         assert (resp.accepted, resp.delivered, resp.held) == (1, 0, 1)
-        deadline = time.monotonic() + 5
         path = tmp_path / "out.tsv"
-        while time.monotonic() < deadline and not (path.exists() and "weather" in path.read_text()):
-            time.sleep(0.02)
+        wait_until(lambda: path.exists() and "weather" in path.read_text(), what="the timer's release in the file")
         assert path.read_text().splitlines()[1:] == ["5\tweather\t\t\t"]
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import errno
 import json
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from helpers import wait_until
 from helpers.certs import make_pki
 from helpers.grpc_sidecar import HoldAll
 from helpers.vector import ROLES_YAML, log_event, request, vector_sidecar
@@ -228,9 +228,7 @@ def test_buffering_filter_releases_on_the_timer(tmp_path: Path) -> None:
     hold = HoldAll()
     with vector_sidecar(config(tmp_path, "flush_interval_seconds: 0.05\n"), extra_filters=[hold]) as sc:
         assert sc.push(events(2)) == b""
-        deadline = time.monotonic() + 10
-        while len(lines(tmp_path)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: len(lines(tmp_path)) >= 2, what="the timer's release to reach the sink")
     assert [line["message"] for line in lines(tmp_path)] == ["query 0", "query 1"]
 
 

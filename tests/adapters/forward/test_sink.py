@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_until
 from helpers.certs import make_pki
 from helpers.forward import RawClient, Served, write_sidecar_config
 
@@ -30,19 +30,13 @@ ENTRIES = [Entry("app.search", 1141251120, R1), Entry("app.other", EventTime(114
 Serve = Callable[..., Served]
 
 
-def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def port_of_a_stopped_source(serve_forward: Serve) -> int:
+    """A forward source started on port 0 and stopped: the port it bound, where nothing listens now (a downstream
+    that went down). A test brings the server back there (``listen``): a restart keeps its address, so the port
+    is one a server bound itself, not one picked before any bind."""
+    served = serve_forward(name="down.yaml")
+    served.source.stop(grace=0)
+    return served.port
 
 
 @pytest.fixture
@@ -81,7 +75,7 @@ def test_entries_arrive_as_they_came(serve_forward: Serve, sink_pipeline: Callab
     served = serve_forward()
     out = sink_pipeline(address=f"127.0.0.1:{served.port}")
     send(out, ENTRIES)
-    assert wait_for(lambda: len(served.capture.events) == 2)
+    wait_until(lambda: len(served.capture.events) == 2, what="both entries to arrive")
     got = sorted(served.capture.entries(), key=lambda e: e.tag)
     assert [packb(e) for e in got] == [packb(e) for e in sorted(ENTRIES, key=lambda e: e.tag)]
     sink = sink_of(out)
@@ -112,7 +106,7 @@ def test_gzip_shared_key_user_and_tls(
         tls_ca_file=str(pki.ca),
     )
     send(out, ENTRIES)
-    assert wait_for(lambda: len(served.capture.events) == 2)
+    wait_until(lambda: len(served.capture.events) == 2, what="both entries to arrive")
     stats = served.source.stats()
     assert stats["messages_compressed_packed_forward"] >= 1 and stats["handshakes"] >= 1
 
@@ -127,7 +121,7 @@ def test_wrong_shared_key_keeps_the_batch(
     out = sink_pipeline(address=f"127.0.0.1:{served.port}", shared_key_env="FWD_WRONG", close_drain_seconds=0)
     send(out, ENTRIES)
     sink = sink_of(out)
-    assert wait_for(lambda: sink.client.handshake_failures >= 2)
+    wait_until(lambda: sink.client.handshake_failures >= 2, what="two refused handshakes")
     assert sink.outbox is not None and sink.outbox.pending().events == 2
     assert served.capture.events == []
 
@@ -135,14 +129,14 @@ def test_wrong_shared_key_keeps_the_batch(
 def test_server_down_then_up(serve_forward: Serve, sink_pipeline: Callable[..., Pipeline]) -> None:
     """With the server down flush still returns (the batch is durable in the outbox); it is delivered once the
     server listens, after retries."""
-    port = free_port()
+    port = port_of_a_stopped_source(serve_forward)
     out = sink_pipeline(address=f"127.0.0.1:{port}")
     send(out, ENTRIES)
     sink = sink_of(out)
     assert sink.outbox is not None
-    assert wait_for(lambda: sink.outbox is not None and sink.outbox.stats()["retries"] >= 2)
+    wait_until(lambda: sink.outbox is not None and sink.outbox.stats()["retries"] >= 2, what="two retries")
     served = serve_forward(listen=f"127.0.0.1:{port}")
-    assert wait_for(lambda: len(served.capture.events) == 2)
+    wait_until(lambda: len(served.capture.events) == 2, what="both entries to arrive")
     assert sink.outbox.drain(5)
 
 
@@ -150,13 +144,13 @@ def test_a_restart_sends_what_was_left(
     serve_forward: Serve, sink_pipeline: Callable[..., Pipeline], tmp_path: Path
 ) -> None:
     """Batches left undelivered when the sidecar stopped are sent by the next run (same state folder)."""
-    port = free_port()
+    port = port_of_a_stopped_source(serve_forward)
     first = sink_pipeline(address=f"127.0.0.1:{port}", close_drain_seconds=0)
     send(first, ENTRIES)
     first.close()
     served = serve_forward(listen=f"127.0.0.1:{port}")
     sink_pipeline(address=f"127.0.0.1:{port}")  # the next run: nothing new is sent
-    assert wait_for(lambda: len(served.capture.events) == 2)
+    wait_until(lambda: len(served.capture.events) == 2, what="both entries to arrive")
 
 
 class WithholdingServer:
@@ -210,10 +204,12 @@ def test_a_missing_ack_sends_the_batch_again(sink_pipeline: Callable[..., Pipeli
         server.close()
 
 
-def test_full_outbox_refuses(sink_pipeline: Callable[..., Pipeline]) -> None:
+def test_full_outbox_refuses(serve_forward: Serve, sink_pipeline: Callable[..., Pipeline]) -> None:
     """With the downstream gone the outbox fills to its bound; then the runtime's receive raises OutboxFull (the
     source does not acknowledge) instead of dropping."""
-    out = sink_pipeline(address=f"127.0.0.1:{free_port()}", outbox_max_batches=1, close_drain_seconds=0)
+    out = sink_pipeline(
+        address=f"127.0.0.1:{port_of_a_stopped_source(serve_forward)}", outbox_max_batches=1, close_drain_seconds=0
+    )
     send(out, ENTRIES)
     with pytest.raises(OutboxFull):
         send(out, ENTRIES)
@@ -230,17 +226,17 @@ def test_events_of_another_format_get_the_configured_tag(
     tsv = TsvCodec(SchemaConfig())
     tsv.accept_header("AnonID\tQuery\tQueryTime\tItemRank\tClickURL")
     out.receive(RecordBatch(["9\tq one\t2006-03-01 07:17:12\t\t"], tsv, "test.tsv"))
-    assert wait_for(lambda: len(served.capture.events) == 1)
+    wait_until(lambda: len(served.capture.events) == 1, what="the entry to arrive")
     (entry,) = served.capture.entries()
     assert entry.tag == "search.tsv" and isinstance(entry.time, EventTime)
     assert entry.record == {"AnonID": "9", "Query": "q one", "QueryTime": "2006-03-01 07:17:12", "ItemRank": "",
                             "ClickURL": ""}  # fmt: skip
 
 
-def test_messages_are_split_at_max_message_bytes(sink_pipeline: Callable[..., Pipeline]) -> None:
+def test_messages_are_split_at_max_message_bytes(serve_forward: Serve, sink_pipeline: Callable[..., Pipeline]) -> None:
     """A large batch becomes several PackedForward messages (one chunk id each), grouped by tag, none much over
     max_message_bytes."""
-    out = sink_pipeline(address=f"127.0.0.1:{free_port()}", max_message_bytes=1024)
+    out = sink_pipeline(address=f"127.0.0.1:{port_of_a_stopped_source(serve_forward)}", max_message_bytes=1024)
     sink = sink_of(out)
     entries = [Entry("a" if i % 2 else "b", i, {"AnonID": str(i), "Query": "x" * 100}) for i in range(40)]
     sink.write(ForwardCodec().decode_many(entries, "\n", []))
@@ -278,7 +274,7 @@ def test_passthrough_is_byte_for_byte(tmp_path: Path) -> None:
         client = RawClient(source.port)
         client.send(["app", blob + blob, {"chunk": "in"}])
         assert client.read() == {"ack": "in"}
-        assert wait_for(lambda: len(server.messages) == 1)
+        wait_until(lambda: len(server.messages) == 1, what="the message to arrive")
         tag, out_blob, option = server.messages[0]
         assert (tag, out_blob, option["size"]) == ("app", blob + blob, 2)
         client.close()

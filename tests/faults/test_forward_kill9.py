@@ -13,8 +13,8 @@ printed. Skipped only where node/npm are absent (the package is installed into t
 
 from __future__ import annotations
 
-import contextlib
 import json
+import math
 import os
 import random
 import signal
@@ -32,6 +32,7 @@ import yaml
 from helpers import QUERYLOG, ROOT, TEST_KEY
 from helpers.forward import fluent_logger_node, node_env
 from helpers.kb import kb_file
+from helpers.serving import listening_ports
 from helpers.waiting import exited, wait_until
 
 from sidecar.state import DB_NAME
@@ -42,7 +43,8 @@ SEED = int(os.environ.get("QUERYLOG_KILL9_SEED", "12"))
 KILLS = 2
 
 # FluentClient with acks and its own retries: emits events in rounds, at most WINDOW unsettled at a time; prints
-# {"acked": n} as acknowledgements come in, and at the end writes the acknowledged and failed seqs to spec.out.
+# {"acked": n} as acknowledgements come in, {"errors": n} on each connection error, and at the end writes the
+# acknowledged and failed seqs to spec.out.
 CLIENT_JS = r"""
 "use strict";
 const fs = require("fs");
@@ -74,7 +76,11 @@ async function main() {
     flushInterval: 0,
     disconnect: { waitForPending: true, waitForPendingDelay: 60000 },
   });
-  client.socketOn("error", () => {});
+  let errors = 0;  // connection errors (refused while the sidecar is down), reported as {"errors": n}
+  client.socketOn("error", () => {
+    errors += 1;
+    process.stdout.write(JSON.stringify({ errors }) + "\n");
+  });
   const acked = [];
   const failed = [];
   let pending = 0;
@@ -172,18 +178,26 @@ class Lines:
             self.items.append(json.loads(line))
 
 
-def _wait_moving(cond: Callable[[], object], progress: Callable[[], int], stall: float = 60.0) -> bool:
-    """Until ``cond()``; False only once ``progress()`` has stood still for ``stall`` seconds (a slow machine
-    takes longer but keeps moving: no fixed deadline for the whole stream)."""
+def _stalled(progress: Callable[[], int], stall: float) -> Callable[[], str | None]:
+    """An ``abort`` for :func:`wait_until`: gives up once ``progress()`` has stood still for ``stall`` seconds (a
+    slow machine takes longer but keeps moving: no fixed deadline for the whole stream)."""
     last, moved = progress(), time.monotonic()
-    while not cond():
+
+    def check() -> str | None:
+        nonlocal last, moved
         now = progress()
         if now != last:
             last, moved = now, time.monotonic()
         elif time.monotonic() - moved > stall:
-            return False
-        time.sleep(0.01)
-    return True
+            return f"no progress for {stall:g} s (at {now})"
+        return None
+
+    return check
+
+
+def _wait_moving(cond: Callable[[], object], progress: Callable[[], int], what: str, stall: float = 60.0) -> None:
+    """Until ``cond()``; fails once ``progress()`` has stood still for ``stall`` seconds."""
+    wait_until(cond, what=what, timeout=math.inf, abort=_stalled(progress, stall))
 
 
 def _outbox_events(state: Path) -> int:
@@ -198,13 +212,7 @@ def _outbox_events(state: Path) -> int:
 
 def _listening_ports(log: Path) -> list[int]:
     """The ports of every ``listening`` event in serve's JSON log so far (one per start)."""
-    ports = []
-    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-        with contextlib.suppress(ValueError):
-            event = json.loads(line)
-            if isinstance(event, dict) and event.get("event") == "listening":
-                ports.append(int(event["port"]))
-    return ports
+    return listening_ports(log.read_text(encoding="utf-8", errors="replace").splitlines())
 
 
 def _serve(config: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -270,19 +278,27 @@ def test_every_acknowledged_event_reaches_fluent_server_across_kill9(fluent_node
         def acked_so_far() -> int:
             return max((int(x.get("acked", 0)) for x in progress.items if "done" not in x), default=0)
 
+        def errors_so_far() -> int:
+            return max((int(x.get("errors", 0)) for x in list(progress.items)), default=0)
+
         in_outbox: list[int] = []
         kill_points = sorted(int(EVENTS * rng.uniform(0.15, 0.85)) for _ in range(KILLS))
         for point in kill_points:
-            reached = _wait_moving(lambda p=point: acked_so_far() >= p or client.poll() is not None, acked_so_far)
-            assert reached, f"no acknowledgement for 60 s at {acked_so_far()} of the way to {point}"
+            _wait_moving(
+                lambda p=point: acked_so_far() >= p or client.poll() is not None,
+                acked_so_far,
+                what=f"{point} acknowledgements (no acknowledgement for 60 s fails)",
+            )
             assert client.poll() is None, f"the client ended before the kill at {point}: {progress.items[-1:]}"
             sidecar.send_signal(signal.SIGKILL)
             sidecar.wait()
             in_outbox.append(_outbox_events(tmp_path / "state"))
-            time.sleep(rng.uniform(0.0, 1.0))  # down for a while: the client reconnects and retries
+            # down for a while: until the client was refused a random 1-4 more times (it reconnects and retries)
+            refused = errors_so_far() + rng.randint(1, 4)
+            wait_until(lambda r=refused: errors_so_far() >= r, what=f"the client's connection error {refused}")
             sidecar, _ = _serve(config, tmp_path / "sidecar.err")
 
-        assert _wait_moving(lambda: client.poll() is not None, acked_so_far), "the client stalled for 60 s"
+        _wait_moving(lambda: client.poll() is not None, acked_so_far, what="the client to end (it stalled for 60 s)")
         assert client.wait() == 0, progress.items[-3:]
         result = json.loads(out.read_text(encoding="utf-8"))
         acked = set(result["acked"])
@@ -293,8 +309,12 @@ def test_every_acknowledged_event_reaches_fluent_server_across_kill9(fluent_node
         def all_arrived() -> bool:  # the cheap count first: the set of 100,000 ids only once it can hold
             return len(downstream.items) >= len(acked) and acked <= set(delivered())
 
-        arrived = _wait_moving(all_arrived, lambda: len(downstream.items), stall=30)
-        assert arrived, "acknowledged events still missing downstream (nothing arrived for 30 s)"
+        _wait_moving(
+            all_arrived,
+            lambda: len(downstream.items),
+            what="every acknowledged event downstream (nothing arrived for 30 s fails)",
+            stall=30,
+        )
         sidecar.send_signal(signal.SIGTERM)
         assert sidecar.wait(timeout=60) == 0
         sidecar = None

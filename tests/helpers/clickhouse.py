@@ -54,6 +54,9 @@ EXTRA_USER = f"""
 
 
 def free_port() -> int:
+    """A port free now, for ClickHouse's config. The one pick-then-bind left in the tests, on purpose:
+    clickhouse-server takes its ports from config.xml and reports none it bound (port 0 would leave the test no
+    way to reach it), and a restart (``stop``/``start``) must come back on the same ports."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
-from helpers import QUERYLOG, GeneratedLog, cli_env
+from helpers import QUERYLOG, GeneratedLog, cli_env, wait_until
 from helpers.clickhouse import PASSWORD, USER, ClickHouse
 from helpers.httptest import lines, post
 
@@ -294,9 +293,9 @@ def test_clickhouse_stopped_mid_run_loses_nothing(
         clickhouse.stop()
         stopped_at = sent
         send_batches(10)
-        time.sleep(0.5)
         outbox = sink_of(pipeline).outbox
         assert outbox is not None
+        wait_until(lambda: outbox.stats()["retries"] >= 1, what="a retry while ClickHouse is down")  # down a while
         waiting = outbox.pending().events
         assert waiting > 0
         restarter = threading.Thread(target=clickhouse.start)

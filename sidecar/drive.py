@@ -82,8 +82,7 @@ class ReplaySummary:
     def line(self) -> str:
         return (
             f"records in={self.records_in} events in={self.events_in} out={self.events_out} "
-            f"held={self.events_held} dropped={self.events_dropped}{reasons(self.drop_reasons)} "
-            f"dead_letter={self.dead_lettered}{reasons(self.dead_reasons)} "
+            f"held={self.events_held} dropped={self.events_dropped} dead_letter={self.dead_lettered} "
             f"seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f}"
             + (f" dead_letter_file={self.dead_letter_file}" if self.dead_lettered and self.dead_letter_file else "")
             + (" (interrupted)" if self.interrupted else "")
@@ -92,13 +91,22 @@ class ReplaySummary:
                 if self.events_restored
                 else ""
             )
+            + reasons(self.drop_reasons, self.dead_reasons)
         )
 
 
-def reasons(counts: Mapping[str, int]) -> str:
-    """`` (a=3, b=1)``: counts by reason, largest first, for a summary line ("" when none)."""
-    shown = sorted(((k, v) for k, v in counts.items() if v), key=lambda kv: (-kv[1], kv[0]))
-    return f" ({', '.join(f'{k}={v}' for k, v in shown)})" if shown else ""
+def reasons(dropped: Mapping[str, int], dead: Mapping[str, int]) -> str:
+    """The end of a summary line: `` dropped_by: f.reason=3 dead_letter_by: reason=1`` (largest first; the parts
+    with no count left out)."""
+
+    def shown(counts: Mapping[str, int]) -> str:
+        return " ".join(f"{k}={v}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if v)
+
+    parts = [
+        (f" {label}: {shown(c)}" if shown(c) else "")
+        for label, c in (("dropped_by", dropped), ("dead_letter_by", dead))
+    ]
+    return "".join(parts)
 
 
 #: words in a filter's ``counts`` key that make it a count of events the filter did not pass on

@@ -79,11 +79,11 @@ class ScaleSummary:
         rss = ",".join(f"{v:.0f}" for v in self.peak_rss_by_worker().values())
         return (
             f"records in={self.records_in} out={self.events_out} held={self.events_held} "
-            f"dropped={self.events_dropped}{reasons(self.drop_reasons)} "
-            f"dead_letter={self.dead_lettered}{reasons(self.dead_reasons)} partitions={self.partitions} "
+            f"dropped={self.events_dropped} dead_letter={self.dead_lettered} partitions={self.partitions} "
             f"scheduler={self.scheduler} seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f} "
             f"peak_rss_mib={rss} (longest split task {self.split_seconds:.1f} s, partition task "
             f"{self.partition_seconds:.1f} s, merge {self.merge_seconds:.1f} s)"
+            + reasons(self.drop_reasons, self.dead_reasons)
         )
 
 

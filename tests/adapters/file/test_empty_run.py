@@ -30,7 +30,7 @@ class TestEmptyRun:
         run = _run("replay", "-c", str(config), str(log), "-o", str(tmp_path / "out.jsonl"), "--no-progress")
         assert run.returncode == 5, run.stderr[-2000:]
         summary = next(line for line in run.stderr.splitlines() if line.startswith("records in="))
-        assert "dead_letter=20 (missing_" in summary
+        assert "dead_letter=20 " in summary and "dead_letter_by: missing_" in summary
         last = run.stderr.strip().splitlines()[-1]
         assert last.startswith("replay: nothing released: every record was dead-lettered (20")
         assert "schema.roles" in last and "uid" not in last and "q1" not in last
@@ -40,13 +40,14 @@ class TestEmptyRun:
         assert again.returncode == 0, again.stderr[-2000:]
 
     def test_every_event_dropped_names_the_filter_and_reason(self, tmp_path: Path) -> None:
-        """A drop rule that matches everything: the summary says `dropped=3 (drop.dropped_rule_0=3)`, exit 5."""
+        """A drop rule that matches everything: the summary says `dropped=3` and
+        `dropped_by: drop.dropped_rule_0=3`, exit 5."""
         log = tmp_path / "in.tsv"
         log.write_text(HEAD + "".join(f"{u}\tq\t\t\t\n" for u in range(3)), encoding="utf-8")
         config = _config(tmp_path, "filters:\n  - drop:\n      rules:\n        - {role: query, equals: [q]}\n")
         run = _run("replay", "-c", str(config), str(log), "-o", str(tmp_path / "out.tsv"), "--no-progress")
         assert run.returncode == 5, run.stderr[-2000:]
-        assert "dropped=3 (drop.dropped_rule_0=3)" in run.stderr
+        assert "dropped=3 " in run.stderr and "dropped_by: drop.dropped_rule_0=3" in run.stderr
         assert "every event was dropped (3, mostly drop.dropped_rule_0)" in run.stderr.strip().splitlines()[-1]
 
     def test_a_run_that_releases_something_exits_0(self, tmp_path: Path) -> None:

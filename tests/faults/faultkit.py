@@ -7,12 +7,12 @@ Nothing here prints or logs a record value: the tests report counts only.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import random
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 from collections import Counter
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import grpc
 from helpers import QUERYLOG, WaitTimeout, exited, wait_until
+from helpers.serving import bound_ports
 
 from adapters.grpc.client import channel, wait_serving
 from adapters.grpc.codec import EventBatch, QueryEvent
@@ -95,37 +96,58 @@ class Tmpfs:
 # --- `querylog serve` in a subprocess -------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+#: Numbers each serve's stderr file (``serve-N.err``): the port is known only once the process bound it.
+_STARTS = itertools.count(1)
 
 
 class Serve:
-    """`querylog serve --config CONFIG --listen 127.0.0.1:PORT`; stderr goes to a file."""
+    """`querylog serve --config CONFIG --listen 127.0.0.1:0`; stderr goes to a file. The fault configs log at
+    warning, which hides serve's ``listening`` event: the port is the one the process listens on
+    (:func:`helpers.serving.bound_ports`), known once it started (``wait``)."""
 
     def __init__(self, config: Path, *extra: str, wait: bool = True) -> None:
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.err_path = config.with_name(f"serve-{self.port}.err")
+        self.port = 0
+        self.address = ""
+        self._chan: grpc.Channel | None = None
+        self.err_path = config.with_name(f"serve-{next(_STARTS)}.err")
         with open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [QUERYLOG, "serve", "--config", str(config), "--listen", self.address, *extra],
+                [QUERYLOG, "serve", "--config", str(config), "--listen", "127.0.0.1:0", *extra],
                 stdout=subprocess.DEVNULL,
                 stderr=err,
                 cwd=config.parent,
             )
-        self.chan = channel(self.address)
-        self.stub = QueryLogFilterStub(self.chan)
         if wait:
             self._wait_serving(120)
 
+    @property
+    def chan(self) -> grpc.Channel:
+        assert self._chan is not None, "the sidecar is not serving (Serve(..., wait=False))"
+        return self._chan
+
+    @property
+    def stub(self) -> QueryLogFilterStub:
+        return QueryLogFilterStub(self.chan)
+
+    def _close_channel(self) -> None:
+        if self._chan is not None:
+            self._chan.close()
+
     def _wait_serving(self, timeout: float) -> None:
-        """Until the health service says SERVING; fails at once if the process exits first (a start-up error
-        used to cost the whole timeout), else after ``timeout`` seconds (generous: a slow machine still starts)."""
+        """Until the process listens and its health service says SERVING; fails at once if the process exits
+        first (a start-up error used to cost the whole timeout), else after ``timeout`` seconds (generous: a slow
+        machine still starts)."""
         try:
+            (self.port,) = wait_until(
+                lambda: bound_ports(self.proc.pid),
+                what="the sidecar to listen",
+                timeout=timeout,
+                abort=exited(self.proc),
+            )
+            self.address = f"127.0.0.1:{self.port}"
+            chan = self._chan = channel(self.address)
             wait_until(
-                lambda: wait_serving(self.chan, 1),
+                lambda: wait_serving(chan, 1),
                 what="the sidecar to serve",
                 timeout=timeout,
                 interval=0,  # wait_serving itself waits up to a second
@@ -144,7 +166,7 @@ class Serve:
 
     def stop(self, timeout: float = 60) -> int:
         """SIGTERM and wait: the exit status."""
-        self.chan.close()
+        self._close_channel()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
@@ -156,7 +178,7 @@ class Serve:
 
     def wait(self, timeout: float = 60) -> int:
         """Wait for the process to end by itself (a start-up failure): the exit status."""
-        self.chan.close()
+        self._close_channel()
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

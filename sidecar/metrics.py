@@ -17,6 +17,7 @@ import hmac
 import socket
 import ssl
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from socketserver import ThreadingMixIn
 from typing import Any
@@ -135,27 +136,35 @@ class _Server(ThreadingMixIn, WSGIServer):
     tls: ssl.SSLContext | None = None
 
     def finish_request(self, request: Any, client_address: Any) -> None:
-        if self.tls is not None:
-            request.settimeout(PEER_TIMEOUT)
-            try:
-                request = self.tls.wrap_socket(request, server_side=True)
-            except (OSError, ssl.SSLError) as exc:  # no certificate, a plaintext request, a peer that went away
-                log.info("metrics_tls_refused", error=type(exc).__name__)
-                request.close()
-                return
-        super().finish_request(request, client_address)
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(PEER_TIMEOUT)
+        try:
+            tls_socket = self.tls.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError) as exc:  # no certificate, a plaintext request, a peer that went away
+            log.debug("metrics_tls_refused", error=type(exc).__name__)
+            return  # the socket is closed by the caller (shutdown_request)
+        try:
+            super().finish_request(tls_socket, client_address)
+        finally:
+            tls_socket.close()
 
 
 def token_required(app: WsgiApp, token: bytes) -> WsgiApp:
     """``app`` behind a bearer token: 401 (``WWW-Authenticate: Bearer``) unless ``Authorization: Bearer <token>``
     (compared in constant time; never logged)."""
     expected = b"Bearer " + token
+    refused: Counter[str] = Counter()
 
     def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace").strip()
         if hmac.compare_digest(given, expected):
             return app(environ, start_response)
-        log.info("metrics_scrape_refused", reason="missing_token" if not given else "wrong_token")
+        reason = "missing_token" if not given else "wrong_token"
+        refused[reason] += 1
+        if str(refused[reason]).strip("0") == "1":  # the 1st, 10th, 100th...: a misconfigured scraper is no flood
+            log.warning("metrics_scrape_refused", reason=reason, count=refused[reason])
         start_response("401 Unauthorized", [("WWW-Authenticate", "Bearer"), ("Content-Type", "text/plain")])
         return [b"a bearer token is required\n"]
 

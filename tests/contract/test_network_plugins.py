@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import QUERYLOG, cli_env
+from helpers import QUERYLOG, cli_env, wait_until
 
 from sidecar.api import SOURCES, Receipt, RecordBatch, Source
 from sidecar.config import load_config
@@ -73,11 +73,6 @@ class Peer:
     def lines(self) -> list[str]:
         with self.changed:
             return [line for batch in self.batches for line in batch]
-
-    def wait_for(self, n: int, timeout: float = 30.0) -> bool:
-        """True once the peer holds at least ``n`` lines."""
-        with self.changed:
-            return self.changed.wait_for(lambda: sum(map(len, self.batches)) >= n, timeout)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -187,7 +182,7 @@ def test_serve_through_a_peer_outage_and_a_restart(installed: list[Path], peer: 
         assert client.batch(LINES[5:]) == "ok 3 0"
         client.close()
         peer.up()
-        assert peer.wait_for(len(LINES))
+        wait_until(lambda: len(peer.lines()) >= len(LINES), what="every line at the peer")
         assert peer.lines() == LINES
     finally:
         second.stop()
@@ -255,7 +250,7 @@ def test_answers_only_after_receive_returned_and_busy_while_the_outbox_is_full(
     (sink,) = gate.runtime.sinks
     assert sink.outbox.drain(30)  # type: ignore[attr-defined]  # the example sink's outbox
     assert client.batch(LINES[2:4]) == "ok 2 0"
-    assert peer.wait_for(4)
+    wait_until(lambda: len(peer.lines()) >= 4, what="4 lines at the peer")
     assert peer.lines() == LINES[:4]
     assert source.stats()["busy"] == 1  # type: ignore[attr-defined]  # the example source's counters
     client.close()
@@ -271,7 +266,7 @@ def test_bad_records_are_dead_lettered_without_the_good_ones(
     client = Client(source.listening()[0].port)
     batch = [LINES[0].encode(), b"x" * 70_000, b"\xff\xfe not utf-8", LINES[1].encode()]
     assert client.batch(batch) == "ok 2 2"
-    assert peer.wait_for(2)
+    wait_until(lambda: len(peer.lines()) >= 2, what="2 lines at the peer")
     assert peer.lines() == LINES[:2]
     assert gate.runtime.dead.counts == {"oversized_record": 1, "invalid_utf8": 1}
     client.close()

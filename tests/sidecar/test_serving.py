@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers import wait_until
 
 from sidecar.api import Listen
 from sidecar.serving import ServerHost
@@ -110,7 +110,9 @@ def test_run_in_worker_runs_on_a_bounded_pool_off_the_loop() -> None:
     async def four() -> None:
         calls = [asyncio.ensure_future(host.run_in_worker(job)) for _ in range(4)]
         await asyncio.sleep(0)  # let them queue
-        await asyncio.get_running_loop().run_in_executor(None, _wait_for, lambda: len(names) == 2)
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: wait_until(lambda: len(names) == 2, what="two jobs running")
+        )
         gate.set()
         await asyncio.gather(*calls)
 
@@ -120,14 +122,6 @@ def test_run_in_worker_runs_on_a_bounded_pool_off_the_loop() -> None:
         host.stop(1.0)
     assert most == 2 and len(names) == 4
     assert all(n.startswith("querylog-pool") and not n.endswith("-loop") for n in names)
-
-
-def _wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll ``cond`` until it holds (a condition, not a sleep); fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition never met"
-        threading.Event().wait(0.005)
 
 
 def test_a_cheap_call_runs_on_the_loop_only_when_the_lock_is_free() -> None:
@@ -152,7 +146,7 @@ def test_a_cheap_call_runs_on_the_loop_only_when_the_lock_is_free() -> None:
             answer: list[bytes] = []
             asker = threading.Thread(target=lambda: answer.append(_ask(addr.port)))
             asker.start()
-            _wait_for(lambda: host.inflight == 1)
+            wait_until(lambda: host.inflight == 1, what="one call in flight")
             assert host.call(asyncio.sleep(0, "loop free"), timeout=5) == "loop free"
         asker.join(10)
         assert answer == [b"HELLO\n"]
@@ -179,7 +173,7 @@ def test_stop_lets_inflight_requests_finish_within_grace() -> None:
     assert entered.wait(10)
     stopper = threading.Thread(target=host.stop, args=(30.0,))
     stopper.start()
-    _wait_for(lambda: _refused(addr.port))
+    wait_until(lambda: _refused(addr.port), what="the port to refuse connections")
     release.set()
     asker.join(10)
     stopper.join(10)

@@ -248,11 +248,11 @@ def test_answers_only_after_receive_returned_and_busy_while_the_outbox_is_full(
     assert answer.startswith("busy line_peer_127_0_0_1_")
     peer.up()
     (sink,) = gate.runtime.sinks
-    assert sink.outbox.drain(30)  # type: ignore[attr-defined]  # the example sink's outbox
+    assert sink.outbox.drain(30)  # the example sink's outbox
     assert client.batch(LINES[2:4]) == "ok 2 0"
     wait_until(lambda: len(peer.lines()) >= 4, what="4 lines at the peer")
     assert peer.lines() == LINES[:4]
-    assert source.stats()["busy"] == 1  # type: ignore[attr-defined]  # the example source's counters
+    assert source.stats()["busy"] == 1  # the example source's counters
     client.close()
 
 

@@ -14,7 +14,9 @@ from sidecar.state import StateStore
 
 def build_filter(cls: type, options: dict[str, Any], tmp: Path, state: StateStore | None = None) -> Any:
     """``cls`` built from ``options`` validated as the loader does (at ``filters[0].NAME``), seeded, in ``tmp``."""
-    config = build_config(cls.Config, options, load_yaml("<test>", "{}"), f"filters[0].{cls.NAME}")  # type: ignore[attr-defined]  # cls is a Filter subclass
+    config = build_config(
+        cls.Config, options, load_yaml("<test>", "{}"), f"filters[0].{cls.NAME}"
+    )  # cls is a Filter subclass
     return cls(config, BuildContext(config_dir=tmp, state=state, rng=Random(1), seed=1))
 
 

@@ -72,7 +72,7 @@ class HoldAll(Filter):
     BUFFERING = True
 
     def __init__(self) -> None:
-        super().__init__(FilterConfig(), None)  # type: ignore[arg-type]  # a fake: no BuildContext
+        super().__init__(FilterConfig(), None)  # a fake: no BuildContext
         self.buffer: list[Event] = []
         self.released: list[Event] = []
 
@@ -95,7 +95,7 @@ class Profiles(Filter):
     NAME = "fake_profile"
 
     def __init__(self) -> None:
-        super().__init__(FilterConfig(), None)  # type: ignore[arg-type]  # a fake: no BuildContext
+        super().__init__(FilterConfig(), None)  # a fake: no BuildContext
 
     def process(self, batch: list[Event]) -> list[Event]:
         return batch

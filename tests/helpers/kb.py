@@ -26,7 +26,7 @@ def kb_file() -> Path:
 
 
 @cache
-def classifier():  # type: ignore[no-untyped-def]  # returns a Classifier (imported lazily)
+def classifier():  # returns a Classifier (imported lazily)
     from knowledge.classifier import Classifier
 
     return Classifier.load(kb_file(), build_if_needed=False)

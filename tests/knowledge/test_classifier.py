@@ -195,7 +195,7 @@ def test_result_shape_and_immutability() -> None:
     assert r.category in CATEGORIES and r.path[0] == r.category and len(r.path) <= 5
     assert 0.0 < r.confidence <= 1.0
     with pytest.raises(dataclasses.FrozenInstanceError):
-        r.category = "News"  # type: ignore[misc]  # the frozen write is the test
+        r.category = "News"  # the frozen write is the test
 
 
 def test_classify_many_matches_classify() -> None:

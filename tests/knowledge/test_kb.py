@@ -52,7 +52,7 @@ def test_kb_content() -> None:
     ],
     ids=["empty", "magic", "truncated", "bit-flip", "format"],
 )
-def test_corrupt_file_is_detected(damage, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # parametrized damage function
+def test_corrupt_file_is_detected(damage, tmp_path: Path) -> None:  # parametrized damage function
     """Any damage (empty, bad magic, truncation, a flipped bit, unknown format) is KBCorrupt; load_kb without
     build refuses it as corrupt and says to run `querylog kb build`."""
     bad = tmp_path / "kb.qlkb"
@@ -69,7 +69,7 @@ def test_missing_or_corrupt_cache_is_rebuilt(tmp_path: Path, monkeypatch: pytest
 
     calls = []
 
-    def fake_build(path: Path, categories: object = None):  # type: ignore[no-untyped-def]  # a stand-in for build()
+    def fake_build(path: Path, categories: object = None):  # a stand-in for build()
         calls.append(path)
         shutil.copyfile(kb_file(), path)
         return build_mod.BuildReport(path, 0.0, path.stat().st_size, "", {})

@@ -97,4 +97,4 @@ def test_events_share_one_read_only_empty_meta_until_annotated() -> None:
     assert a.meta == {"category": "Arts", "main_unit": "art"}
     assert b.meta == {} and NO_META == {}
     with pytest.raises(TypeError):
-        b.meta["x"] = 1  # type: ignore[index]  # the shared mapping is read-only on purpose
+        b.meta["x"] = 1  # the shared mapping is read-only on purpose

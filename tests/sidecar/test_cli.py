@@ -72,7 +72,7 @@ def test_version() -> None:
     assert result.exit_code == 0 and "version" in result.output
 
 
-def test_replay_missing_input_exits_2(tmp_path) -> None:  # type: ignore[no-untyped-def]  # pytest fixture
+def test_replay_missing_input_exits_2(tmp_path) -> None:  # pytest fixture
     """A missing input file is an operator error: exit 2, one line."""
     cfg = tmp_path / "c.yaml"
     cfg.write_text("state_dir: s\n")

@@ -27,7 +27,7 @@ class FullDisk(Filter):
     NAME = "full_disk"
 
     def __init__(self, path: Path) -> None:
-        super().__init__(FilterConfig(), None)  # type: ignore[arg-type]  # a fake: no BuildContext
+        super().__init__(FilterConfig(), None)  # a fake: no BuildContext
         self.path = path
 
     def process(self, batch: list[Event]) -> list[Event]:
@@ -62,8 +62,8 @@ def test_a_failed_ingest_tells_the_client_without_the_path_and_logs_it(tmp_path:
         pytest.raises(grpc.RpcError) as err,
     ):
         QueryLogFilterStub(sc.chan).Ingest(iter([batch]), timeout=30)
-    details = err.value.details() or ""  # type: ignore[attr-defined]
-    assert err.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+    details = err.value.details() or ""
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "output file" in details and "free space" in details
     assert str(tmp_path) not in details and not ABSOLUTE.search(details), details
     failed = [e for e in logs if e["event"] == "rpc_failed"]

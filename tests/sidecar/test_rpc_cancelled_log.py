@@ -34,7 +34,7 @@ class Clock:
 def _service() -> tuple[QueryLogService, Host, Clock]:
     host, clock = Host(), Clock()
     runtime = SimpleNamespace(lock=threading.RLock(), filters=[])  # only the cancellation log is used
-    service = QueryLogService(runtime, host, 65536)  # type: ignore[arg-type]  # stand-ins
+    service = QueryLogService(runtime, host, 65536)  # stand-ins
     service.cancelled_log.clock = clock
     return service, host, clock
 

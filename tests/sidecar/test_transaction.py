@@ -53,7 +53,7 @@ def test_a_failed_delivery_leaves_the_released_events_held(write_config: Callabl
     config = load_config(write_config(BUFFER))
     pipeline = Pipeline(config, with_sinks=False)
     sink = FailingSink()
-    pipeline.sinks.append(sink)  # type: ignore[arg-type]  # duck-typed sink
+    pipeline.sinks.append(sink)  # duck-typed sink
     assert pipeline.receive(_batch(pipeline, LINES[:1])).held == 1
     sink.fail = True
     with pytest.raises(OSError):
@@ -84,7 +84,7 @@ def test_a_full_outbox_refuses_the_batch_before_the_chain_runs(write_config: Cal
             self.outbox = Outbox(pipeline.state, "t", max_bytes=1 << 20, max_batches=1)
             self.outbox.put(b"x", 1)  # at its bound: full
 
-    pipeline.sinks.append(OutboxSink())  # type: ignore[arg-type]  # only its outbox is looked at
+    pipeline.sinks.append(OutboxSink())  # only its outbox is looked at
     try:
         with pytest.raises(OutboxFull):
             pipeline.receive(_batch(pipeline))

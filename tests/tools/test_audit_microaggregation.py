@@ -330,7 +330,7 @@ def test_held_events_read_from_the_chains_state(tmp_path: Path) -> None:
     assert runner.invoke(main, ["generate", "-n", "60", "-o", str(src)]).exit_code == 0
     res = runner.invoke(main, ["replay", "-c", str(config), str(src), "-o", str(out), "--seed", "1"])
     assert res.exit_code == 0, res.output
-    held, dropped = (int(re.search(rf"\b{w}=(\d+)", res.output).group(1)) for w in ("held", "dropped"))  # type: ignore[union-attr]
+    held, dropped = (int(re.search(rf"\b{w}=(\d+)", res.output).group(1)) for w in ("held", "dropped"))
     assert held > 0
     res = runner.invoke(main, ["audit", "--original", str(src), "--protected", str(out), "-c", str(config), "--json"])
     assert res.exit_code == 0, res.output

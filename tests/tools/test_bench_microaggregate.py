@@ -16,7 +16,7 @@ def test_bench_microaggregate_prints_seconds_memory_and_measures_for_a_scaled_lo
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     line = next(x for x in res.output.splitlines() if x.startswith("generated 40 users"))
-    lines = int(re.search(r"40 users, ([\d,]+) lines", line).group(1).replace(",", ""))  # type: ignore[union-attr]
+    lines = int(re.search(r"40 users, ([\d,]+) lines", line).group(1).replace(",", ""))
     expected = generate_log(40, 1, io.StringIO(), lines_per_user=30).lines  # the bench's log: seed 1, scaled
     assert lines == expected != generate_log(40, 1, io.StringIO()).lines
     assert re.search(r"run [\d.]+ s .*peak RSS [\d,]+ MiB; \d+ clusters of 3\.\.[345]", line)

@@ -23,8 +23,8 @@ def test_demo_writes_protected_output_and_summary(tmp_path: Path) -> None:
     src = (out_dir / "input.tsv").read_text(encoding="utf-8").splitlines()
     dst = (out_dir / "protected.tsv").read_text(encoding="utf-8").splitlines()
     assert dst[0] == src[0] == "AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
-    n_in = int(re.search(r"events in=([\d,]+)", text).group(1).replace(",", ""))  # type: ignore[union-attr]  # the demo prints its summary
-    n_out = int(re.search(r"out=([\d,]+)", text).group(1).replace(",", ""))  # type: ignore[union-attr]  # the demo prints its summary
+    n_in = int(re.search(r"events in=([\d,]+)", text).group(1).replace(",", ""))  # the demo prints its summary
+    n_out = int(re.search(r"out=([\d,]+)", text).group(1).replace(",", ""))  # the demo prints its summary
     assert n_in == len(src) - 1 and n_out == len(dst) - 1 > 0
     rows = [line.split("\t") for line in dst[1:]]
     original_ids = {line.split("\t")[0] for line in src[1:]}

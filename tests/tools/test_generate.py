@@ -236,7 +236,9 @@ def test_cli_writes_gzip_stdout_and_planted_list(tmp_path: Path) -> None:
     assert run.stdout == expected
 
 
-def test_generated_log_replays_without_dead_letters(generated_log: GeneratedLog, write_config) -> None:  # type: ignore[no-untyped-def]  # pytest fixture
+def test_generated_log_replays_without_dead_letters(
+    generated_log: GeneratedLog, write_config
+) -> None:  # pytest fixture
     """A generated log is valid input: passthrough reproduces it byte for byte, nothing dead-lettered."""
     from sidecar.config import load_config
     from sidecar.drive import replay

@@ -34,7 +34,7 @@ def database(clickhouse: ClickHouse) -> str:
 
 
 @pytest.fixture
-def config_file(tmp_path: Path):  # type: ignore[no-untyped-def]  # returns a small writer
+def config_file(tmp_path: Path):  # returns a small writer
     """``config_file(yaml_body)``: a config in tmp_path with its state in tmp_path/state."""
 
     def write(body: str) -> Path:

@@ -216,7 +216,7 @@ def test_a_bad_row_is_dead_lettered_alone(
         f"schema: {{format: jsonl}}\nsinks:\n  - clickhouse: {{url: '{clickhouse.url}', table: {database}.typed}}\n"
     )
     records = [{"AnonID": str(i), "Query": f"q{i}", "n": i} for i in range(9)]
-    records[5]["n"] = "five"  # type: ignore[assignment]
+    records[5]["n"] = "five"
     records[7]["unexpected"] = 1
     with structlog.testing.capture_logs() as logs:
         pipeline = Pipeline(load_config(config))

@@ -135,7 +135,7 @@ class TestOptions:
     )
     def test_cross_field_rules(self, options: dict[str, object], key: str) -> None:
         with pytest.raises(ConfigValueError) as err:
-            ClickHouseSinkConfig(**options)  # type: ignore[arg-type]
+            ClickHouseSinkConfig(**options)
         assert err.value.key == key
         assert "u:p" not in str(err.value)
 
@@ -157,7 +157,7 @@ class TestUnchangedLine:
             ClickHouseSinkConfig(table="db.t"), BuildContext(config_dir=Path("."), validate_only=True)
         )
         columns = {"AnonID": "String", "Query": "String", "QueryTime": "DateTime", "n": "Nullable(Int64)"}
-        sink.describe = lambda: {k: Column(k, v) for k, v in columns.items()}  # type: ignore[method-assign]
+        sink.describe = lambda: {k: Column(k, v) for k, v in columns.items()}
         sink.prepare()
         return sink, JsonlCodec(SchemaConfig(format="jsonl"))
 

@@ -79,7 +79,7 @@ def test_every_option_is_documented_and_registered() -> None:
     def walk(options: list[dict[str, object]]) -> None:
         for opt in options:
             assert opt["doc"], opt["key"]
-            walk(opt.get("options", []))  # type: ignore[arg-type]
+            walk(opt.get("options", []))
 
     walk(describe_config(ForwardSourceConfig))
     walk(describe_config(ForwardSinkConfig))

@@ -231,7 +231,7 @@ def test_timer_released_events_come_back_on_the_next_filter_response(tmp_path: P
     second = EventBatch(batch_id="2")
     second.events.add(user="2", query="maps", seq=2)
 
-    def requests():  # type: ignore[no-untyped-def]  # local request generator
+    def requests():  # local request generator
         yield first
         yield second
         yield EventBatch(batch_id="3")
@@ -283,7 +283,7 @@ def test_stats_reports_filter_extras(tmp_path: Path) -> None:
     class WithExtras(Profiles):
         NAME = "with_extras"
 
-        def stats(self):  # type: ignore[no-untyped-def]  # test double
+        def stats(self):  # test double
             return {"k": {"Sports": 5}, "ratio": 0.5}
 
     with sidecar(write_config(tmp_path), extra_filters=(WithExtras(),)) as sc:
@@ -313,7 +313,7 @@ def test_cancelled_stream_leaves_the_server_serving(tmp_path: Path) -> None:
 
     gate = threading.Event()
 
-    def slow():  # type: ignore[no-untyped-def]  # local request generator
+    def slow():  # local request generator
         batch = EventBatch()
         batch.events.add(user="1", query="weather", seq=1)
         yield batch
@@ -422,7 +422,7 @@ def test_a_failing_filter_is_internal_without_values(tmp_path: Path, reader: str
     class Boom(Profiles):
         NAME = "boom"
 
-        def process(self, batch):  # type: ignore[no-untyped-def]  # test double
+        def process(self, batch):  # test double
             raise ValueError(f"bad value {batch[0].query}")
 
         def get_profile(self, user: str) -> dict[str, int] | None:
@@ -467,7 +467,7 @@ def test_garbage_to_unary_methods_is_invalid_argument(tmp_path: Path, method: st
         call = sc.chan.unary_unary(f"/querylog.v1.QueryLogFilter/{method}")
         with pytest.raises(grpc.RpcError) as err:
             call(b"\xff\xff\xff\xff garbage", timeout=5)
-        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]  # RpcError is also a Call
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # RpcError is also a Call
         stub = health_pb2_grpc.HealthStub(sc.chan)
         assert stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status == 1
 

@@ -45,8 +45,8 @@ def _mtls_config(tmp_path: Path, pki: Pki, extra: str = "") -> Path:
 
 def _code(call: object) -> grpc.StatusCode:
     with pytest.raises(grpc.RpcError) as err:
-        call()  # type: ignore[operator]  # a zero-argument lambda
-    code: grpc.StatusCode = err.value.code()  # type: ignore[attr-defined]  # RpcError is also a Call
+        call()  # a zero-argument lambda
+    code: grpc.StatusCode = err.value.code()  # RpcError is also a Call
     return code
 
 
@@ -106,8 +106,8 @@ def test_token_is_asked_on_every_rpc_but_health_and_never_logged(
                 ):
                     with pytest.raises(grpc.RpcError) as err:
                         call()
-                    codes.append(err.value.code())  # type: ignore[attr-defined]  # RpcError is also a Call
-                    details.append(err.value.details() or "")  # type: ignore[attr-defined]
+                    codes.append(err.value.code())  # RpcError is also a Call
+                    details.append(err.value.details() or "")
             health = health_pb2_grpc.HealthStub(sc.chan).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
             (response,) = list(QueryLogFilterStub(right).Filter(iter([batch]), timeout=5))
             stats = get_stats(right, timeout=5)
@@ -200,7 +200,7 @@ def _profile_code(chan: grpc.Channel) -> tuple[grpc.StatusCode, str]:
     try:
         get_profile(chan, "42", timeout=5)
     except grpc.RpcError as exc:
-        return exc.code(), exc.details() or ""  # type: ignore[attr-defined]  # RpcError is also a Call
+        return exc.code(), exc.details() or ""  # RpcError is also a Call
     return grpc.StatusCode.OK, ""
 
 
@@ -250,7 +250,7 @@ def test_get_profile_answers_the_reader_token_not_the_ingest_token(
         "ingest token": grpc.StatusCode.PERMISSION_DENIED,
         "no token": grpc.StatusCode.UNAUTHENTICATED,
     }
-    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert profile.total == 4
     monkeypatch.setenv("QUERYLOG_TEST_READER", TOKEN)
     cfg = load_config(config)

@@ -28,7 +28,7 @@ def _message(draw_roles: tuple[str, str, str, str, str], attrs: dict[str, str], 
 
 
 @given(st.tuples(text, query, text, text, text), st.dictionaries(text, text, max_size=3), st.integers(0, 2**64 - 1))
-def test_unchanged_event_reuses_its_message(roles, attrs, seq) -> None:  # type: ignore[no-untyped-def]  # hypothesis supplies the arguments
+def test_unchanged_event_reuses_its_message(roles, attrs, seq) -> None:  # hypothesis supplies the arguments
     """Encoding an untouched decoded QueryEvent returns the very message it came from, and the batch serializes to
     the same bytes; empty optional roles decode as None; an empty or blank query is an event like any other."""
     batch = EventBatch(events=[_message(roles, attrs, seq)])
@@ -49,7 +49,7 @@ def test_unchanged_event_reuses_its_message(roles, attrs, seq) -> None:  # type:
     st.dictionaries(text, text, max_size=3),
     st.dictionaries(st.sampled_from(ROLES), st.one_of(st.none(), text, st.integers())),
 )
-def test_changed_roles_are_written_back(roles, attrs, changes) -> None:  # type: ignore[no-untyped-def]  # hypothesis supplies the arguments
+def test_changed_roles_are_written_back(roles, attrs, changes) -> None:  # hypothesis supplies the arguments
     """Role values set on a decoded event (strings, integers or None) are written into the message as strings, None
     as empty; seq and attributes are kept."""
     codec = ProtoCodec()
@@ -71,7 +71,7 @@ def test_changed_roles_are_written_back(roles, attrs, changes) -> None:  # type:
         max_size=20,
     )
 )
-def test_tsv_records_round_trip_through_messages(rows) -> None:  # type: ignore[no-untyped-def]  # hypothesis supplies the arguments
+def test_tsv_records_round_trip_through_messages(rows) -> None:  # hypothesis supplies the arguments
     """Client -> QueryEvents -> server decode/encode (unchanged) -> client writes the same lines, empty queries
     included."""
     tsv = TsvCodec(SchemaConfig())
@@ -102,7 +102,7 @@ json_value = st.one_of(st.none(), st.integers(-(10**6), 10**6), st.text(max_size
         max_size=10,
     )
 )
-def test_jsonl_records_keep_types_through_messages(records) -> None:  # type: ignore[no-untyped-def]  # hypothesis supplies the arguments
+def test_jsonl_records_keep_types_through_messages(records) -> None:  # hypothesis supplies the arguments
     """Non-string role values (integer ranks, nulls) come back as they were."""
     codec = JsonlCodec(SchemaConfig(format="jsonl"))
     # the lines as the sidecar writes them: NEL, LS and PS escaped (sidecar.records.escape_breaks)

@@ -102,7 +102,7 @@ def test_a_stream_gets_its_own_events_that_passed_straight_through(tmp_path: Pat
             super().__init__()
             self.seen = 0
 
-        def process(self, batch):  # type: ignore[no-untyped-def]  # test double
+        def process(self, batch):  # test double
             self.seen += 1
             if self.seen == 1:
                 return super().process(batch)
@@ -127,10 +127,8 @@ def test_filter_with_a_buffering_chain_and_no_sink_is_refused(tmp_path: Path) ->
     message that says why and what to do; a chain that does not buffer is served as before."""
     with sidecar(write_config(tmp_path, "filters:\n" + BUFFER)) as sc, pytest.raises(grpc.RpcError) as err:
         list(QueryLogFilterStub(sc.chan).Filter(iter([_batch("alpha", 2)]), timeout=10))
-    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # type: ignore[attr-defined]
-    assert err.value.details() == (  # type: ignore[attr-defined]
-        "buffering chain: released events go to sinks; configure a sink or use Ingest"
-    )
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.value.details() == "buffering chain: released events go to sinks; configure a sink or use Ingest"
 
 
 # ---- GetProfile -------------------------------------------------------------------------------------------
@@ -164,7 +162,7 @@ def _profiled(config: Path, reader: str) -> tuple[str, dict[str, object]]:
             try:
                 answers[who] = get_profile(rc, who, timeout=10).total
             except grpc.RpcError as exc:
-                answers[who] = (exc.code(), exc.details())  # type: ignore[attr-defined]
+                answers[who] = (exc.code(), exc.details())
     return emitted, answers
 
 

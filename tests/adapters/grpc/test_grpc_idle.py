@@ -151,7 +151,7 @@ def test_graceful_stop_lets_an_inflight_ingest_finish_and_cuts_idle_streams(tmp_
             list(idle)
             idle_code = grpc.StatusCode.OK
         except grpc.RpcError as exc:
-            idle_code = exc.code()  # type: ignore[attr-defined]  # RpcError is also a Call
+            idle_code = exc.code()  # RpcError is also a Call
         gate.set()
         sc.pipeline.close()
     assert (resp.accepted, resp.delivered) == (2, 2)

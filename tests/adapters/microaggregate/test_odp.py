@@ -11,7 +11,7 @@ from unittest.mock import patch
 import numpy as np
 import numpy.typing as npt
 import pytest
-import scipy.sparse as sp  # type: ignore[import-untyped]
+import scipy.sparse as sp
 import structlog
 from click.testing import CliRunner
 from helpers.microaggregate import HEADER, assert_k_anonymous, released, toy_log

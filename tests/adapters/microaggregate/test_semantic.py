@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from helpers.microaggregate import HEADER, assert_k_anonymous, released, toy_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.optimize import linprog  # type: ignore[import-untyped]
+from scipy.optimize import linprog
 
 from adapters.microaggregate.classified import Queries, read_queries
 from adapters.microaggregate.log import read_log

@@ -33,7 +33,7 @@ def _push(channel: grpc.Channel, payload: bytes, token: str | None) -> grpc.Stat
     try:
         channel.unary_unary("/vector.Vector/PushEvents")(payload, timeout=10, metadata=metadata)
     except grpc.RpcError as exc:
-        return exc.code()  # type: ignore[attr-defined, no-any-return]  # RpcError is also a Call
+        return exc.code()  # RpcError is also a Call
     return grpc.StatusCode.OK
 
 

@@ -55,7 +55,7 @@ def test_registered_under_the_entry_point_groups() -> None:
 )
 def test_source_cross_field_rules(options: dict[str, str], key: str) -> None:
     with pytest.raises(ConfigValueError) as err:
-        VectorSourceConfig(**options)  # type: ignore[arg-type]
+        VectorSourceConfig(**options)
     assert err.value.key == key
 
 

@@ -37,7 +37,7 @@ class Keep(Sink[SinkConfig]):
     NAME = "keep"
 
     def __init__(self) -> None:
-        super().__init__(SinkConfig(), None)  # type: ignore[arg-type]  # a fake: no BuildContext
+        super().__init__(SinkConfig(), None)  # a fake: no BuildContext
         self.codec = VectorCodec()
         self.wires: list[bytes] = []
         self.events: list[Event] = []
@@ -53,7 +53,7 @@ class Upper(Filter[FilterConfig]):
     NAME = "upper"
 
     def __init__(self) -> None:
-        super().__init__(FilterConfig(), None)  # type: ignore[arg-type]  # a fake: no BuildContext
+        super().__init__(FilterConfig(), None)  # a fake: no BuildContext
 
     def process(self, batch: list[Event]) -> list[Event]:
         for ev in batch:
@@ -167,7 +167,7 @@ def test_events_of_another_format_become_typed_logs(tmp_path: Path) -> None:
             ]
             receipt = pipeline.receive(RecordBatch(records, codec, "test"))
             assert receipt.accepted == 3
-            assert pipeline.sinks[0].outbox.drain(15)  # type: ignore[attr-defined]
+            assert pipeline.sinks[0].outbox.drain(15)
             assert pipeline.dead.counts == {"integer_out_of_range": 1}
         finally:
             pipeline.close()
@@ -323,10 +323,10 @@ def test_close_does_not_wait_for_a_downstream_that_never_answers(tmp_path: Path)
             closing.start()
             closing.join(20)
             assert not closing.is_alive(), "close waited for the call"
-            a.pipeline.close = lambda: None  # type: ignore[method-assign]  # closed above
+            a.pipeline.close = lambda: None  # closed above
         pipeline = Pipeline(load_config(config))
         try:
-            assert pipeline.sinks[0].outbox.pending().events == 2  # type: ignore[attr-defined]
+            assert pipeline.sinks[0].outbox.pending().events == 2
         finally:
             pipeline.close()
 

@@ -50,7 +50,7 @@ class _Fake(Sink[SinkConfig]):
     NAME = "fake"
 
     def __init__(self) -> None:
-        super().__init__(SinkConfig(), None)  # type: ignore[arg-type]  # a fake: no BuildContext
+        super().__init__(SinkConfig(), None)  # a fake: no BuildContext
 
 
 class Raising(_Fake):
@@ -91,7 +91,7 @@ class Counting(Filter[FilterConfig]):
     NAME = "counting"
 
     def __init__(self) -> None:
-        super().__init__(FilterConfig(), None)  # type: ignore[arg-type]  # a fake: no BuildContext
+        super().__init__(FilterConfig(), None)  # a fake: no BuildContext
         self.seen = 0
 
     def process(self, batch: list[Event]) -> list[Event]:

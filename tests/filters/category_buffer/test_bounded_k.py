@@ -22,7 +22,7 @@ CATEGORIES = ("Health", "Sports")
 def make(tmp: Path, **options: object) -> CategoryBufferFilter:
     state = StateStore(tmp)
     ctx = BuildContext(config_dir=tmp, state=state, rng=random.Random(7), seed=7, codecs=codec_lookup(SchemaConfig()))
-    return CategoryBufferFilter(CategoryBufferConfig(**options), ctx)  # type: ignore[arg-type]  # options typed loosely
+    return CategoryBufferFilter(CategoryBufferConfig(**options), ctx)  # options typed loosely
 
 
 def ev(user: str, query: str, category: str) -> Event:
@@ -44,7 +44,7 @@ def dominated_round(r: int) -> list[Event]:
 def loop(f: CategoryBufferFilter, rounds: int, every: int = 1) -> tuple[int, int, int, list[Event]]:
     """Run ``rounds`` passes in batches of 50; returns the largest k, held count and state rows seen after any
     batch (rows checked every ``every`` rounds) and the released events."""
-    conn = f.ctx.state.conn  # type: ignore[union-attr]  # make() gives a StateStore
+    conn = f.ctx.state.conn  # make() gives a StateStore
     top_k = top_held = top_rows = 0
     out: list[Event] = []
     for r in range(rounds):
@@ -149,12 +149,12 @@ class TestBound:
         f = make(tmp_path, k=5, max_k_policy="hold", max_k=10**6)
         f.process([ev("solo", f"q{i}", "Arts") for i in range(300)])
         assert f.stats()["k_per_category"]["Arts"] >= 290
-        f.ctx.state.close()  # type: ignore[union-attr]  # make() gives a StateStore
+        f.ctx.state.close()  # make() gives a StateStore
         g = make(tmp_path, k=5, max_k=40)
         assert g.stats()["k_per_category"]["Arts"] == 40
         g.process([ev("solo", "one more", "Arts")])
         assert g.held() == 39 and g.counts["suppressed_max_k"] == 262
-        conn = g.ctx.state.conn  # type: ignore[union-attr]  # make() gives a StateStore
+        conn = g.ctx.state.conn  # make() gives a StateStore
         assert conn.execute(f"SELECT k FROM {KS} WHERE bucket = 'Arts'").fetchone()[0] == 40
         assert conn.execute(f"SELECT COUNT(*) FROM {HELD}").fetchone()[0] == 39
 
@@ -172,7 +172,7 @@ class TestConfig:
     def test_max_k_below_what_a_bucket_needs_is_an_error(self, options: dict[str, object], key: str) -> None:
         """max_k must be at least every base k and min_users (else a bucket could never release)."""
         with pytest.raises(ConfigValueError) as err:
-            CategoryBufferConfig(**options)  # type: ignore[arg-type]  # options typed loosely
+            CategoryBufferConfig(**options)  # options typed loosely
         assert err.value.key == key
 
 

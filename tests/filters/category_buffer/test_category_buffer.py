@@ -38,7 +38,7 @@ def make(tmp: Path, seed: int = 1, clock: Callable[[], float] | None = None, **o
     )
     if clock is not None:
         ctx.clock = clock
-    return CategoryBufferFilter(CategoryBufferConfig(**options), ctx)  # type: ignore[arg-type]  # options typed loosely
+    return CategoryBufferFilter(CategoryBufferConfig(**options), ctx)  # options typed loosely
 
 
 def ev(user: str, query: str, category: str | None, time: str = "t") -> Event:
@@ -170,7 +170,7 @@ class TestSpecialisedHotPath:
         for cls, sub in ((CategoryBufferFilter, "specialised"), (HelpersOnly, "helpers")):
             state = StateStore(tmp_path / sub)
             ctx = BuildContext(config_dir=tmp_path, state=state, rng=random.Random(5), seed=5)
-            f = cls(CategoryBufferConfig(**options), ctx)  # type: ignore[arg-type]  # options typed loosely
+            f = cls(CategoryBufferConfig(**options), ctx)  # options typed loosely
             fresh = [ev(e.user, e.query, e.meta.get("category"), e.time) for e in events]
             out = [(o.user, o.query, o.time, o.meta.get("category")) for o in run(f, fresh, batch=batch)]
             results.append((out, f.held_users(), f.stats(), dict(f.counts)))
@@ -258,7 +258,7 @@ class TestRolesTimeUnknown:
             if not o.query.strip():
                 assert o.user not in empty_senders, "a user who sent an empty query is not given one"
         held = f.held()
-        f.ctx.state.close()  # type: ignore[union-attr]  # make() gives a StateStore
+        f.ctx.state.close()  # make() gives a StateStore
         assert make(path, k=3).held() == held  # restored from the state store
         g = make(tmp_path / "d", k=2, unknown="drop")
         assert g.process([ev("a", "", None), ev("b", "  ", None)]) == []
@@ -314,10 +314,11 @@ class TestDurability:
         events = stream(500, 9, 3, seed=5) + [ev("solo", f"s{i}", "Solo") for i in range(6)]
         out1 = run(f, events)
         before = (f.held(), f.held_users(), f.stats())
-        f.ctx.state.close()  # type: ignore[union-attr]  # make() gives a StateStore
+        f.ctx.state.close()  # make() gives a StateStore
         g = make(tmp_path, k=4)
         assert (g.held(), g.held_users(), g.stats()) == before
-        rows = g.ctx.state.conn.execute("SELECT COUNT(*) FROM category_buffer_held").fetchone()[0]  # type: ignore[union-attr]  # make() gives a StateStore
+        conn = g.ctx.state.conn  # make() gives a StateStore
+        rows = conn.execute("SELECT COUNT(*) FROM category_buffer_held").fetchone()[0]
         assert rows >= g.held()
         more = stream(300, 9, 3, seed=6)
         out2 = run(g, more)
@@ -333,7 +334,7 @@ class TestDurability:
         for e in held:
             e.annotate("category", "Arts")
         assert f.process(held) == []
-        f.ctx.state.close()  # type: ignore[union-attr]  # make() gives a StateStore
+        f.ctx.state.close()  # make() gives a StateStore
         g = make(tmp_path, k=3, time="query")
         late = codec.decode("200\tquery late\t2006-03-02 10:00:00\t\t", "\n")
         late.annotate("category", "Arts")
@@ -346,7 +347,7 @@ class TestDurability:
         """After each batch the stored halves are exactly the held ones: no row with both halves released."""
         f = make(tmp_path, k=2)
         run(f, stream(400, 20, 2, seed=7))
-        conn = f.ctx.state.conn  # type: ignore[union-attr]  # make() gives a StateStore
+        conn = f.ctx.state.conn  # make() gives a StateStore
         user_halves = conn.execute("SELECT COUNT(*) FROM category_buffer_held WHERE user_bucket IS NOT NULL")
         query_halves = conn.execute("SELECT COUNT(*) FROM category_buffer_held WHERE query_bucket IS NOT NULL")
         assert user_halves.fetchone()[0] == query_halves.fetchone()[0] == f.held()
@@ -417,7 +418,7 @@ def test_grpc_events_keep_their_message_across_a_restart(tmp_path: Path) -> None
     first = make(tmp_path, k=5)
     assert first.process(proto_events(ProtoCodec(), 0, 4)) == []
     first.close()
-    first.ctx.state.close()  # type: ignore[union-attr]  # make() gives a StateStore
+    first.ctx.state.close()  # make() gives a StateStore
     second = make(tmp_path, k=5)
     assert second.held() == 4
     out = second.process(proto_events(ProtoCodec(), 4, 6))

@@ -18,7 +18,7 @@ def _filter(tmp: Path, seed: int = 3, **options: object) -> CategoryBufferFilter
     ctx = BuildContext(
         config_dir=tmp, state=StateStore(tmp), rng=random.Random(seed), seed=seed, codecs=codec_lookup(SchemaConfig())
     )
-    return CategoryBufferFilter(CategoryBufferConfig(**options), ctx)  # type: ignore[arg-type]  # options typed loosely
+    return CategoryBufferFilter(CategoryBufferConfig(**options), ctx)  # options typed loosely
 
 
 def test_user_fields_travel_with_the_user_over_grpc(tmp_path: Path) -> None:
@@ -84,7 +84,7 @@ def test_user_fields_of_restored_events_are_kept_after_a_restart(tmp_path: Path)
     assert first.process(decode([(1, "a"), (2, "b"), (3, "c")])) == []
     first.close()
     assert first.ctx.state is not None
-    first.ctx.state.close()  # type: ignore[attr-defined]  # the concrete StateStore has close()
+    first.ctx.state.close()  # the concrete StateStore has close()
     second = _filter(tmp_path, k=4, user_fields=("ip",), time="query")
     out = second.process(decode([(4, "d")]))
     assert out, "the fourth event fills the bucket"

@@ -61,7 +61,7 @@ def test_empty_query_is_never_looked_up_and_follows_unknown(tmp_path: Path) -> N
         looked_up.append(q)
         return classify(q)
 
-    f.classifier._by_text = spy  # type: ignore[assignment]  # a spy around the cached look-up the filter calls
+    f.classifier._by_text = spy  # a spy around the cached look-up the filter calls
     out = f.process(_events("", "   ", "\u3000", "flu symptoms"))
     assert [e.query for e in out] == ["", "   ", "\u3000", "flu symptoms"]
     assert [e.meta["category"] for e in out[:3]] == [None, None, None]
@@ -98,7 +98,7 @@ def test_bad_unknown_policy_lists_choices() -> None:
     assert "dead_letter" in str(info.value)
 
 
-def _decode(codec, header: str | None, lines: list[str]) -> list[Event]:  # type: ignore[no-untyped-def]  # codec: any Codec
+def _decode(codec, header: str | None, lines: list[str]) -> list[Event]:  # codec: any Codec
     if header is not None:
         codec.accept_header(header)
     bad: list[tuple[int, str]] = []

@@ -83,10 +83,10 @@ def test_results_are_memoised_per_normalised_text_in_a_bounded_lru(tmp_path: Pat
 
     def spy(tokens: object) -> object:
         calls.append(tokens)
-        return vote(tokens)  # type: ignore[arg-type]  # the spy forwards what it got
+        return vote(tokens)  # the spy forwards what it got
 
-    clf._vote_tokens = spy  # type: ignore[method-assign]  # count the real classifications
+    clf._vote_tokens = spy  # count the real classifications
     f.process([_event(q, None) for q in ("flu symptoms", "flu symptoms", "Flu  Symptoms!", "ebay")])
     assert len(calls) == 2  # flu symptoms (three spellings) and ebay
-    info = clf._by_text.cache_info()  # type: ignore[attr-defined]  # an lru_cache wrapper
+    info = clf._by_text.cache_info()  # an lru_cache wrapper
     assert info.maxsize == 2 and info.currsize == 2

@@ -35,7 +35,7 @@ class TestExplain:
         s = Scrubber(HipaaScrubConfig(policies={"zip": "generalize"}))
         text, findings = s.explain(LINE)
         assert text == s.scrub(LINE)[0]
-        got = {(f["type"], LINE[f["start"] : f["end"]], f["detector"], f["policy"]) for f in findings}  # type: ignore[misc]
+        got = {(f["type"], LINE[f["start"] : f["end"]], f["detector"], f["policy"]) for f in findings}
         assert got == {
             ("name", "john smith", "NameDetector", "remove"),
             ("address", "123 main st plainfield nj", "AddressDetector", "remove"),

@@ -27,7 +27,7 @@ def default() -> Scrubber:
 
 
 def build(policies: dict[str, str] | None = None, **kw: object) -> Scrubber:
-    return Scrubber(HipaaScrubConfig(policies=policies, **kw))  # type: ignore[arg-type]  # options typed loosely
+    return Scrubber(HipaaScrubConfig(policies=policies, **kw))  # options typed loosely
 
 
 class TestPolicies:
@@ -189,7 +189,7 @@ class TestConfig:
         """A hipaa_scrub config with fields [query, url] and per-type policies loads: the roles keep their order and
         zip maps to generalize."""
         cfg = self.load(tmp_path, "      fields: [query, url]\n      policies: {zip: generalize, name: replace}\n")
-        spec = cfg.filters[0]  # type: ignore[attr-defined]  # load() is typed object
+        spec = cfg.filters[0]  # load() is typed object
         assert spec.config.fields == ("query", "url") and spec.config.policy_map()["zip"] == "generalize"
 
     @pytest.mark.parametrize(
@@ -250,7 +250,7 @@ class TestFilter:
         event with its empty query, drop drops it (dropped_emptied_query), token writes [REMOVED]. It applies
         alike to a query the scrubber emptied (counted emptied_query) and to one that arrived empty or blank
         (counted empty_query); a query that keeps a word is only scrubbed."""
-        f = HipaaScrubFilter(HipaaScrubConfig(emptied=emptied), BuildContext(config_dir=Path(".")))  # type: ignore[arg-type]
+        f = HipaaScrubFilter(HipaaScrubConfig(emptied=emptied), BuildContext(config_dir=Path(".")))
         batch = [Event("u1", "555-123-4567"), Event("u2", "pizza 07060"), Event("u3", ""), Event("u4", "   ")]
         out = f.process(batch)
         assert [e.query for e in out] == queries

@@ -66,7 +66,7 @@ def test_profile_survives_restart(tmp_path: Path) -> None:
     close."""
     c = ctx(tmp_path)
     ProfileFilter(ProfileConfig(), c).process([ev("a", "x", "Arts")])
-    c.state.close()  # type: ignore[union-attr]  # ctx() has a StateStore
+    c.state.close()  # ctx() has a StateStore
     assert ProfileFilter(ProfileConfig(), ctx(tmp_path)).get_profile("a") == {"Arts": 1}
 
 
@@ -101,17 +101,17 @@ def test_export_formats(tmp_path: Path) -> None:
     c = ctx(tmp_path / "s")
     p = ProfileFilter(ProfileConfig(), c)
     p.process([ev("a", "x", "Arts"), ev("a", "y", "Arts"), ev("a", "z", "Health"), ev("b", "w", "News")])
-    assert export_profiles(c.state, "json", tmp_path / "p.json") == 2  # type: ignore[arg-type]  # ctx() has a StateStore
+    assert export_profiles(c.state, "json", tmp_path / "p.json") == 2  # ctx() has a StateStore
     data = json.loads((tmp_path / "p.json").read_text())
     assert data["a"]["Arts"] == {"count": 2, "weight": round(2 / 3, 6)} and data["b"]["News"]["weight"] == 1.0
-    export_profiles(c.state, "csv", tmp_path / "p.csv")  # type: ignore[arg-type]  # ctx() has a StateStore
+    export_profiles(c.state, "csv", tmp_path / "p.csv")  # ctx() has a StateStore
     rows = list(csv.DictReader((tmp_path / "p.csv").open()))
     assert [(r["user"], r["category"], r["count"]) for r in rows] == [
         ("a", "Arts", "2"),
         ("a", "Health", "1"),
         ("b", "News", "1"),
     ]
-    export_profiles(c.state, "sqlite", tmp_path / "p.db")  # type: ignore[arg-type]  # ctx() has a StateStore
+    export_profiles(c.state, "sqlite", tmp_path / "p.db")  # ctx() has a StateStore
     db = sqlite3.connect(tmp_path / "p.db")
     assert db.execute("SELECT SUM(count), ROUND(SUM(weight), 6) FROM profiles").fetchone() == (4, 2.0)
 
@@ -123,7 +123,7 @@ def test_profiles_export_command(tmp_path: Path) -> None:
     cfg.write_text("state_dir: state\nfilters:\n  - profile: {}\n")
     c = ctx(tmp_path / "state")
     ProfileFilter(ProfileConfig(), c).process([ev("a", "x", "Arts")])
-    c.state.close()  # type: ignore[union-attr]  # ctx() has a StateStore
+    c.state.close()  # ctx() has a StateStore
     out = tmp_path / "out.csv"
     r = subprocess.run(
         [QUERYLOG, "profiles", "export", "-c", str(cfg), "--format", "csv", "-o", str(out)],

@@ -1,12 +1,16 @@
-"""Shared helpers of the forward tests: a capturing sink, a raw protocol client, config files, node paths."""
+"""Shared helpers of the forward tests: a capturing sink, a raw protocol client, config files, node paths, and
+`querylog serve` as a subprocess with its memory figures (:class:`ServeProcess`)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import ssl
+import subprocess
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +19,7 @@ import yaml
 
 from adapters.forward.protocol import Entry, FrameDecoder, packb
 from adapters.forward.source import ForwardSource
+from helpers.waiting import exited, wait_until
 from sidecar.api import Event, Sink, SinkConfig
 from sidecar.pipeline import Pipeline
 
@@ -143,3 +148,78 @@ class RawClient:
 
 def node_env(folder: Path, **extra: str) -> dict[str, str]:
     return dict(os.environ, NODE_PATH=str(folder / "node_modules"), **extra)
+
+
+#: The `querylog` under test by the subprocess helpers: this venv's, or another build's (QUERYLOG_UNDER_TEST, e.g.
+#: an older worktree's venv, to measure the figures before a change).
+QUERYLOG_UNDER_TEST = os.environ.get("QUERYLOG_UNDER_TEST") or str(ROOT / ".venv" / "bin" / "querylog")
+
+
+@dataclass
+class ServeProcess:
+    """`querylog serve` with a forward source, as a subprocess: its port, log and state folder."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
+    state: Path
+
+    def rss(self) -> int:
+        """Resident memory now, bytes."""
+        return self._status("VmRSS")
+
+    def peak_rss(self) -> int:
+        """The highest resident memory since the process started (VmHWM), bytes."""
+        return self._status("VmHWM")
+
+    def _status(self, key: str) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text(encoding="ascii").splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+        raise KeyError(key)
+
+    def dead_letter_bytes(self) -> int:
+        """Bytes written to the dead-letter file: its size, its rotated predecessor's, and what rotated away before
+        (each rotation after the first replaced a full ``FILE.1``, as its ``dead_letter_file_rotated`` event says)."""
+        files = [self.state / "dead-letter.jsonl", self.state / "dead-letter.jsonl.1"]
+        written = sum(f.stat().st_size for f in files if f.exists())
+        rotated = self.events("dead_letter_file_rotated")
+        if rotated:
+            written += (int(rotated[-1]["rotations"]) - 1) * int(rotated[-1]["max_bytes"])
+        return written
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The JSON log events called ``name`` so far."""
+        out = []
+        for line in self.log.read_text(encoding="utf-8", errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if isinstance(event, dict) and event.get("event") == name:
+                    out.append(event)
+        return out
+
+
+@contextlib.contextmanager
+def serve_forward_process(tmp_path: Path, source: dict[str, Any] | None = None) -> Iterator[ServeProcess]:
+    """`querylog serve` (:data:`QUERYLOG_UNDER_TEST`): a forward source on 127.0.0.1:0 (``source``: more options),
+    no filter, a TSV file sink; once it listens. Killed (SIGKILL) at the end: a hostile test may leave it stuck."""
+    body = {
+        "state_dir": "state",
+        "logging": {"level": "info", "format": "json"},  # the source's start event names the bound port
+        "sources": [{"forward": {"listen": "127.0.0.1:0", **(source or {})}}],
+        "sinks": [{"file": {"path": "out.tsv"}}],
+    }
+    config = write_sidecar_config(tmp_path, body)
+    log = tmp_path / "serve.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen([QUERYLOG_UNDER_TEST, "serve", "--config", str(config)], stderr=err)
+    try:
+        served = ServeProcess(proc, 0, log, tmp_path / "state")
+        started = wait_until(
+            lambda: served.events("forward_source_started"), what="the forward source's start", abort=exited(proc)
+        )
+        served.port = int(started[0]["port"])
+        yield served
+    finally:
+        proc.kill()
+        proc.wait()

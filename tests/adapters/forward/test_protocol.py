@@ -4,6 +4,7 @@ byte literals, each with its readable form beside it, the handshake, the heartbe
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 from typing import Any
@@ -14,9 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.forward.protocol import (
+    MAX_DECOMPRESSED_BYTES,
     Entry,
     EventTime,
+    FrameBudget,
     FrameDecoder,
+    Framing,
     Helo,
     ProtocolError,
     ack_of,
@@ -29,11 +33,13 @@ from adapters.forward.protocol import (
     make_ping,
     make_pong,
     message_chunks,
+    pack_entries,
     packb,
     packed_forward,
     parse_helo,
     parse_message,
     parse_ping,
+    parse_weight,
     unpackb,
 )
 
@@ -224,6 +230,34 @@ class TestBadMessages:
         with pytest.raises(ProtocolError, match="decompressed_too_large"):
             gunzip(gzip.compress(b"\x00" * 100_000), 10_000)
 
+    def test_decompression_stops_at_the_limit_by_default(self) -> None:
+        """A compressed message expands to MAX_DECOMPRESSED_BYTES (16 MiB) at most unless told otherwise."""
+        bomb = ["ql", gzip.compress(b"\x00" * (MAX_DECOMPRESSED_BYTES + 1)), {"compressed": "gzip"}]
+        with pytest.raises(ProtocolError, match="decompressed_too_large"):
+            parse_message(bomb)
+
+    @pytest.mark.parametrize("packed", [True, False], ids=["packed_forward", "forward"])
+    def test_past_max_bad_entries_the_rest_is_not_read(self, packed: bool) -> None:
+        """Past max_bad_entries bad entries the message is cut: the bad ones up to the bound listed by reason, the
+        good ones before kept, and one line of counts (no value) for the rest."""
+        second: Any = b"\x00" * 1000 if packed else [0] * 1000
+        before: Any = pack_entries([(1, R1)]) if packed else [[1, R1]]
+        m = parse_message(["ql", before + second], max_bad_entries=3)
+        assert m.entries == [Entry("ql", 1, R1)]
+        assert m.bad == ["bad_entry"] * 3
+        unit = "bytes" if packed else "entries"
+        total = len(before) + 1000
+        assert m.cut == f"4 bad entries, then 996 of the message's {total} {unit} not read"
+        assert parse_message(["ql", before + second[:3]], max_bad_entries=3).cut is None
+
+    def test_parse_weight(self) -> None:
+        """What a parse may cost: bytes of packed entries, 16 per Forward entry, the bound for compressed ones."""
+        assert parse_weight(["ql", b"\x00" * 100]) == 100
+        assert parse_weight(["ql", [[1, R1]] * 10]) == 160
+        assert parse_weight(["ql", b"x", {"compressed": "gzip"}]) == MAX_DECOMPRESSED_BYTES
+        assert parse_weight(["ql", 1, R1]) == 0
+        assert parse_weight("garbage") == 0
+
 
 class TestFraming:
     def test_a_frame_split_across_reads(self) -> None:
@@ -247,6 +281,23 @@ class TestFraming:
         frame = packb(["ql", [[1, {"q": "x"}]] * 50])  # many small pieces: each one completes, the frame does not
         with pytest.raises(ProtocolError, match="oversized_frame"):
             d.feed(frame[:100])
+
+    def test_the_budget_closes_the_longest_idle_partial_frame(self) -> None:
+        """Partial frames of all connections count against one budget; past it the one idle longest is closed
+        (the one that just read only when it is the last), complete frames cost nothing."""
+        closed: list[str] = []
+        budget = FrameBudget(100)
+        conns = {name: Framing(FrameDecoder(1024), functools.partial(closed.append, name)) for name in "abc"}
+        frame = packb(["ql", b"x" * 200])
+        budget.feed(conns["a"], frame[:60], now=1.0)
+        budget.feed(conns["b"], frame[:30], now=2.0)
+        assert (budget.total, closed) == (90, [])
+        budget.feed(conns["c"], frame[:20], now=3.0)  # 110: a, idle since 1.0, goes
+        assert (budget.total, closed, conns["a"].evicted) == (50, ["a"], True)
+        assert budget.feed(conns["b"], frame[30:], now=4.0) == [unpackb(frame)]  # complete: b holds nothing
+        assert budget.total == 20
+        budget.feed(conns["c"], frame[20:150], now=5.0)  # c alone is over: it goes itself
+        assert (budget.total, closed, budget.evictions) == (0, ["a", "c"], 2)
 
     def test_many_small_frames_in_one_large_read(self) -> None:
         """A read larger than the limit is fine when every frame in it is within the limit."""

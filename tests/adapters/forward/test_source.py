@@ -41,6 +41,11 @@ def str_packed_forward(tag: str, blob: bytes, option: dict[str, Any]) -> bytes:
     return b"\x93" + packb(tag) + b"\xdb" + len(blob).to_bytes(4, "big") + blob + packb(option)
 
 
+def partial_bytes(served: Served, want: int) -> Callable[[], bool]:
+    """A condition: the source holds ``want`` bytes of partial frames."""
+    return lambda: served.source.stats()["partial_frame_bytes"] == want
+
+
 class TestModesAndAcks:
     @pytest.mark.parametrize(
         "message",
@@ -170,6 +175,53 @@ class TestBadPeers:
         assert c.closed_by_server()
         assert served.source.stats()["closed_oversized_frame"] == 1
         assert served.capture.events == []
+
+    def test_past_max_bad_entries_one_dead_letter_gives_the_counts(
+        self, serve_forward: Serve, clients: Connect
+    ) -> None:
+        """A message of many bad entries: max_bad_entries dead letters one by one, then one too_many_bad_entries
+        (the rest not read); the good entry before them is delivered and the chunk acked."""
+        served = serve_forward(max_bad_entries=3)
+        c = clients(served.port)
+        c.send(["app", pack_entries([(1, R1)]) + b"\x00" * 100_000, {"chunk": "bad"}])
+        assert c.read() == {"ack": "bad"}
+        assert [e.record for e in served.capture.entries()] == [R1]
+        assert served.pipeline.dead_letters.counts == {"bad_entry": 3, "too_many_bad_entries": 1}
+        assert served.source.stats()["messages_cut"] == 1
+        assert served.source.stats()["messages_parsed_aside"] == 1  # 100 KB of entries: off the loop
+
+    def test_a_compressed_message_past_max_decompressed_bytes(self, serve_forward: Serve, clients: Connect) -> None:
+        """A gzip message expanding past max_decompressed_bytes closes its connection unacknowledged
+        (decompressed_too_large); another connection is served."""
+        served = serve_forward(max_decompressed_bytes=1024)
+        good = clients(served.port)
+        bomb = clients(served.port)
+        bomb.send(["app", gzip.compress(b"\x00" * 2048), {"compressed": "gzip", "chunk": "bomb"}])
+        assert bomb.closed_by_server()
+        assert served.source.stats()["closed_decompressed_too_large"] == 1
+        good.send(["app", 1, R1, {"chunk": "ok"}])
+        assert good.read() == {"ack": "ok"}
+        assert served.pipeline.dead_letters.counts == {}
+
+    def test_partial_frames_past_the_budget_close_the_longest_idle(
+        self, serve_forward: Serve, clients: Connect
+    ) -> None:
+        """Partial frames of all connections share max_partial_frames_bytes: the third one past it closes the
+        connection whose partial frame was idle longest (counted); the others stay and complete their frames."""
+        served = serve_forward(max_frame_bytes=1024, max_partial_frames_bytes=2048)
+        frame = packb(["app", 1, {"AnonID": "1", "Query": "q" * 950}, {"chunk": "late"}])
+        parked = []
+        for n in (1, 2, 3):
+            c = clients(served.port)
+            c.send(frame[:900])
+            parked.append(c)
+            wait_until(partial_bytes(served, 900 * min(n, 2)), what=f"{900 * min(n, 2)} bytes parked")
+        assert parked[0].closed_by_server()
+        wait_until(lambda: served.source.stats().get("closed_partial_frame_budget") == 1, what="the close counted")
+        for c in parked[1:]:
+            c.send(frame[900:])
+            assert c.read() == {"ack": "late"}
+        assert served.source.stats()["partial_frame_bytes"] == 0
 
     def test_idle_timeout(self, serve_forward: Serve, clients: Connect) -> None:
         """A connection silent for idle_timeout_seconds is closed (idle_timeout)."""

@@ -157,21 +157,26 @@ def scaled_replay(
         summary.split_seconds = max((s.seconds for s in splits), default=0.0)
         summary.partition_seconds = max((r.seconds for r in parts), default=0.0)
         _keep_dead_letters(job, job.config().dead_letter_path, chunks)
-        for r in sorted(parts, key=lambda r: r.partition):
-            summary.parts.append(r)
-            summary.records_in += r.records_in
-            summary.events_out += r.events_out
-            summary.events_held += r.events_held
-            summary.events_dropped += r.events_dropped
-            summary.dead_lettered += r.dead_lettered
-            _add(summary.drop_reasons, r.drop_reasons)
-            _add(summary.dead_reasons, r.dead_reasons)
-        for s in splits:
-            _add(summary.dead_reasons, s.dead_reasons)
-        summary.dead_lettered += sum(s.dead_lettered for s in splits)
+        _add_up(summary, splits, parts)
         _finish_run(run_dir, ident, run_id)
         summary.seconds = time.perf_counter() - started
         return summary
+
+
+def _add_up(summary: ScaleSummary, splits: list[SplitResult], parts: list[PartResult]) -> None:
+    """The partitions' counts (and the split tasks' dead letters) into ``summary``."""
+    for r in sorted(parts, key=lambda r: r.partition):
+        summary.parts.append(r)
+        summary.records_in += r.records_in
+        summary.events_out += r.events_out
+        summary.events_held += r.events_held
+        summary.events_dropped += r.events_dropped
+        summary.dead_lettered += r.dead_lettered
+        _add(summary.drop_reasons, r.drop_reasons)
+        _add(summary.dead_reasons, r.dead_reasons)
+    summary.dead_lettered += sum(s.dead_lettered for s in splits)
+    for s in splits:
+        _add(summary.dead_reasons, s.dead_reasons)
 
 
 def _add(total: dict[str, int], counts: dict[str, int]) -> None:

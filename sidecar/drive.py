@@ -85,13 +85,13 @@ class ReplaySummary:
             f"held={self.events_held} dropped={self.events_dropped} dead_letter={self.dead_lettered} "
             f"seconds={self.seconds:.3f} events/s={self.events_per_second:,.0f}"
             + (f" dead_letter_file={self.dead_letter_file}" if self.dead_lettered and self.dead_letter_file else "")
+            + reasons(self.drop_reasons, self.dead_reasons)
             + (" (interrupted)" if self.interrupted else "")
             + (
                 f" restored={self.events_restored} (held by an earlier run, from {self.state_dir})"
                 if self.events_restored
                 else ""
             )
-            + reasons(self.drop_reasons, self.dead_reasons)
         )
 
 

@@ -104,7 +104,8 @@ class ForwardSourceConfig(ServerTls, SourceConfig):
     max_decompressed_bytes: int = option(
         16 * 1024 * 1024,
         "Largest a compressed message (CompressedPackedForward) may expand to; past it the connection closes "
-        "(counted as decompressed_too_large) and its chunk is not acknowledged.",
+        "(counted and logged as decompressed_too_large) and its chunk is not acknowledged. Raise it for clients "
+        "that gzip chunks expanding past 16 MiB (Fluentd's compress gzip with a large chunk_limit_size).",
         min=1024,
     )
     max_bad_entries: int = option(

@@ -195,6 +195,7 @@ def test_partial_frames_of_many_connections_stay_within_the_budget(tmp_path: Pat
         seconds = time.monotonic() - started
         _figures("partial frames", sc, base, max(good.waits), seconds)
         closed = [c for c in parkers if _closed(c.sock)]
+        print(f"partial frames: {len(closed)} of {PARKERS} connections closed by the server")
         for c in parkers:
             c.close()
         assert good.failures == [] and good.acks[0] >= 1

@@ -18,6 +18,6 @@ def test_there_is_an_example_per_setup_the_readme_names() -> None:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.parent.name)
 def test_example_config_checks(path: Path) -> None:
-    env = {**os.environ, "QUERYLOG_HMAC_KEY": "an-example-key-of-enough-bytes", "FORWARD_SHARED_KEY": "example"}
+    env = {**os.environ, "QUERYLOG_HMAC_KEY": "an-example-key-of-enough-bytes", "FORWARD_SHARED_KEY": "an-example-shared-key-0123"}
     run = subprocess.run([QUERYLOG, "check-config", str(path)], capture_output=True, text=True, env=env, timeout=60)
     assert run.returncode == 0, run.stderr

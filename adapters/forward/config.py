@@ -49,6 +49,21 @@ def read_secret(ctx: BuildContext, env_key: str, env: str | None, file_key: str,
         raise ConfigValueError(env_key if env else file_key, exc.problem) from None
 
 
+#: The shortest shared key taken, as for the HMAC key of pseudonymize: a guessable key proves nothing.
+MIN_SHARED_KEY_BYTES = 16
+
+
+def read_shared_key(ctx: BuildContext, env: str | None, file: str | None) -> bytes:
+    """The forward handshake's shared key (at least :data:`MIN_SHARED_KEY_BYTES`); a problem is on the right key."""
+    key = read_secret(ctx, "shared_key_env", env, "shared_key_file", file, "shared key")
+    if len(key) < MIN_SHARED_KEY_BYTES:
+        raise ConfigValueError(
+            "shared_key_env" if env else "shared_key_file",
+            f"the shared key has {len(key)} bytes; at least {MIN_SHARED_KEY_BYTES} are needed (the value is not shown)",
+        )
+    return key
+
+
 def default_hostname(role: str) -> str:
     """``<host>-querylog-<role>``: distinct from a Fluentd on the same host (which uses the bare host name)."""
     return f"{socket.gethostname()}-querylog-{role}"

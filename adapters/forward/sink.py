@@ -30,7 +30,7 @@ from typing import Any
 import structlog
 
 from adapters.forward.codec import ForwardCodec
-from adapters.forward.config import ForwardSinkConfig, default_hostname, read_secret
+from adapters.forward.config import ForwardSinkConfig, default_hostname, read_secret, read_shared_key
 from adapters.forward.protocol import (
     FrameDecoder,
     ProtocolError,
@@ -225,9 +225,7 @@ class ForwardSink(Sink[ForwardSinkConfig]):
         super().__init__(config, ctx)
         shared_key = None
         if config.shared_key_env is not None or config.shared_key_file is not None:
-            shared_key = read_secret(
-                ctx, "shared_key_env", config.shared_key_env, "shared_key_file", config.shared_key_file, "shared key"
-            )
+            shared_key = read_shared_key(ctx, config.shared_key_env, config.shared_key_file)
         password = None
         if config.password_env is not None or config.password_file is not None:
             password = read_secret(

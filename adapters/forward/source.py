@@ -39,7 +39,7 @@ import structlog
 
 from adapters.forward.batcher import Bad, Batcher
 from adapters.forward.codec import ForwardCodec
-from adapters.forward.config import ForwardSourceConfig, default_hostname, read_secret
+from adapters.forward.config import ForwardSourceConfig, default_hostname, read_secret, read_shared_key
 from adapters.forward.protocol import (
     TOO_MANY_BAD_ENTRIES,
     Entry,
@@ -122,9 +122,7 @@ class ForwardSource(Source[ForwardSourceConfig]):
         self.listen = listen or config.listen
         self.shared_key: bytes | None = None
         if config.shared_key_env is not None or config.shared_key_file is not None:
-            self.shared_key = read_secret(
-                ctx, "shared_key_env", config.shared_key_env, "shared_key_file", config.shared_key_file, "shared key"
-            )
+            self.shared_key = read_shared_key(ctx, config.shared_key_env, config.shared_key_file)
         self.users: dict[str, bytes] = {}
         for i, user in enumerate(config.users):
             try:

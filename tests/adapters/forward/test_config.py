@@ -57,9 +57,24 @@ def test_secrets_come_from_env_or_files(tmp_path: Path, monkeypatch: pytest.Monk
             ForwardSinkConfig(shared_key_file="missing.key"), BuildContext(config_dir=tmp_path, validate_only=True)
         )
     assert err.value.key == "shared_key_file"
-    (tmp_path / "key").write_text("from-a-file\n")
+    (tmp_path / "key").write_text("from-a-file-0123456789\n")
     src = ForwardSource(ForwardSourceConfig(shared_key_file="key"), ctx)
-    assert src.shared_key == b"from-a-file"
+    assert src.shared_key == b"from-a-file-0123456789"
+
+
+@pytest.mark.parametrize("side", ["source", "sink"])
+def test_a_shared_key_under_16_bytes_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, side: str) -> None:
+    """A guessable shared key proves nothing: under 16 bytes is an error on its key (the value never shown),
+    as for pseudonymize's HMAC key (issue 24 item 20)."""
+    monkeypatch.setenv("FWD_SHORT_KEY", "k")
+    ctx = BuildContext(config_dir=tmp_path, validate_only=True)
+    with pytest.raises(ConfigValueError) as err:
+        if side == "source":
+            ForwardSource(ForwardSourceConfig(shared_key_env="FWD_SHORT_KEY"), ctx)
+        else:
+            ForwardSink(ForwardSinkConfig(shared_key_env="FWD_SHORT_KEY"), ctx)
+    assert err.value.key == "shared_key_env"
+    assert "at least 16" in err.value.problem and "'k'" not in err.value.problem
 
 
 def test_a_bad_certificate_is_a_config_error(tmp_path: Path) -> None:

@@ -96,7 +96,7 @@ def test_fluent_client_shared_key_user_and_tls(
 ) -> None:
     """FluentClient over TLS, with the shared-key handshake and user authentication, and acks."""
     pki = make_pki(tmp_path / "pki")
-    monkeypatch.setenv("FWD_KEY", "node-shared")
+    monkeypatch.setenv("FWD_KEY", "node-shared-0123456789")
     monkeypatch.setenv("FWD_PW", "node-pw")
     served = serve_forward(
         shared_key_env="FWD_KEY",
@@ -105,7 +105,7 @@ def test_fluent_client_shared_key_user_and_tls(
         tls_cert_file=str(pki.server.cert),
         tls_key_file=str(pki.server.key),
     )
-    security = {"clientHostname": "node-client", "sharedKey": "node-shared", "username": "nodeuser",
+    security = {"clientHostname": "node-client", "sharedKey": "node-shared-0123456789", "username": "nodeuser",
                 "password": "node-pw"}  # fmt: skip
     spec = {"port": served.port, "mode": "PackedForward", "ack": True, "security": security, "tlsCa": str(pki.ca)}
     result = run_client(fluent_node, tmp_path, spec)
@@ -118,9 +118,9 @@ def test_fluent_client_shared_key_plain(
     fluent_node: Path, serve_forward: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """FluentClient with the shared-key handshake without TLS, Forward mode with acks."""
-    monkeypatch.setenv("FWD_KEY", "node-shared")
+    monkeypatch.setenv("FWD_KEY", "node-shared-0123456789")
     served = serve_forward(shared_key_env="FWD_KEY", self_hostname="sidecar-in")
-    security = {"clientHostname": "node-client", "sharedKey": "node-shared"}
+    security = {"clientHostname": "node-client", "sharedKey": "node-shared-0123456789"}
     result = run_client(fluent_node, tmp_path, {"port": served.port, "mode": "Forward", "ack": True,
                                                  "security": security})  # fmt: skip
     assert result["returncode"] == 0, result
@@ -131,9 +131,9 @@ def test_fluent_client_with_a_wrong_key_is_refused(
     fluent_node: Path, serve_forward: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A FluentClient with another shared key gets a refusing PONG: nothing is delivered, the failure is counted."""
-    monkeypatch.setenv("FWD_KEY", "right")
+    monkeypatch.setenv("FWD_KEY", "right-0123456789abcdef")
     served = serve_forward(shared_key_env="FWD_KEY", self_hostname="sidecar-in")
-    security = {"clientHostname": "node-client", "sharedKey": "wrong"}
+    security = {"clientHostname": "node-client", "sharedKey": "wrong-0123456789abcdef"}
     spec = {"port": served.port, "mode": "Message", "ack": True, "ackTimeout": 1000, "security": security}
     result = run_client(fluent_node, tmp_path, spec)
     assert result["returncode"] != 0 or result["emitted"] == 0, result  # its emits never resolve: node gives up
@@ -260,9 +260,9 @@ def test_sink_handshake_and_tls_into_fluent_server(
     """FluentServer with TLS, a shared key and user authorization: our sink answers HELO with PING, checks the PONG,
     and its acked batches arrive."""
     pki = make_pki(tmp_path / "pki")
-    monkeypatch.setenv("FWD_KEY", "k-node")
+    monkeypatch.setenv("FWD_KEY", "k-node-0123456789abcdef")
     monkeypatch.setenv("FWD_PW", "pw-node")
-    security = {"serverHostname": "node-server", "sharedKey": "k-node", "authorize": True,
+    security = {"serverHostname": "node-server", "sharedKey": "k-node-0123456789abcdef", "authorize": True,
                 "userDict": {"sidecar": "pw-node"}}  # fmt: skip
     server = node_server(security=security, tlsCert=str(pki.server.cert), tlsKey=str(pki.server.key))
     out = sink_pipeline(
@@ -284,8 +284,13 @@ def test_sink_with_a_wrong_key_keeps_its_batch(
     node_server: Callable[..., NodeServer], sink_pipeline: Callable[..., Pipeline], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """FluentServer refuses our PING (another key): the handshake failure is counted and nothing is lost."""
-    monkeypatch.setenv("FWD_KEY", "not-the-key")
-    security = {"serverHostname": "node-server", "sharedKey": "k-node", "authorize": False, "userDict": {}}
+    monkeypatch.setenv("FWD_KEY", "not-the-key-0123456789")
+    security = {
+        "serverHostname": "node-server",
+        "sharedKey": "k-node-0123456789abcdef",
+        "authorize": False,
+        "userDict": {},
+    }
     server = node_server(security=security)
     out = sink_pipeline(address=f"127.0.0.1:{server.port}", shared_key_env="FWD_KEY")
     out.receive(RecordBatch(EXPECTED, ForwardCodec(), "test"))
@@ -300,9 +305,14 @@ def test_client_to_source_to_sink_to_server(
 ) -> None:
     """FluentClient → our source → passthrough chain → our sink → FluentServer, acks and shared keys on both hops:
     every event arrives with its tag, time and record."""
-    monkeypatch.setenv("FWD_IN", "in-key")
-    monkeypatch.setenv("FWD_OUT", "out-key")
-    security = {"serverHostname": "node-server", "sharedKey": "out-key", "authorize": False, "userDict": {}}
+    monkeypatch.setenv("FWD_IN", "in-key-0123456789abcdef")
+    monkeypatch.setenv("FWD_OUT", "out-key-0123456789abcdef")
+    security = {
+        "serverHostname": "node-server",
+        "sharedKey": "out-key-0123456789abcdef",
+        "authorize": False,
+        "userDict": {},
+    }
     server = node_server(security=security)
     body = {
         "sources": [{"forward": {"listen": "127.0.0.1:0", "shared_key_env": "FWD_IN", "self_hostname": "sc-in"}}],
@@ -315,7 +325,7 @@ def test_client_to_source_to_sink_to_server(
     source = ForwardSource(spec.config, pipeline.ctx)
     source.start(pipeline)
     try:
-        client_security = {"clientHostname": "node-client", "sharedKey": "in-key"}
+        client_security = {"clientHostname": "node-client", "sharedKey": "in-key-0123456789abcdef"}
         client_spec = {"port": source.port, "mode": "PackedForward", "ack": True, "security": client_security,
                        "repeat": 50}  # fmt: skip
         result = run_client(fluent_node, tmp_path, client_spec)

@@ -88,7 +88,7 @@ def test_gzip_shared_key_user_and_tls(
 ) -> None:
     """CompressedPackedForward over TLS, after the HELO/PING/PONG handshake with a shared key and a user."""
     pki = make_pki(tmp_path / "pki")
-    monkeypatch.setenv("FWD_KEY", "the-key")
+    monkeypatch.setenv("FWD_KEY", "the-key-0123456789")
     (tmp_path / "pw").write_text("bob-pw\n")
     served = serve_forward(
         shared_key_env="FWD_KEY",
@@ -115,8 +115,8 @@ def test_wrong_shared_key_keeps_the_batch(
     serve_forward: Serve, sink_pipeline: Callable[..., Pipeline], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A refused handshake is counted and retried; the batch stays in the outbox (never dropped)."""
-    monkeypatch.setenv("FWD_KEY", "server-key")
-    monkeypatch.setenv("FWD_WRONG", "client-key")
+    monkeypatch.setenv("FWD_KEY", "server-key-0123456789")
+    monkeypatch.setenv("FWD_WRONG", "client-key-0123456789")
     served = serve_forward(shared_key_env="FWD_KEY")
     out = sink_pipeline(address=f"127.0.0.1:{served.port}", shared_key_env="FWD_WRONG", close_drain_seconds=0)
     send(out, ENTRIES)

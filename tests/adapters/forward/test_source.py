@@ -254,7 +254,7 @@ class TestBadPeers:
 
 
 class TestHandshake:
-    KEY = "s3cret-shared"
+    KEY = "s3cret-shared-0123"
 
     def start(self, serve: Serve, monkeypatch: pytest.MonkeyPatch, **options: Any) -> Served:
         monkeypatch.setenv("FWD_TEST_SHARED_KEY", self.KEY)
@@ -352,7 +352,7 @@ class TestTls:
     ) -> None:
         """Over TLS (certificate from a test CA) the handshake and the acks work; a plaintext client gets nothing."""
         pki = make_pki(tmp_path / "pki")
-        monkeypatch.setenv("FWD_TEST_SHARED_KEY", "k")
+        monkeypatch.setenv("FWD_TEST_SHARED_KEY", "k-0123456789abcdef")
         served = serve_forward(
             tls_cert_file=str(pki.server.cert),
             tls_key_file=str(pki.server.key),
@@ -362,7 +362,7 @@ class TestTls:
         ctx = ssl.create_default_context(cafile=str(pki.ca))
         c = clients(served.port, tls=ctx)
         helo = parse_helo(c.read())
-        c.send(make_ping("client-1", "s", helo, b"k"))
+        c.send(make_ping("client-1", "s", helo, b"k-0123456789abcdef"))
         assert c.read()[1] is True
         c.send(["app", 1, R1, {"chunk": "tls"}])
         assert c.read() == {"ack": "tls"}

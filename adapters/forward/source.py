@@ -57,7 +57,7 @@ from adapters.forward.protocol import (
     parse_ping,
     parse_weight,
 )
-from sidecar.api import BuildContext, ConfigValueError, Listen, Runtime, Source
+from sidecar.api import BuildContext, ConfigValueError, Listen, Runtime, Source, client_authentication
 from sidecar.serving import ServerHost, ssl_server_context
 
 log = structlog.get_logger("querylog.forward")
@@ -157,10 +157,9 @@ class ForwardSource(Source[ForwardSourceConfig]):
 
     def authentication(self) -> list[str]:
         """How a client proves itself: ``mtls`` (client certificates), ``shared_key`` (the forward handshake)."""
-        kinds = (["mtls"] if self.config.tls_client_ca_file is not None else []) + (
-            ["shared_key"] if self.shared_key is not None else []
+        return client_authentication(
+            mtls=self.config.tls_client_ca_file is not None, shared_key=self.shared_key is not None
         )
-        return kinds or ["none"]
 
     def listening(self) -> list[Listen]:
         return list(self._host.listening) if self._host is not None else []

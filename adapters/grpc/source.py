@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from adapters.grpc.config import GrpcSourceConfig, printable_token
-from sidecar.api import BuildContext, ConfigValueError, Listen, Runtime, Source
+from sidecar.api import BuildContext, ConfigValueError, Listen, Runtime, Source, client_authentication
 
 if TYPE_CHECKING:
     from adapters.grpc.service import QueryLogService
@@ -96,10 +96,9 @@ class GrpcSource(Source[GrpcSourceConfig]):
 
     def authentication(self) -> list[str]:
         """How a client proves itself: ``mtls`` (client certificates), ``token`` (bearer token), else ``none``."""
-        kinds = (["mtls"] if self.tls is not None and self.tls.client_ca is not None else []) + (
-            ["token"] if self.token is not None else []
+        return client_authentication(
+            mtls=self.tls is not None and self.tls.client_ca is not None, token=self.token is not None
         )
-        return kinds or ["none"]
 
     def listening(self) -> list[Listen]:
         return list(self.host.listening) if self.host is not None else []

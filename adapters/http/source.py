@@ -47,7 +47,7 @@ import structlog
 
 from adapters.http.body import Answer, BodyError, decompress, msgpack_records, split_records
 from adapters.http.config import HttpSourceConfig
-from sidecar.api import Backpressure, BuildContext, Listen, Receipt, RecordBatch, Runtime, Source
+from sidecar.api import Backpressure, BuildContext, Listen, Receipt, RecordBatch, Runtime, Source, client_authentication
 from sidecar.codecs import JsonlCodec, SchemaConfig
 from sidecar.serving import ServerHost, ssl_server_context
 
@@ -102,10 +102,7 @@ class HttpSource(Source[HttpSourceConfig]):
 
     def authentication(self) -> list[str]:
         """How a client proves itself: ``mtls`` (client certificates), ``token`` (bearer token), else ``none``."""
-        kinds = (["mtls"] if self.config.tls_client_ca_file is not None else []) + (
-            ["token"] if self._token is not None else []
-        )
-        return kinds or ["none"]
+        return client_authentication(mtls=self.config.tls_client_ca_file is not None, token=self._token is not None)
 
     def listening(self) -> list[Listen]:
         return list(self._host.listening) if self._host is not None else []

@@ -13,7 +13,7 @@ import structlog
 
 from adapters.vector.codec import VectorCodec
 from adapters.vector.config import VectorSourceConfig
-from sidecar.api import BuildContext, Listen, RolesConfig, Runtime, Source
+from sidecar.api import BuildContext, Listen, RolesConfig, Runtime, Source, client_authentication
 
 if TYPE_CHECKING:
     from adapters.vector.server import VectorProtocol
@@ -106,10 +106,9 @@ class VectorSource(Source[VectorSourceConfig]):
 
     def authentication(self) -> list[str]:
         """How a client proves itself: ``mtls`` (client certificates), ``token`` (bearer token), else ``none``."""
-        kinds = (["mtls"] if self.tls is not None and self.tls.client_ca is not None else []) + (
-            ["token"] if self.token is not None else []
+        return client_authentication(
+            mtls=self.tls is not None and self.tls.client_ca is not None, token=self.token is not None
         )
-        return kinds or ["none"]
 
     def listening(self) -> list[Listen]:
         return list(self.host.listening) if self.host is not None else []

@@ -182,6 +182,7 @@ from sidecar.api.options import (
     ServerTls,
     TlsFiles,
     check_env_name,
+    client_authentication,
     listen_option,
 )
 
@@ -225,6 +226,7 @@ __all__ = [
     "StateStoreLike",
     "TlsFiles",
     "check_env_name",
+    "client_authentication",
     "listen_option",
     "option",
 ]

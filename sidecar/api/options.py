@@ -61,6 +61,13 @@ def check_env_name(key: str, value: str | None) -> None:
         raise ConfigValueError(key, "must name an environment variable (letters, digits, _); the value is not shown")
 
 
+def client_authentication(*, mtls: bool, token: bool = False, shared_key: bool = False) -> list[str]:
+    """What a client must present, as :meth:`~sidecar.api.Source.authentication` reports it: any of ``mtls``
+    (a client certificate), ``token`` (a bearer token), ``shared_key`` (a protocol's handshake); else ``none``."""
+    kinds = [name for name, on in (("mtls", mtls), ("token", token), ("shared_key", shared_key)) if on]
+    return kinds or ["none"]
+
+
 @dataclass(frozen=True)
 class TlsFiles:
     """What :meth:`ServerTls.server_tls` read: PEM bytes of the certificate chain, its key, and the client CA."""

@@ -11,12 +11,12 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, exited, wait_until
 
 from adapters.file.scale.replay import ScaleSummary, scaled_replay
 from sidecar.config import load_config
@@ -92,13 +92,16 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _wait_for(path: Path, running: Callable[[], bool], timeout: float = 120.0) -> None:
-    """Until ``path`` holds committed output (a partition is mid-way); fails at once if the run ended first."""
-    deadline = time.monotonic() + timeout
-    while not (path.exists() and path.stat().st_size > 0):
-        assert running(), f"the run ended before {path.name} was seen"
-        assert time.monotonic() < deadline, f"{path.name} never appeared"
-        time.sleep(0.002)
+def _has_output(path: Path) -> bool:
+    """``path`` holds committed output (a partition is mid-way)."""
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:
+        return False
+
+
+#: Seconds between two looks at a partition's output: short, so a fast machine is still seen mid-partition.
+POLL = 0.002
 
 
 def test_a_worker_killed_mid_partition_is_retried_without_loss_or_duplicates(
@@ -129,7 +132,13 @@ def test_a_worker_killed_mid_partition_is_retried_without_loss_or_duplicates(
         t = threading.Thread(target=run)
         t.start()
         run_dir = tmp_path / "state" / "partitions" / "run-of-0002"
-        _wait_for(run_dir / "part-0000.out.tmp", t.is_alive)
+        wait_until(
+            partial(_has_output, run_dir / "part-0000.out.tmp"),
+            what="partition 0 to commit output",
+            timeout=120,
+            interval=POLL,
+            abort=lambda: None if t.is_alive() else "the run ended first",
+        )
         busy, victim = next(
             (a, int(k.split("-")[1])) for a, keys in client.processing().items() for k in keys if "partition-" in k
         )
@@ -155,7 +164,13 @@ def test_resume_after_the_client_is_killed(tmp_path: Path, big_log: Path, config
     )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
     try:
-        _wait_for(tmp_path / "state" / "partitions" / "run-of-0002" / "part-0000.out.tmp", lambda: proc.poll() is None)
+        wait_until(
+            partial(_has_output, tmp_path / "state" / "partitions" / "run-of-0002" / "part-0000.out.tmp"),
+            what="partition 0 to commit output",
+            timeout=120,
+            interval=POLL,
+            abort=exited(proc),
+        )
         assert proc.poll() is None, "finished before the kill"
         proc.send_signal(signal.SIGKILL)
     finally:

@@ -7,15 +7,17 @@ from __future__ import annotations
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import grpc
 import pytest
+from helpers import exited, wait_until
 from helpers.kb import kb_file
+from helpers.serving import bound_ports
 
 from adapters.file.scale.partition import DEFAULT_KEY, KEY_ENV, owner
 from adapters.grpc.client import channel, get_profile, wait_serving
@@ -24,12 +26,6 @@ from sidecar.tools.generate.synthetic import generate_log
 
 #: the profile reader's token (a test value, never a real secret), in the replicas' environment
 READER_ENV, READER = "QUERYLOG_TEST_READER", "reader-t0ken-for-tests-5d2e"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _config(tmp_path: Path, name: str) -> Path:
@@ -50,21 +46,26 @@ def _config(tmp_path: Path, name: str) -> Path:
 
 @pytest.fixture
 def replicas(tmp_path: Path) -> Iterator[list[str]]:
-    """Three `querylog serve` processes: two replicas (a, b) and one alone; their addresses."""
+    """Three `querylog serve` processes: two replicas (a, b) and one alone; their addresses. Each listens on
+    port 0; the configs log at warning, which hides serve's ``listening`` event, so the port is the one the
+    process listens on."""
     procs: list[subprocess.Popen[bytes]] = []
     addresses: list[str] = []
     env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
     env[READER_ENV] = READER  # GetProfile answers the configured profile reader only
     try:
         for name in ("a", "b", "alone"):
-            address = f"127.0.0.1:{_free_port()}"
             cmd = [sys.executable, "-c", "from sidecar.cli import main; main()", "serve", "--config"]
-            cmd += [str(_config(tmp_path, name)), "--listen", address]
+            cmd += [str(_config(tmp_path, name)), "--listen", "127.0.0.1:0"]
             err = open(tmp_path / f"{name}.err", "wb")  # noqa: SIM115 - the child writes to it; closed below
             procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=err))
             err.close()
+        for name, proc in zip(("a", "b", "alone"), procs, strict=True):
+            (port,) = wait_until(
+                partial(bound_ports, proc.pid), what=f"{name} to listen", timeout=120, abort=exited(proc)
+            )
+            address = f"127.0.0.1:{port}"
             addresses.append(address)
-        for name, address in zip(("a", "b", "alone"), addresses, strict=True):
             chan = channel(address)
             ok = wait_serving(chan, 120)
             chan.close()

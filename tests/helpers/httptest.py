@@ -7,7 +7,6 @@ import http.client
 import http.server
 import json
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,13 +78,13 @@ class Received:
 @dataclass
 class Peer:
     """An HTTP server answering each POST with the next status of ``script`` (then 200); it keeps every request
-    and whether it was answered 2xx."""
+    and whether it was answered 2xx (a test waits for them with :func:`helpers.wait_until`)."""
 
     script: list[int] = field(default_factory=list)
     requests: list[Received] = field(default_factory=list)
     answered: list[tuple[Received, int]] = field(default_factory=list)
     server: http.server.ThreadingHTTPServer | None = None
-    changed: threading.Condition = field(default_factory=threading.Condition)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def url(self) -> str:
@@ -94,12 +93,8 @@ class Peer:
 
     def delivered(self) -> list[str]:
         """The lines of the requests answered 2xx, in order."""
-        with self.changed:
+        with self.lock:
             return [line for r, status in self.answered if 200 <= status < 300 for line in r.text.splitlines()]
-
-    def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-        with self.changed:
-            return self.changed.wait_for(predicate, timeout)
 
     def start(self, port: int = 0) -> None:
         state = self
@@ -113,11 +108,10 @@ class Peer:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 got = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                with state.changed:
+                with state.lock:
                     status = state.script.pop(0) if state.script else 200
                     state.requests.append(got)
                     state.answered.append((got, status))
-                    state.changed.notify_all()
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

@@ -7,12 +7,13 @@ import base64
 import gzip
 import json
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
+from helpers import wait_until
 from helpers.httptest import Peer, lines
 
 from adapters.http.sink import HttpSink
@@ -27,7 +28,7 @@ FAST = "retry_initial_seconds: 0.02, retry_max_seconds: 0.1"
 
 
 @pytest.fixture
-def pipeline_with(tmp_path: Path) -> Callable[..., Pipeline]:
+def pipeline_with(tmp_path: Path) -> Iterator[Callable[..., Pipeline]]:
     """``pipeline_with(sink_options_yaml)``: a JSON-lines pipeline whose only sink is ``http`` with those options."""
     made: list[Pipeline] = []
 
@@ -38,7 +39,7 @@ def pipeline_with(tmp_path: Path) -> Callable[..., Pipeline]:
         made.append(pipeline)
         return pipeline
 
-    yield make  # type: ignore[misc]
+    yield make
     for p in made:
         p.close()
 
@@ -61,7 +62,7 @@ class TestDelivery:
         """Each POST carries at most batch_max_events lines, the input's lines byte for byte, in order."""
         pipeline = pipeline_with(f"url: '{peer.url}', batch_max_events: 4")
         receive(pipeline, RECORDS)
-        assert peer.wait_for(lambda: len(peer.requests) == 3)
+        wait_until(lambda: len(peer.requests) == 3, what="the peer to receive 3 requests")
         assert [len(r.text.splitlines()) for r in peer.requests] == [4, 4, 2]
         assert peer.delivered() == lines(*RECORDS).decode().splitlines()
         first = peer.requests[0]
@@ -71,13 +72,15 @@ class TestDelivery:
         big = [{"AnonID": str(i), "Query": "x" * 600} for i in range(5)]
         pipeline = pipeline_with(f"url: '{peer.url}', batch_max_bytes: 1300")
         receive(pipeline, big)
-        assert peer.wait_for(lambda: sum(len(r.text.splitlines()) for r in peer.requests) == 5)
+        wait_until(
+            lambda: sum(len(r.text.splitlines()) for r in peer.requests) == 5, what="the peer to receive 5 lines"
+        )
         assert all(len(r.body) <= 1300 for r in peer.requests) and len(peer.requests) == 3
 
     def test_gzip(self, peer: Peer, pipeline_with: Any) -> None:
         pipeline = pipeline_with(f"url: '{peer.url}', compression: gzip")
         receive(pipeline, RECORDS[:3])
-        assert peer.wait_for(lambda: len(peer.requests) == 1)
+        wait_until(lambda: len(peer.requests) == 1, what="the peer to receive a request")
         sent = peer.requests[0]
         assert sent.headers["content-encoding"] == "gzip"
         assert gzip.decompress(sent.body) == lines(*RECORDS[:3])
@@ -91,7 +94,7 @@ class TestDelivery:
         pipeline = Pipeline(load_config(config))
         try:
             pipeline.receive(RecordBatch(["7\tq\t2006-03-01 07:17:12\t\t"], tsv, "in.tsv"))
-            assert peer.wait_for(lambda: len(peer.requests) == 1)
+            wait_until(lambda: len(peer.requests) == 1, what="the peer to receive a request")
         finally:
             pipeline.close()
         assert [json.loads(line) for line in peer.delivered()] == [
@@ -109,7 +112,7 @@ class TestDelivery:
             f"headers_env: {{X-Api-Key: QUERYLOG_TEST_API_KEY}}, headers_file: {{X-Tenant: {tmp_path / 'tenant'}}}"
         )
         receive(pipeline, RECORDS[:1])
-        assert peer.wait_for(lambda: len(peer.requests) == 1)
+        wait_until(lambda: len(peer.requests) == 1, what="the peer to receive a request")
         h = peer.requests[0].headers
         assert (h["authorization"], h["x-static"], h["x-api-key"], h["x-tenant"]) == (
             "Bearer tok-1",
@@ -122,7 +125,7 @@ class TestDelivery:
         (tmp_path / "pw").write_text("p@ss\n")
         pipeline = pipeline_with(f"url: '{peer.url}', basic_user: sidecar, basic_password_file: {tmp_path / 'pw'}")
         receive(pipeline, RECORDS[:1])
-        assert peer.wait_for(lambda: len(peer.requests) == 1)
+        wait_until(lambda: len(peer.requests) == 1, what="the peer to receive a request")
         assert peer.requests[0].headers["authorization"] == "Basic " + base64.b64encode(b"sidecar:p@ss").decode()
 
 
@@ -133,7 +136,7 @@ class TestFailures:
         peer.script = [500, 503, 408, 429, 401, 403, 404]
         pipeline = pipeline_with(f"url: '{peer.url}', {FAST}")
         receive(pipeline, RECORDS[:3])
-        assert peer.wait_for(lambda: len(peer.requests) == 8)
+        wait_until(lambda: len(peer.requests) == 8, what="the peer to receive 8 requests")
         assert len({r.body for r in peer.requests}) == 1
         assert peer.delivered() == lines(*RECORDS[:3]).decode().splitlines()
         sink = sink_of(pipeline)
@@ -147,7 +150,7 @@ class TestFailures:
         peer.script = [400]
         pipeline = pipeline_with(f"url: '{peer.url}', batch_max_events: 2, {FAST}")
         receive(pipeline, RECORDS[:4])
-        assert peer.wait_for(lambda: len(peer.requests) == 2)
+        wait_until(lambda: len(peer.requests) == 2, what="the peer to receive 2 requests")
         sink = sink_of(pipeline)
         assert sink.outbox is not None and sink.outbox.drain(5)
         assert len(peer.requests) == 2 and peer.delivered() == lines(*RECORDS[2:4]).decode().splitlines()
@@ -204,7 +207,7 @@ class TestFailures:
         with structlog.testing.capture_logs() as logs:
             pipeline = pipeline_with(f"url: '{peer.url}', bearer_token_env: QUERYLOG_TEST_SINK_TOKEN, {FAST}")
             receive(pipeline, [{"AnonID": "u-4242", "Query": "secret query text"}])
-            assert peer.wait_for(lambda: len(peer.requests) == 3)
+            wait_until(lambda: len(peer.requests) == 3, what="the peer to receive 3 requests")
             sink = sink_of(pipeline)
             assert sink.outbox is not None and sink.outbox.drain(5)
         text = repr(logs)

@@ -32,7 +32,7 @@ def _events(codec: TsvCodec, start: int, n: int) -> list[Event]:
 
 def _run(path: Path, start: int, n: int, **options: object) -> None:
     codec = _codec()
-    sink = FileSink(FileSinkConfig(path=str(path), **options), BuildContext(config_dir=path.parent))  # type: ignore[arg-type]  # options typed loosely
+    sink = FileSink(FileSinkConfig(path=str(path), **options), BuildContext(config_dir=path.parent))
     sink.start(HEADER + "\n", codec)
     sink.write(_events(codec, start, n))
     sink.close()
@@ -73,7 +73,7 @@ def test_lines_delivered_before_a_kill_survive_the_next_run(tmp_path: Path) -> N
     script.write_text(
         textwrap.dedent(
             f"""
-            import os, sys, time
+            import sys
             sys.path[:0] = {sys.path!r}
             from tests_helper_writer import run
             run({str(path)!r})
@@ -83,7 +83,7 @@ def test_lines_delivered_before_a_kill_survive_the_next_run(tmp_path: Path) -> N
     (tmp_path / "tests_helper_writer.py").write_text(
         textwrap.dedent(
             f"""
-            import time
+            import sys
             from pathlib import Path
             from adapters.file.sink import FileSink, FileSinkConfig
             from sidecar.api import BuildContext
@@ -98,12 +98,14 @@ def test_lines_delivered_before_a_kill_survive_the_next_run(tmp_path: Path) -> N
                 sink.write(codec.decode_many(lines, "\\n", []))
                 sink.flush()
                 print("delivered", flush=True)
-                time.sleep(60)
+                sys.stdin.read()  # up until killed (stdin closed by the test also ends it)
             """
         )
     )
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "delivered"
     proc.send_signal(signal.SIGKILL)
     proc.wait()

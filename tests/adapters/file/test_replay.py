@@ -10,13 +10,12 @@ import signal
 import stat
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import structlog
-from helpers import QUERYLOG, ROOT, SHARED_DATA, GeneratedLog, cli_env
+from helpers import QUERYLOG, ROOT, SHARED_DATA, GeneratedLog, cli_env, exited, wait_until
 
 from sidecar.config import load_config
 from sidecar.drive import replay
@@ -172,7 +171,7 @@ def test_tsv_bad_records_are_counted_and_dead_lettered(
         summary = replay(load_config(_cfg(write_config, "limits: {max_record_bytes: 128}\n")), str(src), str(out))
     assert out.read_bytes() == HEADER + GOOD[0] + lines[4] + GOOD[1]
     assert (summary.records_in, summary.events_in, summary.events_out, summary.dead_lettered) == (7, 3, 3, 4)
-    dead = sorted(_dead(tmp_path), key=lambda d: d["line"])  # type: ignore[arg-type, return-value]  # dead-letter rows are JSON objects
+    dead = sorted(_dead(tmp_path), key=lambda d: d["line"])  # dead-letter rows are JSON objects
     assert [(d["reason"], d["line"]) for d in dead] == [
         ("wrong_column_count", 3),
         ("invalid_utf8", 4),
@@ -287,12 +286,18 @@ def test_signal_during_stdin_replay_exits_0_with_complete_output(
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
-    deadline = time.monotonic() + 120
-    while not (out.exists() and len(fed) > 3):  # the handler is in (installed before -o is opened), input flows
-        assert proc.poll() is None, f"the replay exited ({proc.returncode}) before the signal"
-        assert time.monotonic() < deadline, "the replay read no 3 copies of the log in 120 s"
-        time.sleep(0.01)
-    time.sleep(0.3)  # mid-stream (not a condition: the feed cannot run dry, it is ~2,000 copies long)
+    # the handler is in (installed before -o is opened) and input flows: 3 copies of the log were fed;
+    # then mid-stream: it wrote a whole copy out (each batch from a pipe is written as soon as it is read),
+    # and the feed cannot run dry (it is ~2,000 copies long)
+    wait_until(
+        lambda: out.exists() and len(fed) > 3, what="3 copies of the log to be fed", timeout=120, abort=exited(proc)
+    )
+    wait_until(
+        lambda: out.stat().st_size > len(fed[0]) + len(chunk),
+        what="the replay to write a copy of the log out",
+        timeout=120,
+        abort=exited(proc),
+    )
     proc.send_signal(sig)
     try:
         _, err = proc.communicate(timeout=60)
@@ -325,7 +330,7 @@ def test_existing_dead_letter_file_is_appended_and_made_private(
     assert [d["reason"] for d in _dead(tmp_path)] == ["earlier", "wrong_column_count"]
 
 
-def _waiting_for_input(pid: int) -> bool:
+def _idle_on_input(pid: int) -> bool:
     """The process's main thread is blocked in select()/poll() (Linux: its ``wchan``), i.e. idle on its input.
     (A stop that comes while the batch before is still in hand is another case: replay() then leaves the reader
     at `if stop: break`, and the partial record it read is neither written nor dead-lettered.) True where /proc
@@ -354,12 +359,13 @@ def test_sigterm_stops_a_replay_waiting_on_an_idle_stdin(tmp_path: Path) -> None
     try:
         proc.stdin.write(HEADER + GOOD[0] + b"3\tcut sho")
         proc.stdin.flush()
-        deadline = time.monotonic() + 120
         # it wrote the complete line out, and then sits in select() on stdin (the partial record read)
-        while not (out.exists() and out.read_bytes() == HEADER + GOOD[0] and _waiting_for_input(proc.pid)):
-            assert proc.poll() is None, f"the replay exited ({proc.returncode}) instead of waiting for input"
-            assert time.monotonic() < deadline, "the replay did not write the complete line and wait in 120 s"
-            time.sleep(0.01)
+        wait_until(
+            lambda: out.exists() and out.read_bytes() == HEADER + GOOD[0] and _idle_on_input(proc.pid),
+            what="the replay to write the complete line and wait for input",
+            timeout=120,
+            abort=exited(proc),
+        )
         assert proc.poll() is None, "still waiting for input"
         proc.send_signal(signal.SIGTERM)
         returncode = proc.wait(timeout=10)
@@ -522,7 +528,7 @@ def test_replay_from_a_pipe_streams_each_batch_out(tmp_path: Path, write_config:
         proc.stdin.write("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n1\tweather\t\t\t\n")
         proc.stdin.flush()
         got: list[str] = []
-        reader = threading.Thread(target=lambda: got.extend([proc.stdout.readline(), proc.stdout.readline()]))  # type: ignore[union-attr]  # checked above
+        reader = threading.Thread(target=lambda: got.extend([proc.stdout.readline(), proc.stdout.readline()]))
         reader.start()
         reader.join(timeout=20)
         assert got == ["AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n", "1\tweather\t\t\t\n"]

@@ -52,7 +52,7 @@ def test_file_source_reads_batches_into_the_runtime(tmp_path: Path) -> None:
     (tmp_path / "sidecar.yaml").write_text("state_dir: state\nsinks:\n  - file: {path: out.tsv}\n")
     shutil.copy(TESTDATA / "file_source.yaml", tmp_path / "file_source.yaml")
     pipeline = Pipeline(load_config(tmp_path / "sidecar.yaml"))
-    source = FileSource(load_source_options(tmp_path / "file_source.yaml"), pipeline.ctx)  # type: ignore[arg-type]  # load_source_options() is typed object
+    source = FileSource(load_source_options(tmp_path / "file_source.yaml"), pipeline.ctx)
     source.start(pipeline)
     pipeline.close()
     assert source.records == 5  # records delivered: neither the header nor the dead letter

@@ -7,6 +7,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from helpers import QUERYLOG
 from helpers.kb import kb_file
@@ -14,9 +15,9 @@ from helpers.kb import kb_file
 HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n"
 
 
-def _readlines(stream: object, n: int, timeout: float) -> list[str]:
+def _readlines(stream: IO[str], n: int, timeout: float) -> list[str]:
     got: list[str] = []
-    reader = threading.Thread(target=lambda: got.extend(stream.readline() for _ in range(n)), daemon=True)  # type: ignore[attr-defined]  # a text pipe
+    reader = threading.Thread(target=lambda: got.extend(stream.readline() for _ in range(n)), daemon=True)
     reader.start()
     reader.join(timeout)
     return got
@@ -53,7 +54,7 @@ def test_a_buffered_release_reaches_stdout_while_stdin_is_idle(
         proc.stdin.close()
         proc.wait(timeout=30)
     assert proc.returncode == 0
-    assert "events in=2 out=" in proc.stderr.read()  # type: ignore[union-attr]  # stderr is a pipe
+    assert "events in=2 out=" in proc.stderr.read()  # stderr is a pipe
 
 
 def test_filter_passes_records_through_as_they_come(tmp_path: Path, write_config: Callable[..., Path]) -> None:

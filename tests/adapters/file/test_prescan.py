@@ -173,7 +173,7 @@ def test_prescan_runs_the_chains_own_filters_once_each(tmp_path: Path, monkeypat
 
     def counting_init(self: hipaa.HipaaScrubFilter, *args: object) -> None:
         built.append(self)
-        real_init(self, *args)  # type: ignore[arg-type]
+        real_init(self, *args)
 
     monkeypatch.setattr(hipaa.HipaaScrubFilter, "__init__", counting_init)
     src = tmp_path / "in.tsv"

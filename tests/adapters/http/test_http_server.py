@@ -118,7 +118,7 @@ class TestBodies:
             calls.append(1)
             return decode_many(*args, **kwargs)
 
-        codec.decode_many = counting  # type: ignore[method-assign]
+        codec.decode_many = counting
         answer = post(served.port, lines(R1) + b"{not json\n" + b'{"Query":"no user"}\n')
         assert answer.status == 200 and answer.body["reasons"] == {"invalid_json": 1, "missing_user": 1}
         assert len(calls) == 1

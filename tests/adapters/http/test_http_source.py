@@ -284,7 +284,7 @@ class TestConnections:
             gate.wait(5)
             return receive(batch)
 
-        served.pipeline.receive = slow_receive  # type: ignore[method-assign]
+        served.pipeline.receive = slow_receive
         idle = socket.create_connection(("127.0.0.1", served.port), timeout=5)
         results: list[int] = []
         worker = threading.Thread(target=lambda: results.append(post(served.port, lines(AOL[0])).status))

@@ -46,7 +46,7 @@ def state(tmp_path: Path) -> Any:
 
 
 def encode(events: list[Event]) -> list[str]:
-    return [e.codec.encode(e) for e in events]  # type: ignore[union-attr]
+    return [e.codec.encode(e) for e in events]
 
 
 def test_replaces_queries_and_keeps_the_schema(tmp_path: Path, state: StateStore) -> None:
@@ -140,7 +140,7 @@ def test_query_without_concept(tmp_path: Path, state: StateStore, policy: str, k
         assert [e.query for e in out] == ["", ""] and out[0].url == ""
     if policy == "keep":
         assert out[0].query == "zzyzxq qwxzv" and f.counts["kept_unprotected"] == 2
-    _, rows = read_ledger(f.ledger.conn)  # type: ignore[union-attr]  # built with a state
+    _, rows = read_ledger(f.ledger.conn)  # built with a state
     assert sum(r[4][2] + r[4][3] for r in rows) == 2  # dropped + unprotected
 
 
@@ -242,7 +242,7 @@ def test_batch_budget_uses_the_prescan(tmp_path: Path, state: StateStore) -> Non
     assert f.prescanned == {"1": 3, "2": 1}
     out = f.process(decode_tsv(text))
     assert len(out) == 3 and f.counts["dropped_no_concept"] == 1
-    _, rows = read_ledger(f.ledger.conn)  # type: ignore[union-attr]  # built with a state
+    _, rows = read_ledger(f.ledger.conn)  # built with a state
     assert sorted((r[2], r[3]) for r in rows) == [(Fraction(2), 1), (Fraction(2), 3)]
     out = f.process(decode_tsv(text))  # a second release of the same users: their budget is spent
     assert out == [] and f.counts["suppressed_budget"] == 3

@@ -22,7 +22,7 @@ from filters.dp_replace.sampler import Sampler
 CRITERIA = ("sqc1", "sqc2", "nsqc")
 
 
-def _domains(tree, mode: str) -> Domains:  # type: ignore[no-untyped-def]  # tree: ConceptTree
+def _domains(tree, mode: str) -> Domains:  # tree: ConceptTree
     if mode == "single":
         return Domains(tree, "single", "n0.n.01")  # a subtree: concepts outside it have no domain
     if mode == "category":
@@ -43,7 +43,7 @@ def test_class_sampler_equals_brute_force(seed: int, mode: str, criterion: str) 
     sensitivity equals max - min similarity over all pairs of the domain (SQC1) or 1 (SQC2, NSQC)."""
     tree = random_tree(seed)
     d = _domains(tree, mode)
-    s = Sampler(d, criterion, _pool(seed))  # type: ignore[arg-type]  # a Criterion literal
+    s = Sampler(d, criterion, _pool(seed))  # a Criterion literal
     topic = [int(t) for t in d.topic]
     checked = 0
     for x in range(len(tree)):
@@ -59,8 +59,8 @@ def test_class_sampler_equals_brute_force(seed: int, mode: str, criterion: str) 
             assert got[o] == pytest.approx(want[o], rel=1e-9)
         pairs = [sim(tree, u, v, ms.root) for u in members for v in members if u != v]
         expected_delta = 1.0 - min(pairs) if criterion == "sqc1" else 1.0
-        assert d.delta(t, criterion) == pytest.approx(expected_delta, rel=1e-9)  # type: ignore[arg-type]
-        assert d.delta(t, criterion) >= expected_delta  # type: ignore[arg-type]  # rounded up, never down
+        assert d.delta(t, criterion) == pytest.approx(expected_delta, rel=1e-9)
+        assert d.delta(t, criterion) >= expected_delta  # rounded up, never down
         checked += 1
     assert checked > 5
 
@@ -128,7 +128,7 @@ def test_draws_follow_the_exponential_mechanism(criterion: str) -> None:
     exp(eps * q / (2 * Delta)) normalised (chi-square over outputs with expected count >= 5, p > 0.001)."""
     tree = random_tree(5)
     d = Domains(tree, "single", "root")
-    s = Sampler(d, criterion, _pool(99))  # type: ignore[arg-type]
+    s = Sampler(d, criterion, _pool(99))
     ms = d.members(0)
     members = [int(m) for m in ms.members]
     x = members[len(members) // 2]
@@ -154,7 +154,7 @@ def test_neighbouring_inputs_stay_within_e_eps(criterion: str, eps: float) -> No
     tree = random_tree(8, n=30)
     for mode in ("single", "category"):
         d = Domains(tree, mode) if mode == "category" else Domains(tree, "single", "root")
-        s = Sampler(d, criterion, _pool(1))  # type: ignore[arg-type]
+        s = Sampler(d, criterion, _pool(1))
         for t in range(len(d.names)):
             if d.size(t) < 2:
                 continue
@@ -165,7 +165,7 @@ def test_neighbouring_inputs_stay_within_e_eps(criterion: str, eps: float) -> No
             assert worst >= 0.3 * eps
 
 
-def test_neighbouring_inputs_in_wordnet(kb_tree) -> None:  # type: ignore[no-untyped-def]  # fixture
+def test_neighbouring_inputs_in_wordnet(kb_tree) -> None:  # fixture
     """In the real abstraction.n.06 domain (~40,000 concepts): for 30 random input pairs and 300 random outputs,
     the exact probability ratio stays within e^eps (plus the float overrun); the class of an output is found from
     its depth and its subsumer with each input."""
@@ -176,7 +176,7 @@ def test_neighbouring_inputs_in_wordnet(kb_tree) -> None:  # type: ignore[no-unt
     members = [int(m) for m in ms.members]
     eps = 2.0
     for criterion in CRITERIA:
-        s = Sampler(d, criterion, _pool(2))  # type: ignore[arg-type]
+        s = Sampler(d, criterion, _pool(2))
 
         def prob(x: int, o: int, s: Sampler = s, criterion: str = criterion) -> float:
             p = s.prepared(x)

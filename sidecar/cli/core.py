@@ -77,26 +77,38 @@ def filters_cmd() -> None:
 
 #: The package that ships the ready configs (the repository's ``config/`` folder).
 CONFIG_PACKAGE = "querylog_config"
+#: Its folder of pipeline examples: one folder per setup, the sidecar's ``querylog*.yaml`` and the peer's files.
+EXAMPLES = "examples"
 
 
 def shipped_configs() -> dict[str, str]:
-    """Ready configs shipped with the package: name (file stem) -> YAML text."""
+    """Ready configs shipped with the package: name -> text. The ready chains first, named by file stem
+    (``default``); then the examples' files, named by their path, a YAML file without its extension
+    (``examples/README.md``, ``examples/fluent-bit/querylog``, ``examples/fluent-bit/fluent-bit.conf``)."""
     folder = resources.files(CONFIG_PACKAGE)
-    return {
+    configs = {
         entry.name.rsplit(".", 1)[0]: entry.read_text(encoding="utf-8")
         for entry in sorted(folder.iterdir(), key=lambda e: e.name)
         if entry.name.endswith(".yaml")
     }
+    examples = folder / EXAMPLES
+    for entry in sorted(examples.iterdir(), key=lambda e: e.name) if examples.is_dir() else ():
+        files = sorted(entry.iterdir(), key=lambda e: e.name) if entry.is_dir() else [entry]
+        prefix = f"{EXAMPLES}/{entry.name}/" if entry.is_dir() else f"{EXAMPLES}/"
+        for file in files:
+            if file.is_file():
+                configs[prefix + file.name.removesuffix(".yaml")] = file.read_text(encoding="utf-8")
+    return configs
 
 
 @click.group("config")
 def config_group() -> None:
-    """The ready configs shipped with the package (copy one to start from)."""
+    """The ready configs and pipeline examples shipped with the package (copy one to start from)."""
 
 
 @config_group.command("list")
 def config_list() -> None:
-    """Names of the shipped configs, one per line."""
+    """Names of the shipped configs, one per line: the ready chains, then the examples' files."""
     for name in shipped_configs():
         click.echo(name)
 
@@ -104,7 +116,8 @@ def config_list() -> None:
 @config_group.command("show")
 @click.argument("name")
 def config_show(name: str) -> None:
-    """Print a shipped config (e.g. `querylog config show default > querylog.yaml`)."""
+    """Print a shipped config (e.g. `querylog config show default > querylog.yaml`, or an example's file:
+    `querylog config show examples/fluent-bit/querylog`)."""
     configs = shipped_configs()
     if name not in configs:
         click.echo(f"no shipped config {name!r} (have: {', '.join(configs)})", err=True)

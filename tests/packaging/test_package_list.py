@@ -36,10 +36,10 @@ def test_every_package_folder_is_listed() -> None:
 
 
 def test_config_folder_ships_as_querylog_config() -> None:
-    """config/ is the package querylog_config (package-dir), with its YAML files as package data."""
+    """config/ is the package querylog_config (package-dir), with its YAML files and examples as package data."""
     cfg = setuptools_config()
     assert "querylog_config" in cfg["packages"]
     assert cfg["package-dir"]["querylog_config"] == "config"
-    assert cfg["package-data"]["querylog_config"] == ["*.yaml"]
+    assert cfg["package-data"]["querylog_config"] == ["*.yaml", "examples/README.md", "examples/*/*"]
     assert (ROOT / "config" / "__init__.py").is_file()
     assert {p.stem for p in (ROOT / "config").glob("*.yaml")} >= {"default", "hipaa", "k-anonymity", "passthrough"}

@@ -95,10 +95,16 @@ print(json.dumps({
 
 
 def test_config_list_and_show(installed: Installed) -> None:
-    """`querylog config list` names the five shipped configs; `config show` prints each file as it is."""
+    """`querylog config list` names the five shipped configs, then the examples' files; `config show` prints each
+    file as it is."""
     run = installed.run("querylog", "config", "list")
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.split() == sorted(CONFIGS)
+    folder = installed.source / "config" / "examples"
+    examples = sorted(p for p in folder.rglob("*") if p.is_file())
+    named = [f"examples/{p.relative_to(folder).as_posix().removesuffix('.yaml')}" for p in examples]
+    assert run.stdout.split() == [*sorted(CONFIGS), *named]
+    for name, path in zip(named, examples):
+        assert installed.run("querylog", "config", "show", name).stdout == path.read_text(encoding="utf-8")
     for name in CONFIGS:
         show = installed.run("querylog", "config", "show", name)
         assert show.returncode == 0, show.stderr[-2000:]

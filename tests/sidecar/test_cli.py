@@ -8,7 +8,7 @@ import subprocess
 import click
 import pytest
 from click.testing import CliRunner
-from helpers import QUERYLOG
+from helpers import QUERYLOG, ROOT
 
 from sidecar.cli import main
 
@@ -80,3 +80,33 @@ def test_replay_missing_input_exits_2(tmp_path) -> None:  # pytest fixture
     run = subprocess.run(args, capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stderr.strip() == f"{tmp_path / 'nope.tsv'}: no such file"
+
+
+def test_config_list_names_the_ready_chains_then_the_examples() -> None:
+    """`querylog config list`: the ready chains (file stems), then every file of the examples (`examples/README.md`,
+    `examples/SETUP/NAME`, a YAML file without its extension); `config show` prints an example's file as it is."""
+    listed = CliRunner().invoke(main, ["config", "list"])
+    assert listed.exit_code == 0, listed.output
+    names = listed.output.split()
+    chains = sorted(p.stem for p in (ROOT / "config").glob("*.yaml"))
+    assert names[: len(chains)] == chains
+    folder = ROOT / "config" / "examples"
+    examples = sorted(p for p in folder.rglob("*") if p.is_file())
+    assert names[len(chains) :] == [
+        f"examples/{p.relative_to(folder).as_posix().removesuffix('.yaml')}" for p in examples
+    ]
+    assert {"examples/README.md", "examples/fluent-bit/querylog", "examples/fluent-bit/fluent-bit.conf"} <= set(names)
+    for name, path in (
+        ("examples/fluent-bit/querylog", ROOT / "config" / "examples" / "fluent-bit" / "querylog.yaml"),
+        ("examples/fluent-bit/fluent-bit.conf", ROOT / "config" / "examples" / "fluent-bit" / "fluent-bit.conf"),
+    ):
+        shown = CliRunner().invoke(main, ["config", "show", name])
+        assert shown.exit_code == 0, shown.output
+        assert shown.output == path.read_text(encoding="utf-8")
+
+
+def test_config_show_of_an_unknown_name_lists_the_examples_too() -> None:
+    """An unknown name exits 2 with the names there are, examples included."""
+    shown = CliRunner().invoke(main, ["config", "show", "examples/nope/querylog"])
+    assert shown.exit_code == 2
+    assert "have: default, " in shown.output and "examples/fluent-bit/querylog" in shown.output

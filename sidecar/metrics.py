@@ -77,6 +77,7 @@ class PipelineCollector(Collector):
                 f_counts.add_metric([label, str(name)], n)
         yield from (f_in, f_out, f_held, f_counts)
         yield _category_k(s["filters"])
+        yield _key_info(s["filters"])
         sink_stat = GaugeMetricFamily(
             "querylog_sink_stat",
             "A sink's own counters: an outbox's pending_events/pending_batches/pending_bytes, sent_events, retries...",
@@ -107,6 +108,21 @@ def _category_k(filters: list[dict[str, Any]]) -> GaugeMetricFamily:
     )
     for category, k in sorted(ks.items()):
         gauge.add_metric([category], k)
+    return gauge
+
+
+def _key_info(filters: list[dict[str, Any]]) -> GaugeMetricFamily:
+    """``querylog_pseudonymize_key_info{filter, key_id, rotate, period}`` 1 per filter that reports a ``key_id``
+    (``pseudonymize``): the id of the key in use, never the key; ``period`` is that of its last event ("" before
+    one)."""
+    gauge = GaugeMetricFamily(
+        "querylog_pseudonymize_key_info",
+        "The id of the key pseudonymize uses (never the key), its rotation and the period of its last event.",
+        labels=["filter", "key_id", "rotate", "period"],
+    )
+    for f, label in zip(filters, filter_labels(f["name"] for f in filters)):
+        if f.get("key_id") is not None:
+            gauge.add_metric([label, str(f["key_id"]), str(f.get("rotate", "none")), str(f.get("period") or "")], 1)
     return gauge
 
 

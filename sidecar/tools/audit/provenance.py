@@ -57,7 +57,8 @@ def provenance(
     params: dict[str, str] | None = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
-    """Everything that identifies the audited run: both logs, the config (its text) or parameters, when, what."""
+    """Everything that identifies the audited run: both logs, the config (its text) or parameters, when, what;
+    with a config, the ids of the keys its ``pseudonymize`` filters use (``pseudonymize_keys``; never a key)."""
     out: dict[str, Any] = {
         "date": (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "product": DIST,
@@ -68,6 +69,28 @@ def provenance(
     }
     if config_file is not None:
         out["config"] = file_facts(config_file) | {"text": Path(config_file).read_text(encoding="utf-8")}
+        keys = pseudonymize_keys(out["config"]["text"])
+        if keys:
+            out["pseudonymize_keys"] = keys
+    return out
+
+
+def pseudonymize_keys(config_text: str) -> list[dict[str, Any]]:
+    """Per ``pseudonymize`` filter of the chain: the id of the key in use (the last of ``keys``, else ``key_id``,
+    else the variable's or file's name, as the filter says), every configured id and the rotation (``none``,
+    ``daily``, ``weekly``: the period is the UTC day or ISO week of each event's time). Ids only: the config
+    names variables and files, never a key."""
+    out: list[dict[str, Any]] = []
+    for name, options in chain_filters(config_text):
+        if name != "pseudonymize":
+            continue
+        keys = options.get("keys")
+        if isinstance(keys, list) and keys:
+            ids = [str(k.get("id")) if isinstance(k, dict) else "?" for k in keys]
+        else:
+            single = options.get("key_id") or options.get("key_env") or Path(str(options.get("key_file") or "")).name
+            ids = [str(single)]
+        out.append({"key_id": ids[-1], "key_ids": ids, "rotate": str(options.get("rotate", "none"))})
     return out
 
 

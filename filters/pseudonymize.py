@@ -169,6 +169,8 @@ class PseudonymizeFilter(Filter[PseudonymizeConfig]):
         self._cache: dict[str, str] = {}
         #: rotation: the derived keys of the periods seen last (a few)
         self._period_keys: dict[str, bytes] = {}
+        #: rotation: the period of a zoneless ``YYYY-MM-DD hh:mm:ss`` time by its date (its key is in _period_keys)
+        self._labels: dict[str, str] = {}
         self._period: str | None = None
         self._rotate = config.rotate != "none"
         #: decimal pseudonyms stay below 2^53 (the largest integer a JSON number keeps exactly in JavaScript)
@@ -218,11 +220,23 @@ class PseudonymizeFilter(Filter[PseudonymizeConfig]):
 
     def period_of(self, when: Any) -> str:
         """The rotation period of a time value (the processing time's when it has none); its key is ready."""
-        day = event_day(when) or datetime.fromtimestamp(self.ctx.clock(), UTC).date()
-        label = period_label(day, self.config.rotate)
+        prefix = None
+        if type(when) is str and len(when) == 19 and when[10] in " T":  # no zone: the day is its first 10 chars
+            prefix = when[:10]
+            label = self._labels.get(prefix)
+            if label is not None:
+                self._period = label
+                return label
+        day = event_day(when)
+        label = period_label(day or datetime.fromtimestamp(self.ctx.clock(), UTC).date(), self.config.rotate)
+        if prefix is not None and day is not None:
+            if len(self._labels) >= 1024:
+                self._labels.clear()
+            self._labels[prefix] = label
         if label not in self._period_keys:
             if len(self._period_keys) >= 8:  # events of many periods: keep a few keys
                 self._period_keys.clear()
+                self._labels.clear()
             self._period_keys[label] = hkdf_sha256(self._key, INFO_PREFIX + label.encode())
         self._period = label
         return label
@@ -238,6 +252,7 @@ class PseudonymizeFilter(Filter[PseudonymizeConfig]):
     def process(self, batch: list[Event]) -> list[Event]:
         role = self.config.role
         pseudonym = self.pseudonym
+        rotate = self._rotate
         keep_int = self.config.output == "decimal"
         empty = 0
         for ev in batch:
@@ -245,7 +260,7 @@ class PseudonymizeFilter(Filter[PseudonymizeConfig]):
             if value is None or (type(value) is str and (not value or value.isspace())):
                 empty += 1  # nothing to pseudonymize: an empty value stays empty
                 continue
-            out = pseudonym(value, ev.time)
+            out = pseudonym(value, ev.time) if rotate else pseudonym(value)
             # decimal keeps an integer an integer (a JSON AnonID stays a number)
             setattr(ev, role, int(out) if keep_int and type(value) is int else out)
         self.counts["pseudonymized"] += len(batch) - empty

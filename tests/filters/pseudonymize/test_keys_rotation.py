@@ -113,8 +113,8 @@ def test_the_period_follows_the_event_time_in_utc(tmp_path: Path, hmac_key: str)
         assert event_day(value) is None, value
     f = build_filter(PseudonymizeFilter, {"key_env": hmac_key, "rotate": "daily"}, tmp_path)
     f.ctx.clock = lambda: datetime(2026, 12, 1, 9, tzinfo=UTC).timestamp()
-    untimed = f.process([at("u", None), at("u", "not a time")])
-    assert untimed[0].user == untimed[1].user == f.pseudonym("u", "2026-12-01 00:00:00")
+    untimed = f.process([at("u", None), at("u", "not a time"), at("u", "2026-13-45 10:00:00")])
+    assert untimed[0].user == untimed[1].user == untimed[2].user == f.pseudonym("u", "2026-12-01 00:00:00")
     assert f.pseudonym("u") == untimed[0].user  # no time given: now
 
 

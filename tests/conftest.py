@@ -6,12 +6,16 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import structlog
 from helpers import TEST_KEY, TEST_KEY_ENV, GeneratedLog
 
 from sidecar.tools.generate.synthetic import generate_log
+
+if TYPE_CHECKING:
+    from tests.packaging.wheelkit import Wheel
 
 # --- the fast lane ---------------------------------------------------------------------------------------
 #
@@ -22,6 +26,7 @@ from sidecar.tools.generate.synthetic import generate_log
 #: Folders and files left out of the fast lane, and why.
 SLOW_PATHS: dict[str, str] = {
     "tests/packaging/": "builds the wheel and installs it into fresh virtual environments (20-100 s)",
+    "tests/deploy/test_image.py": "the image's stages outside Docker: wheel, fresh venv, kb build, serve (60-120 s)",
     "tests/faults/": "fault injection: kill -9, full disks, 10,000-input fuzz runs (15-70 s each)",
     "tests/adapters/scale/": "Dask clusters and sidecar replicas in subprocesses (10 s and more)",
     "tests/adapters/clickhouse/": "a real clickhouse-server (4 s to start), inserts and restarts",
@@ -175,3 +180,11 @@ def generated_log(tmp_path_factory: pytest.TempPathFactory) -> GeneratedLog:
     path = tmp_path_factory.mktemp("generated") / "log.tsv"
     path.write_text(buf.getvalue(), encoding="utf-8")
     return GeneratedLog(path, buf.getvalue(), stats)
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Wheel:
+    """The project's wheel built once per session from a copy of the working tree (tests/packaging, tests/deploy)."""
+    from tests.packaging.wheelkit import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("build"))

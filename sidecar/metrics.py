@@ -5,15 +5,19 @@ query, a user id or a record value (those never reach ``stats()`` either). Every
 (Prometheus refuses a scrape that repeats one): sinks carry their index in the config, and a filter whose name
 comes again in the chain is labelled ``name#2``, ``name#3``... (the first keeps its name).
 
-The endpoint (:func:`serve_metrics`) may speak TLS (mutual TLS with a client CA: the ``metrics:`` block of the
-config, :class:`~sidecar.api.ServerTls`) and ask for a bearer token (``Authorization: Bearer``, else 401): the
-TLS handshake runs on the request's own thread with a deadline, so a peer that never finishes it cannot block
-the scrapes of others.
+The endpoint (:func:`serve_metrics`) answers ``GET /metrics``, the probes ``GET /healthz`` (the process is alive:
+200) and ``GET /readyz`` (200, or 503 with a JSON body naming what is not ready: reasons only, no values), and 404
+on any other path. It may speak TLS (mutual TLS with a client CA: the ``metrics:`` block of the config,
+:class:`~sidecar.api.ServerTls`) and ask for a bearer token (``Authorization: Bearer``, else 401): the TLS
+handshake runs on the request's own thread with a deadline, so a peer that never finishes it cannot block the
+scrapes of others. The token guards ``/metrics`` only: the probes stay open (a Kubernetes HTTP probe cannot send a
+token, and they tell nothing but alive, ready or the names of what is not); TLS covers the whole port.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 import socket
 import ssl
 import threading
@@ -31,6 +35,7 @@ from prometheus_client.registry import Collector
 from sidecar.api import Listen
 
 StatsSource = Callable[[], dict[str, Any]]
+ReadySource = Callable[[], list[str]]
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 log = structlog.get_logger("querylog.metrics")
@@ -187,18 +192,51 @@ def token_required(app: WsgiApp, token: bytes) -> WsgiApp:
     return guarded
 
 
+def _json(start_response: Callable[..., Any], status: str, body: dict[str, Any]) -> Iterable[bytes]:
+    data = json.dumps(body).encode() + b"\n"
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+def with_probes(metrics: WsgiApp, ready: ReadySource | None) -> WsgiApp:
+    """``/metrics`` to ``metrics``; ``/healthz`` 200; ``/readyz`` 200 when ``ready()`` names nothing, else 503 with
+    ``{"ready": false, "not_ready": [reasons]}`` (without ``ready``: no /readyz); any other path 404."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path == "/metrics":
+            return metrics(environ, start_response)
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            return _json(start_response, "405 Method Not Allowed", {"error": "method not allowed"})
+        if path == "/healthz":
+            return _json(start_response, "200 OK", {"alive": True})
+        if path == "/readyz" and ready is not None:
+            reasons = ready()
+            status = "503 Service Unavailable" if reasons else "200 OK"
+            return _json(start_response, status, {"ready": not reasons, "not_ready": reasons})
+        return _json(start_response, "404 Not Found", {"error": "not found"})
+
+    return app
+
+
 def serve_metrics(
-    listen: str, stats: StatsSource, *, ssl_context: ssl.SSLContext | None = None, token: bytes | None = None
+    listen: str,
+    stats: StatsSource,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    token: bytes | None = None,
+    ready: ReadySource | None = None,
 ) -> tuple[Any, threading.Thread, int]:
-    """Start the /metrics HTTP endpoint on ``host:port`` (port 0: any free port); with ``ssl_context`` it speaks
-    TLS, with ``token`` it asks for it as a bearer token. Returns (server, thread, bound port); ``server.shutdown()``
-    stops it."""
+    """Start the /metrics HTTP endpoint on ``host:port`` (port 0: any free port), with /healthz and (given
+    ``ready``) /readyz beside it; with ``ssl_context`` it speaks TLS, with ``token`` /metrics asks for it as a
+    bearer token. Returns (server, thread, bound port); ``server.shutdown()`` stops it."""
     address = Listen.parse(listen, "metrics_listen")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PipelineCollector(stats))
-    app: WsgiApp = make_wsgi_app(registry)
+    metrics: WsgiApp = make_wsgi_app(registry)
     if token is not None:
-        app = token_required(app, token)
+        metrics = token_required(metrics, token)
+    app = with_probes(metrics, ready)
     family = socket.getaddrinfo(address.host, address.port, type=socket.SOCK_STREAM)[0][0]
     server_class = type("MetricsServer", (_Server,), {"address_family": family, "tls": ssl_context})
     server: WSGIServer = make_server(address.host, address.port, app, server_class, handler_class=_Handler)

@@ -37,6 +37,7 @@ from sidecar.codecs import SchemaConfig, codec_for
 from sidecar.config import ComponentSpec, ConfigError, ErrorCollector, LoadedConfig
 from sidecar.deadletter import DeadLetters
 from sidecar.outbox import OutboxFull, backpressure, outbox_factory
+from sidecar.readiness import not_ready
 from sidecar.registry import plugins
 from sidecar.release import TimedRelease
 from sidecar.state import StateError, StateStore
@@ -350,6 +351,14 @@ class Pipeline:
         with self._lock:
             for sink in self.sinks:
                 sink.flush()
+
+    # ---- readiness (probes: /readyz, gRPC health) -------------------------------------------------
+    draining = False  #: set by ``serve`` on SIGTERM: :meth:`ready` says ``draining`` from then on
+    readiness_checks: tuple[Callable[[], list[str]], ...] = ()  #: a driver's own (``serve``: sources listen)
+
+    def ready(self) -> list[str]:
+        """What is not ready, by name (see ``Runtime.ready`` and :func:`sidecar.readiness.not_ready`)."""
+        return not_ready(self.state.path, self.sinks, self.draining, self.readiness_checks)
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

@@ -10,6 +10,10 @@ Access control: TLS, mutual TLS (``tls_client_ca_file``: clients must present a 
 and a bearer token on every RPC but health (:mod:`sidecar.grpcauth`); ``GetProfile`` takes the profile reader's
 token in its place and answers the profile reader only (:mod:`adapters.grpc.service`).
 
+Health agrees with the runtime's readiness (``Runtime.ready()``, what ``/readyz`` answers): NOT_SERVING while it
+names something not ready (a drain, a full outbox...), looked up on each ``Check`` and every
+:data:`HEALTH_POLL_SECONDS` for ``Watch`` streams.
+
 Stop (SIGTERM): health says NOT_SERVING, no new RPC is taken, in-flight RPCs get ``shutdown_grace_seconds`` to
 finish (then they are cancelled; an Ingest cut short is not acknowledged). The runtime stays open: ``serve``
 releases what buffering filters hold, once, after every source stopped.
@@ -17,6 +21,9 @@ releases what buffering filters hold, once, after every source stopped.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -39,6 +46,36 @@ from sidecar.serving import ServerHost
 
 SERVICE = "querylog.v1.QueryLogFilter"
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
+#: How often ``Watch`` streams see the runtime's readiness looked up again (``Check`` looks it up itself).
+HEALTH_POLL_SECONDS = 1.0
+
+
+class ReadyHealth(health_aio.HealthServicer):
+    """``grpc.health.v1.Health`` whose status follows ``ready()`` (a list of reasons, empty when ready)."""
+
+    def __init__(self, ready: Callable[[], list[str]]) -> None:
+        super().__init__()
+        self.ready = ready
+
+    async def refresh(self) -> None:
+        """Set every service's status from ``ready()`` (ignored once the server entered its graceful shutdown)."""
+        status = health_pb2.HealthCheckResponse.NOT_SERVING if self.ready() else health_pb2.HealthCheckResponse.SERVING
+        for name in ("", SERVICE):
+            await self.set(name, status)
+
+    async def Check(
+        self,
+        request: health_pb2.HealthCheckRequest,
+        context: grpc.aio.ServicerContext[health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse],
+    ) -> health_pb2.HealthCheckResponse:
+        await self.refresh()
+        return await super().Check(request, context)
+
+    async def poll(self) -> None:
+        """Look readiness up every :data:`HEALTH_POLL_SECONDS` (for ``Watch``) until cancelled."""
+        while True:
+            await asyncio.sleep(HEALTH_POLL_SECONDS)
+            await self.refresh()
 
 
 def credentials(tls: TlsFiles | None) -> grpc.ServerCredentials | None:
@@ -60,6 +97,7 @@ class GrpcProtocol:
         max_message_bytes: int,
         creds: grpc.ServerCredentials | None,
         token: bytes | None,
+        ready: Callable[[], list[str]],
     ) -> None:
         self.service = service
         self.listen = listen
@@ -67,7 +105,8 @@ class GrpcProtocol:
         self.creds = creds
         self.token = token
         self.server: grpc.aio.Server | None = None
-        self.health = health_aio.HealthServicer()
+        self.health = ReadyHealth(ready)
+        self._poll: asyncio.Task[None] | None = None
 
     def _handlers(self) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
         svc = self.service
@@ -115,11 +154,15 @@ class GrpcProtocol:
             raise OSError(f"cannot listen on {address}")
         await server.start()
         self.server = server
-        for name in ("", SERVICE):
-            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        await self.health.refresh()
+        self._poll = asyncio.get_running_loop().create_task(self.health.poll())
         return [Listen(self.listen.host, port)]
 
     async def stop(self, host: ServerHost, grace: float) -> None:
+        if self._poll is not None:
+            self._poll.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poll
         await self.health.enter_graceful_shutdown()
         if self.server is not None:
             await self.server.stop(grace)

@@ -68,7 +68,9 @@ class GrpcSource(Source[GrpcSourceConfig]):
             reader_subject=cfg.profile_reader_subject,
         )
         listen = Listen.parse(self.listen or cfg.listen)
-        host.start(GrpcProtocol(service, listen, cfg.max_message_bytes, credentials(self.tls), self.token))
+        host.start(
+            GrpcProtocol(service, listen, cfg.max_message_bytes, credentials(self.tls), self.token, runtime.ready)
+        )
         self.host, self.service = host, service
         if cfg.metrics_listen:
             from sidecar.metrics import serve_metrics

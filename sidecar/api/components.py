@@ -217,6 +217,11 @@ class Runtime(Protocol):
         """The last position committed under ``key`` with a batch (:attr:`RecordBatch.checkpoint`), or None."""
         ...
 
+    def ready(self) -> list[str]:
+        """What keeps the runtime from taking traffic, by name (``draining``, ``outbox_full:<sink>``...; never a
+        value); empty when ready. Cheap and lock-free: a server source's health check may call it on its loop."""
+        ...
+
     def process(self, events: list[Event]) -> list[Event]:
         """Run decoded events through the chain; returns what leaves it now (not delivered)."""
         ...

@@ -1,8 +1,10 @@
 """``querylog serve``: every configured source into one runtime and its sinks, until SIGTERM/SIGINT.
 
 ``serve`` is a driver: it builds the runtime, starts the sources and waits. The runtime owns the rest (the one
-release timer, delivery, outboxes, backpressure, the state folder's lock). Shutdown order: stop the sources (last
-started first, each lets its in-flight batches finish), one final release into the sinks, close the runtime.
+release timer, delivery, outboxes, backpressure, the state folder's lock). Shutdown order (a drain): readiness
+turns not ready (``/readyz`` 503, gRPC health NOT_SERVING), the sources keep taking input ``drain_seconds``, then
+stop (last started first, each lets its in-flight batches finish), one final release into the sinks, the runtime
+closes (each sink's outbox delivers for its ``close_drain_seconds``), and the log says what the outboxes still hold.
 A finite source (a file) ends when its input ends; ``serve`` keeps running the others, and ends by itself when
 every source was finite and all have ended.
 """
@@ -85,6 +87,7 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
     except (StateError, StateInUse) as exc:
         fail_state(exc)
     servers, finite = _start_sources(cfg, pipeline, listen)
+    pipeline.readiness_checks += (lambda: _not_listening(servers),)
     pipeline.start_release_timer()
     metrics, metrics_port = _start_metrics(cfg, pipeline, servers, finite)
     tune_gc()
@@ -92,10 +95,8 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
     while not stop.event.wait(0.5):
         if not servers and all(f.done.is_set() for f in finite):
             break  # every source was finite and every one has ended
-    if metrics is not None:
-        metrics.shutdown()
-        metrics.server_close()
-    _shutdown(servers, finite, pipeline)
+    _drain(stop, pipeline, cfg.sidecar.drain_seconds)
+    _shutdown(servers, finite, pipeline, metrics)
     failed = [reader for reader in finite if reader.error is not None]
     for reader in failed:  # a located config error names the input and the key; anything else only its type
         error = reader.error
@@ -154,7 +155,9 @@ def _start_metrics(cfg: Any, pipeline: Any, servers: list[Any], finite: list[_Fi
     access = cfg.sidecar.metrics
     try:
         tls, token = ssl_server_context(access, pipeline.ctx), access.bearer_token(pipeline.ctx)
-        metrics, _, port = serve_metrics(cfg.sidecar.metrics_listen, pipeline.stats, ssl_context=tls, token=token)
+        metrics, _, port = serve_metrics(
+            cfg.sidecar.metrics_listen, pipeline.stats, ssl_context=tls, token=token, ready=pipeline.ready
+        )
     except ConfigValueError as exc:
         _shutdown(servers, finite, pipeline)
         fail_config(cfg.doc.error(f"metrics.{exc.key}", exc.problem))
@@ -168,9 +171,39 @@ def _start_metrics(cfg: Any, pipeline: Any, servers: list[Any], finite: list[_Fi
     return metrics, port
 
 
-def _shutdown(servers: list[Any], finite: list[_Finite], pipeline: Any) -> None:
+def _not_listening(servers: list[Any]) -> list[str]:
+    """Readiness: the server sources that listen on nothing (yet, or any more)."""
+    return [f"source_not_listening:{source.NAME}" for source in servers if not source.listening()]
+
+
+def _drain(stop: Any, pipeline: Any, seconds: float) -> None:
+    """Readiness turns not ready at once; after a stop signal the sources keep taking input ``seconds`` (a second
+    SIGTERM/SIGINT ends the wait) so that load balancers see it and stop sending first."""
+    signalled = stop.event.is_set()
+    stop.event.clear()  # before readiness flips: a signal sent once a probe saw the flip is always a second one
+    pipeline.draining = True
+    log.info("draining", drain_seconds=seconds if signalled else 0)
+    if signalled and seconds > 0:
+        stop.event.wait(seconds)
+
+
+def _outbox_left(pipeline: Any) -> dict[str, dict[str, int]]:
+    """What each outbox of the sinks still holds (counts): it stays in the state folder for the next start."""
+    from sidecar.outbox import Outbox
+
+    outboxes = list(getattr(pipeline.ctx.outboxes, "made", ()))
+    outboxes += [s.outbox for s in pipeline.sinks if isinstance(getattr(s, "outbox", None), Outbox)]
+    left: dict[str, dict[str, int]] = {}
+    for outbox in outboxes:
+        pending = outbox.pending()
+        left[outbox.name] = {"events": pending.events, "batches": pending.batches, "bytes": pending.bytes}
+    return left
+
+
+def _shutdown(servers: list[Any], finite: list[_Finite], pipeline: Any, metrics: Any = None) -> None:
     """Stop the sources (last started first: each lets its in-flight batches finish), release once what buffering
-    filters let go at shutdown into the sinks, close the runtime (timer, sinks, state)."""
+    filters let go at shutdown into the sinks, stop the metrics endpoint (it answered 503 on /readyz meanwhile),
+    close the runtime (timer, sinks and their outboxes' last delivery, state), log what the outboxes still hold."""
     for reader in finite:
         reader.stop()
     for source in reversed(servers):
@@ -179,4 +212,10 @@ def _shutdown(servers: list[Any], finite: list[_Finite], pipeline: Any) -> None:
         pipeline.release(final=True)
     except Exception as exc:  # a full outbox or disk at shutdown: the release rolled back, the events stay held
         log.warning("final_release_skipped", error=type(exc).__name__)
+    if metrics is not None:
+        metrics.shutdown()
+        metrics.server_close()
     pipeline.close()
+    left = _outbox_left(pipeline)
+    events = sum(counts["events"] for counts in left.values())
+    (log.warning if events else log.info)("outbox_left", events=events, outboxes=left)

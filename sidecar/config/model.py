@@ -68,6 +68,14 @@ class SidecarConfig:
         "by `serve`, and by `replay`/`filter` reading a pipe (their --flush-interval overrides it).",
         gt=0,
     )
+    drain_seconds: float = option(
+        0.0,
+        "On SIGTERM `serve` first turns /readyz (and gRPC health) to not ready, keeps its sources taking input "
+        "this many seconds (so load balancers and Kubernetes stop sending), then stops them. A second SIGTERM or "
+        "SIGINT ends the wait. 0: stop at once. Under Kubernetes, a few seconds (5) more than the readiness "
+        "probe's period.",
+        min=0,
+    )
     metrics_listen: str | None = option(
         None,
         "host:port of a Prometheus /metrics endpoint while `serve` runs (counts and reasons only: events, dead "

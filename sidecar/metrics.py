@@ -1,7 +1,9 @@
 """Prometheus metrics for ``querylog serve``: counters from :meth:`Pipeline.stats`, and the endpoint serving them.
 
-Labels carry filter names, counter names and dead-letter reasons only — never a
-query, a user id or a record value (those never reach ``stats()`` either). Every series of a scrape is distinct
+Beside the counters: histograms per batch of the seconds by source, filter and sink and of the events by source
+(:mod:`sidecar.timings`), each outbox's oldest pending age and ``querylog_build_info``. Labels carry component
+names, filter names, counter names and dead-letter reasons only — never a query, a user id or a record value
+(those never reach ``stats()`` either). Every series of a scrape is distinct
 (Prometheus refuses a scrape that repeats one): sinks carry their index in the config, and a filter whose name
 comes again in the chain is labelled ``name#2``, ``name#3``... (the first keeps its name).
 
@@ -17,19 +19,22 @@ token, and they tell nothing but alive, ready or the names of what is not); TLS 
 from __future__ import annotations
 
 import hmac
+import importlib.metadata
 import json
+import platform
 import socket
 import ssl
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from functools import cache
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import structlog
 from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from sidecar.api import Listen
@@ -93,6 +98,8 @@ class PipelineCollector(Collector):
             for name, n in sorted(counts.items()):
                 sink_stat.add_metric([sink["name"], str(i), name], n)
         yield sink_stat
+        yield from _latency(s)
+        yield build_info()
         yield GaugeMetricFamily(
             "querylog_uptime_seconds", "Seconds since the pipeline was built.", value=s.get("uptime_seconds", 0.0)
         )
@@ -139,6 +146,68 @@ def filter_labels(names: Iterable[str]) -> list[str]:
         seen[name] = seen.get(name, 0) + 1
         out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
     return out
+
+
+def _histogram(family: HistogramMetricFamily, labels: list[str], snapshot: dict[str, Any]) -> None:
+    """Add a :meth:`sidecar.timings.Histogram.snapshot` to ``family`` under ``labels``."""
+    buckets = [("+Inf" if bound == float("inf") else str(float(bound)), n) for bound, n in snapshot["buckets"]]
+    family.add_metric(labels, buckets, snapshot["sum"])
+
+
+def _latency(s: dict[str, Any]) -> Iterator[Any]:
+    """Per batch: seconds by source kind (``receive``/``transform``), by filter (``process``) and by sink (``write``
+    and ``flush``), events by source kind; each outbox's oldest pending age. Labels: component names only."""
+    latency = s.get("latency", {})
+    by_source = HistogramMetricFamily(
+        "querylog_source_batch_duration_seconds",
+        "Seconds a batch spends in receive/transform (its turn, decode, chain, sinks, commit), by source.",
+        labels=["source"],
+    )
+    events = HistogramMetricFamily("querylog_source_batch_events", "Events per batch, by source.", labels=["source"])
+    for kind, snapshot in latency.get("sources", {}).items():
+        _histogram(by_source, [kind], snapshot)
+        _histogram(events, [kind], latency["events"][kind])
+    by_filter = HistogramMetricFamily(
+        "querylog_filter_batch_duration_seconds", "Seconds of a filter's process() per batch.", labels=["filter"]
+    )
+    labels = filter_labels(f["name"] for f in s["filters"])
+    for label, snapshot in zip(labels, latency.get("filters", ())):
+        _histogram(by_filter, [label], snapshot)
+    by_sink = HistogramMetricFamily(
+        "querylog_sink_batch_duration_seconds",
+        "Seconds of a sink's write and flush per batch.",
+        labels=["sink", "index"],
+    )
+    age = GaugeMetricFamily(
+        "querylog_outbox_oldest_pending_age_seconds",
+        "Seconds since the oldest batch a sink's outbox has not delivered was put (0: nothing pending).",
+        labels=["sink", "index"],
+    )
+    sinks = s.get("sinks", ())
+    for i, (sink, snapshot) in enumerate(zip(sinks, latency.get("sinks", ()))):
+        _histogram(by_sink, [sink["name"], str(i)], snapshot)
+    for i, sink in enumerate(sinks):
+        if "outbox_oldest_age_seconds" in sink:
+            age.add_metric([sink["name"], str(i)], sink["outbox_oldest_age_seconds"])
+    yield from (by_source, events, by_filter, by_sink, age)
+
+
+@cache
+def _versions() -> list[str]:
+    try:
+        version = importlib.metadata.version("querylog-sidecar")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        version = "unknown"
+    return [version, platform.python_version()]
+
+
+def build_info() -> GaugeMetricFamily:
+    """``querylog_build_info{version, python}`` 1."""
+    info = GaugeMetricFamily(
+        "querylog_build_info", "The sidecar's version and Python's (always 1).", labels=["version", "python"]
+    )
+    info.add_metric(_versions(), 1)
+    return info
 
 
 class _Handler(WSGIRequestHandler):

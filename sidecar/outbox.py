@@ -1,38 +1,30 @@
 """A durable, bounded outbox for network sinks, in the state database.
 
-A network sink cannot make its peer durable inside the runtime's transaction, but it can make the *hand-over* durable:
-its ``flush`` puts the encoded batch into an outbox table of the state database, in the same transaction as the
-filters' state changes, and a sender thread delivers the rows later. So "releasing from a buffer and handing to the
-outbox commit together", a restart (even ``kill -9``) finds every undelivered batch in the table, and a source may
-acknowledge as soon as ``receive`` returned.
-
-A sink gets one from its build context (``ctx.outbox(name, config)``, the :class:`~sidecar.api.Outbox`
-protocol of the contract, made here by :class:`OutboxFactory`); tools and tests may make one directly::
+A network sink makes the *hand-over* durable: its ``flush`` puts the encoded batch into an outbox table of the state
+database in the runtime's transaction (with the filters' state changes), and a sender thread delivers the rows later:
+a restart (even ``kill -9``) finds every undelivered batch, and a source may acknowledge once ``receive`` returned.
+A sink gets one from its build context (``ctx.outbox(name, config)``: :class:`OutboxFactory`); or directly::
 
     outbox = Outbox(ctx.state, "forward_10_0_0_5_24224", max_bytes=256 << 20, max_batches=10_000)
     outbox.put(payload, events)    # in Sink.flush, on the runtime's state connection (a SAVEPOINT)
     outbox.start(send)             # send(payload) -> None delivers one batch, raises on failure
     outbox.pending(), .full()      # Pending(batches, events, bytes) not yet delivered; put() would refuse
-    outbox.drain(timeout)          # wait until nothing is pending; stop(timeout): undelivered rows stay
-    outbox.close()                 # stop, close the sender's connection (and an owned store); stats(): counters
+    outbox.drain(timeout)          # wait until nothing is pending; stop(timeout): undelivered rows stay; close()
     backpressure(sinks)            # behind Runtime.backpressure(): the name of a full outbox, or None
 
 * **Storage.** One table per outbox, ``outbox_<name>`` (``name``: letters, digits, ``_``), rows ``(id, created,
-  events, bytes, payload)`` in insertion order (``AUTOINCREMENT``: ids never come back). ``state`` is the runtime's
-  state store (``BuildContext.state``); a folder instead opens a store of the outbox's own there (tools and tests).
-* **put** runs on the store's connection under ``state.lock`` inside ``SAVEPOINT`` … ``RELEASE`` (never ``BEGIN``):
-  inside the runtime's transaction it commits with the delivery the runtime commits; outside one it commits on its
-  own. It raises :class:`OutboxFull` when the outbox is already at (or over) one of its bounds; a batch that starts
-  below the bounds is taken whole (at most ``max_bytes`` plus one batch; refusing one that does not fit would make a
-  sink refuse events a buffer released in the same transaction; the runtime checks :func:`backpressure` first).
-* **The sender** is one daemon thread with its own SQLite connection to the same file (WAL, ``busy_timeout``), so
-  reading and sending never hold the runtime's lock. It takes the oldest row, calls ``send(payload)``, and deletes the
-  row when ``send`` returned (under ``state.lock`` for that one statement, so it never races the runtime's write
-  transaction). When ``send`` raises, the same row is retried after an exponential backoff with jitter
-  (``retry_initial_seconds`` doubling up to ``retry_max_seconds``, each wait drawn from [d/2, d]), so batches go out
-  in order, at least once.
-* **Counters.** ``pending()`` is kept in memory (exact at start); a put the runtime rolled back is corrected by an
-  exact count under ``state.lock`` when the sender finds the table empty or a put finds the bound reached.
+  events, bytes, payload)`` in insertion order (``AUTOINCREMENT``). ``state``: the runtime's state store
+  (``BuildContext.state``), or a folder where the outbox opens a store of its own (tools and tests).
+* **put** runs on the store's connection under ``state.lock`` in ``SAVEPOINT`` … ``RELEASE`` (never ``BEGIN``): it
+  commits with the runtime's transaction (alone outside one). :class:`OutboxFull` when already at a bound; a batch
+  starting below is taken whole (a sink never refuses what a buffer released; the runtime checks backpressure first).
+* **The sender** is one daemon thread with its own SQLite connection (WAL, ``busy_timeout``), so reading and sending
+  never hold the runtime's lock. It sends the oldest row with ``send(payload)`` and deletes it when ``send`` returned
+  (under ``state.lock`` for that statement: never racing the runtime's transaction). When ``send`` raises, the same
+  row is retried after an exponential backoff with jitter (``retry_initial_seconds`` doubling up to
+  ``retry_max_seconds``, each wait drawn from [d/2, d]): batches go out in order, at least once.
+* **Counters.** ``pending()`` and :meth:`Outbox.oldest_age` are kept in memory (exact at start); a put the runtime
+  rolled back is corrected by an exact count when the sender finds the table empty or a put finds the bound reached.
 * **Space.** A drained table's pages go back to the file system (:mod:`sidecar.vacuum`). **Privacy.** Logs and
   counters carry counts, the outbox name and exception type names only.
 """
@@ -137,6 +129,7 @@ class Outbox:
         self._lock = threading.Lock()  # the counters
         self._changed = threading.Condition(self._lock)
         self._batches = self._events = self._bytes = 0
+        self._oldest: float | None = None  # when the oldest pending row was put (time.time()); None: none
         with self.state.lock:
             self._recount(self.state.conn)
         #: Counters (no values): batches/events delivered, retries, failed sends by exception type, refused puts.
@@ -183,6 +176,7 @@ class Outbox:
             self._batches += 1
             self._events += events
             self._bytes += len(payload)
+            self._oldest = time.time() if self._oldest is None else self._oldest
         self._wake.set()
         assert row_id is not None
         return row_id
@@ -196,11 +190,12 @@ class Outbox:
         return None
 
     def _recount(self, conn: sqlite3.Connection) -> None:
-        n, events, size = conn.execute(
-            f"SELECT COUNT(*), COALESCE(SUM(events), 0), COALESCE(SUM(bytes), 0) FROM {self.table}"
+        n, events, size, oldest = conn.execute(
+            f"SELECT COUNT(*), COALESCE(SUM(events), 0), COALESCE(SUM(bytes), 0), MIN(created) FROM {self.table}"
         ).fetchone()
         with self._changed:
             self._batches, self._events, self._bytes = int(n), int(events), int(size)
+            self._oldest = float(oldest) if oldest is not None else None
             self._changed.notify_all()
 
     def full(self) -> bool:
@@ -211,6 +206,10 @@ class Outbox:
         """Batches, events and bytes not delivered yet."""
         with self._lock:
             return Pending(self._batches, self._events, self._bytes)
+
+    def oldest_age(self) -> float:
+        """Seconds since the oldest pending batch was put (0.0: nothing pending), for metrics."""
+        return 0.0 if (oldest := self._oldest) is None else max(0.0, time.time() - oldest)
 
     def stats(self) -> dict[str, Any]:
         """Counters for metrics: counts only."""
@@ -248,7 +247,7 @@ class Outbox:
         while not self._stopping.is_set():
             try:
                 row = conn.execute(
-                    f"SELECT id, events, bytes, payload FROM {self.table} ORDER BY id LIMIT 1"
+                    f"SELECT id, events, bytes, payload, created FROM {self.table} ORDER BY id LIMIT 1"
                 ).fetchone()
             except sqlite3.Error as exc:
                 log.error("outbox_read_failed", outbox=self.name, error=type(exc).__name__)
@@ -267,7 +266,7 @@ class Outbox:
                     idle_wait = min(idle_wait * 2, self.poll_seconds)
                 continue
             idle_wait = _FIRST_POLL
-            row_id, events, size, payload = row
+            row_id, events, size, payload, self._oldest = row  # the oldest pending row (put: only when none was)
             try:
                 send(bytes(payload))
             except Exception as exc:  # any failure: the batch stays and is sent again
@@ -304,6 +303,7 @@ class Outbox:
                 self.sent_events += events
                 self._changed.notify_all()
                 drained = not self._batches
+                self._oldest = None if drained else self._oldest
             if drained:  # give the state database's freed pages back
                 vacuum.after_drain(self.state.lock, conn, self.name)
 

@@ -36,11 +36,12 @@ from sidecar.chain import Chain
 from sidecar.codecs import SchemaConfig, codec_for
 from sidecar.config import ComponentSpec, ConfigError, ErrorCollector, LoadedConfig
 from sidecar.deadletter import DeadLetters
-from sidecar.outbox import OutboxFull, backpressure, outbox_factory
+from sidecar.outbox import Outbox, OutboxFull, backpressure, outbox_factory
 from sidecar.readiness import not_ready
 from sidecar.registry import plugins
 from sidecar.release import TimedRelease
 from sidecar.state import StateError, StateStore
+from sidecar.timings import Timings
 
 log = structlog.get_logger("querylog.pipeline")
 
@@ -102,7 +103,9 @@ def _sink_stats(sink: Sink[Any]) -> dict[str, Any]:
     stats = getattr(sink, "stats", None)
     raw: Any = stats() if callable(stats) else {}
     counts = {str(k): v for k, v in raw.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    return {"name": sink.NAME, "written": getattr(sink, "written", 0), "counts": counts}
+    outbox = getattr(sink, "outbox", None)
+    age = {"outbox_oldest_age_seconds": outbox.oldest_age()} if isinstance(outbox, Outbox) else {}
+    return {"name": sink.NAME, "written": getattr(sink, "written", 0), "counts": counts, **age}
 
 
 class Pipeline:
@@ -166,6 +169,7 @@ class Pipeline:
         self._lock = threading.RLock()
         self._sinks_started = False
         self._timer: TimedRelease | None = None
+        self.timings = Timings()  # seconds per batch by source and by sink (the chain times its filters)
         log.info("pipeline_built", filters=[f.NAME for f in filters], sinks=[s.NAME for s in self.sinks])
 
     # ---- the Runtime contract -------------------------------------------------------------------
@@ -198,6 +202,7 @@ class Pipeline:
         """Decode a batch of records, run the chain, deliver to the sinks and flush them, commit (with the
         batch's checkpoint): durable when it returns. :class:`~sidecar.api.Backpressure` before anything ran
         when a sink's outbox is full."""
+        t0 = time.perf_counter()
         reasons: Counter[str] = Counter()
         with self.transaction():  # state changes commit with the delivery
             events = self._decode(batch, reasons)
@@ -208,6 +213,7 @@ class Pipeline:
             if batch.checkpoint is not None:
                 self._commit_position(*batch.checkpoint)
         n = len(events)
+        self.timings.source(batch.origin, time.perf_counter() - t0, n)
         dead = sum(reasons.values())
         return Receipt(n, dead, out, held, max(0, n - len(out) - held), reasons)
 
@@ -217,8 +223,8 @@ class Pipeline:
         if codec is not None:
             self.start_sinks(codec.header_for_output(), codec)
         dead_before = self.dead.total
-        self.deliver(out)
-        self.flush_sinks()
+        self.start_sinks(None, None)  # once, as deliver() does: a no-op when started
+        self.timings.write_flush(self.sinks, out)  # deliver() and flush_sinks(), each sink timed
         refused = self.dead.total - dead_before
         if refused:
             reasons["refused_by_sink"] += refused
@@ -226,6 +232,7 @@ class Pipeline:
 
     def transform(self, batch: RecordBatch) -> tuple[Receipt, list[Event]]:
         """Run a batch through the chain for a request/response caller (see ``Runtime.transform``)."""
+        t0 = time.perf_counter()
         reasons: Counter[str] = Counter()
         events = self._decode(batch, reasons)
         self.dead.flush()
@@ -239,6 +246,7 @@ class Pipeline:
             if released:
                 self._deliver_flushed(released, None, reasons)
         n = len(events)
+        self.timings.source(batch.origin, time.perf_counter() - t0, n)
         receipt = Receipt(n, sum(reasons.values()), released, held, max(0, n - len(mine) - held), reasons)
         return receipt, mine
 
@@ -364,6 +372,7 @@ class Pipeline:
         with self._lock:
             s = self.chain.stats()
             s["sinks"] = [_sink_stats(sink) for sink in self.sinks]
+            s["latency"] = self.timings.snapshot(self.chain.timers(), len(self.sinks))
         s["dead_letters"] = dict(self.dead.counts)
         s["events_dead_lettered"] = self.dead.total
         s["uptime_seconds"] = round(time.monotonic() - self.started, 3)

@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from adapters.grpc.stubs.querylog.v1.querylog_pb2 import EventBatch, QueryEvent
 from adapters.grpc.stubs.querylog.v1.querylog_pb2_grpc import QueryLogFilterStub
 from sidecar.metrics import PipelineCollector, serve_metrics
+from sidecar.timings import Histogram, Timings
 
 
 def test_metrics_endpoint_counts_without_values(tmp_path: Path) -> None:
@@ -194,6 +195,15 @@ def _two_of_a_kind() -> dict[str, Any]:
     stats["filters"] = [drop, {**drop, "counts": {"dropped_rule_0": 0}}]
     sink = {"name": "forward", "written": 2, "counts": {"written": 2, "pending_batches": 0, "sent_events": 2}}
     stats["sinks"] = [sink, {**sink, "written": 0, "counts": {"written": 0, "pending_batches": 1}}]
+    stats["sinks"][0]["outbox_oldest_age_seconds"] = 0.0
+    stats["sinks"][1]["outbox_oldest_age_seconds"] = 12.5
+    timings = Timings()
+    timings.source("grpc:Filter", 0.002, 3)
+    timings.source("grpc:Ingest", 0.004, 1)
+    timings.source("/var/log/queries.tsv", 0.5, 1000)
+    per_filter = [Histogram(), Histogram()]
+    per_filter[1].observe(0.001)
+    stats["latency"] = timings.snapshot(per_filter, len(stats["sinks"]))
     return stats
 
 
@@ -214,6 +224,26 @@ def test_a_scrape_never_repeats_a_series() -> None:
     repeated = sorted({s for s in seen if seen.count(s) > 1})
     assert not repeated, repeated
     assert 'querylog_sink_stat{index="1",name="pending_batches",sink="forward"} 1.0' in text
+
+
+def test_latency_histograms_keep_every_series_distinct() -> None:
+    """The latency histograms of two filters and two sinks of one kind, sources by component (two gRPC methods are
+    one `grpc`; a file path is `file`), each outbox's oldest age: every series once, no path in a label."""
+    text = _exposition(_two_of_a_kind())
+    samples = [
+        (sample.name, tuple(sorted(sample.labels.items())))
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+    assert len(samples) == len(set(samples))
+    assert "queries.tsv" not in text
+    assert 'querylog_source_batch_duration_seconds_count{source="grpc"} 2.0' in text
+    assert 'querylog_source_batch_events_sum{source="file"} 1000.0' in text
+    assert 'querylog_filter_batch_duration_seconds_count{filter="drop#2"} 1.0' in text
+    assert 'querylog_filter_batch_duration_seconds_count{filter="drop"} 0.0' in text
+    assert 'querylog_sink_batch_duration_seconds_count{index="1",sink="forward"} 0.0' in text
+    assert 'querylog_outbox_oldest_pending_age_seconds{index="1",sink="forward"} 12.5' in text
+    assert text.count("querylog_build_info{") == 1
 
 
 def test_metrics_access_options_need_metrics_listen(tmp_path: Path) -> None:

@@ -100,9 +100,21 @@ class PipelineCollector(Collector):
         yield sink_stat
         yield from _latency(s)
         yield build_info()
+        yield _config_reloads(s)
         yield GaugeMetricFamily(
             "querylog_uptime_seconds", "Seconds since the pipeline was built.", value=s.get("uptime_seconds", 0.0)
         )
+
+
+def _config_reloads(s: dict[str, Any]) -> CounterMetricFamily:
+    """``querylog_config_reloads_total{result}``: reloads (SIGHUP) that swapped the chain, and those refused."""
+    reloads = CounterMetricFamily(
+        "querylog_config_reloads", "Config reloads by result (success, failure).", labels=["result"]
+    )
+    counts = s.get("config_reloads", {})
+    for result in ("success", "failure"):
+        reloads.add_metric([result], counts.get(result, 0))
+    return reloads
 
 
 def _category_k(filters: list[dict[str, Any]]) -> GaugeMetricFamily:

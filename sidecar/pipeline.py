@@ -169,6 +169,8 @@ class Pipeline:
         self._lock = threading.RLock()
         self._sinks_started = False
         self._timer: TimedRelease | None = None
+        #: config reloads by result (``success``, ``failure``): see :meth:`reload`
+        self.reloads: Counter[str] = Counter()
         self.timings = Timings()  # seconds per batch by source and by sink (the chain times its filters)
         log.info("pipeline_built", filters=[f.NAME for f in filters], sinks=[s.NAME for s in self.sinks])
 
@@ -373,6 +375,7 @@ class Pipeline:
             s = self.chain.stats()
             s["sinks"] = [_sink_stats(sink) for sink in self.sinks]
             s["latency"] = self.timings.snapshot(self.chain.timers(), len(self.sinks))
+        s["config_reloads"] = dict(self.reloads)
         s["dead_letters"] = dict(self.dead.counts)
         s["events_dead_lettered"] = self.dead.total
         s["uptime_seconds"] = round(time.monotonic() - self.started, 3)

@@ -213,6 +213,8 @@ class FileSink(Sink[FileSinkConfig]):
         self.codec: Codec | None = None
         #: records the output format could not frame (dead-lettered, never written)
         self.rejected = 0
+        #: the header written into an empty file (again into the new file after a reopen)
+        self._header: str | None = None
 
     def start(self, header: str | None, codec: Codec | None) -> None:
         fmt = self.format
@@ -229,8 +231,27 @@ class FileSink(Sink[FileSinkConfig]):
             row = state.conn.execute("SELECT bytes FROM file_sink_sizes WHERE path = ?", (self.path,)).fetchone()
             resume_at = int(row[0]) if row else 0
         self.writer = TextWriter(self.path, resume_at, append=self.config.mode == "append")
+        self._header = header
         if header and not self.writer.existing:
             self.writer.write_text(header, header.endswith("\n"))
+
+    def reopen(self) -> None:
+        """Open the file again by its path (``serve`` on SIGHUP, between batches): after logrotate moved it, new
+        events go to a new file (with the header); what was written before is flushed into the old one. The
+        reopened file is appended to whatever the mode (a reopen never empties a file). stdout: nothing to do."""
+        old = self.writer
+        if old is None or self.path == "-":
+            return
+        old.flush()
+        if self.config.fsync or self.config.mode == "resume":
+            with contextlib.suppress(OSError, io.UnsupportedOperation):
+                os.fsync(old.fileno())
+        writer = TextWriter(self.path, append=True)  # opened first: when it cannot be, the old one goes on
+        self.writer = writer
+        old.close()
+        header = self._header
+        if header and not writer.existing:
+            writer.write_text(header, header.endswith("\n"))
 
     def _encoder(self, codec: Codec | None) -> Callable[[Event], str]:
         """How to write an event of ``codec``: by that codec when it is a text codec of the sink's format."""

@@ -64,12 +64,16 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
 
     The sources are those of `sources:` (the grpc service when none is listed). A finite source (a file) ends
     when its input ends while the others go on. On SIGTERM/SIGINT each source stops taking input and lets its
-    in-flight batches finish; then buffers flush into the sinks once, sinks close, exit 0. A state folder in use
-    by another process: one line naming it and the holder's pid, exit 4."""
+    in-flight batches finish; then buffers flush into the sinks once, sinks close, exit 0. On SIGHUP file sinks
+    reopen their file and the config is read again: a change of `filters` is swapped in between batches, keeping
+    held events, profiles and budgets; a config it refuses is logged (FILE:LINE) and the running chain goes on.
+    A state folder in use by another process: one line naming it and the holder's pid, exit 4."""
     from sidecar.gctune import tune_gc
     from sidecar.pipeline import Pipeline
-    from sidecar.signals import StopFlag
+    from sidecar.signals import ReloadFlag, StopFlag
 
+    hup = ReloadFlag()  # first: a SIGHUP while serve starts is a reload once it runs, never its end
+    hup.install()
     check_address(listen, "--listen")
     cfg = load(config_file)
     setup_logs(cfg)
@@ -93,6 +97,8 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
     tune_gc()
     log.info("serving", sources=[spec.path for spec in cfg.sources], metrics_port=metrics_port)
     while not stop.event.wait(0.5):
+        if hup.take():
+            _on_sighup(config_file, pipeline)
         if not servers and all(f.done.is_set() for f in finite):
             break  # every source was finite and every one has ended
     _drain(stop, pipeline, cfg.sidecar.drain_seconds)
@@ -108,6 +114,17 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
         )
     if failed:
         sys.exit(EXIT_USAGE if all(isinstance(r.error, ConfigError) for r in failed) else 1)
+
+
+def _on_sighup(config_file: str, pipeline: Any) -> None:
+    """SIGHUP: reopen file sinks, reload the config and swap in its chain between batches (:mod:`sidecar.reload`);
+    a refused config is logged with its file and line, counted, and the running chain goes on."""
+    from sidecar.reload import reload_file
+
+    try:
+        reload_file(pipeline, config_file)
+    except Exception as exc:  # a reload never ends serve
+        log.error("config_reload_failed", error=type(exc).__name__)
 
 
 def _start_sources(cfg: Any, pipeline: Any, listen: str | None) -> tuple[list[Any], list[_Finite]]:

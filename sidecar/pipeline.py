@@ -362,6 +362,22 @@ class Pipeline:
             for sink in self.sinks:
                 sink.flush()
 
+    def reload(self, config: LoadedConfig) -> None:
+        """Swap in the chain of ``config`` between batches (see :mod:`sidecar.reload`), or raise its located
+        :class:`ConfigError` and keep the running chain; counted in :attr:`reloads` either way."""
+        from sidecar.reload import build_chain
+
+        with self._lock:
+            try:
+                chain, unused = build_chain(self, config)
+            except BaseException:
+                self.reloads["failure"] += 1
+                raise
+            self.chain, self.config = chain, config
+            self.reloads["success"] += 1
+            for f in unused:
+                f.close()
+
     # ---- readiness (probes: /readyz, gRPC health) -------------------------------------------------
     draining = False  #: set by ``serve`` on SIGTERM: :meth:`ready` says ``draining`` from then on
     readiness_checks: tuple[Callable[[], list[str]], ...] = ()  #: a driver's own (``serve``: sources listen)

@@ -52,7 +52,7 @@ def image_env(installed: Installed) -> dict[str, str]:
 
 def test_the_entrypoint_serves_and_stops_on_sigterm(image: Installed) -> None:
     """ENTRYPOINT with the image's config: the Filter RPC returns protected records (token required), the
-    HEALTHCHECK command exits 0 against the metrics port, /metrics answers; SIGTERM: exit 0."""
+    HEALTHCHECK command exits 0 against the metrics port, /readyz and /metrics answer 200; SIGTERM: exit 0."""
     runtime = stages()[-1]
     entry = runtime.one("ENTRYPOINT").exec_form()
     config = ROOT / runtime.copies()[entry[-1]]
@@ -86,6 +86,8 @@ def test_the_entrypoint_serves_and_stops_on_sigterm(image: Installed) -> None:
         assert check[0] == "python"
         healthy = image.run(*check, extra_env={**env, "QUERYLOG_METRICS_LISTEN": f"0.0.0.0:{metrics_port}"}, timeout=30)
         assert healthy.returncode == 0, healthy.stderr[-3000:]
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=30) as answer:
+            assert answer.status == 200
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as answer:
             assert answer.status == 200 and b"querylog_" in answer.read()
     finally:

@@ -59,7 +59,11 @@ def check_sidecar(pod: dict[str, Any], container: dict[str, Any], config: dict[s
     assert ports["metrics"] == port(config["metrics_listen"])
     assert config["metrics_listen"].startswith("0.0.0.0:")  # the kubelet probes the Pod's address
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    readiness = container["readinessProbe"]
+    assert readiness["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    # SIGTERM turns /readyz 503: input goes on until the probe has failed and the Pod left the Service's endpoints
+    assert config["drain_seconds"] > readiness["periodSeconds"] * readiness["failureThreshold"]
+    assert pod["terminationGracePeriodSeconds"] > config["drain_seconds"] + 30
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert volumes[mounts["/etc/querylog"]]["configMap"]["name"] == configmap  # the image's config path

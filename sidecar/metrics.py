@@ -279,7 +279,27 @@ def _json(start_response: Callable[..., Any], status: str, body: dict[str, Any])
     return [data]
 
 
-def with_probes(metrics: WsgiApp, ready: ReadySource | None) -> WsgiApp:
+def reload_route(reload: Callable[[], bool], token: bytes) -> WsgiApp:
+    """``POST /-/reload``: 401 (``WWW-Authenticate: Bearer``) unless ``Authorization: Bearer <token>`` (constant
+    time; never logged); then ``reload()``, as SIGHUP does: 200 ``{"reloaded": true}``, or 422 when the config was
+    refused (the reason is in the sidecar's log, ``config_reload_refused``: file, line, key)."""
+    expected = b"Bearer " + token
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") != "POST":
+            return _json(start_response, "405 Method Not Allowed", {"error": "method not allowed"})
+        given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace").strip()
+        if not hmac.compare_digest(given, expected):
+            start_response("401 Unauthorized", [("WWW-Authenticate", "Bearer"), ("Content-Type", "text/plain")])
+            return [b"a bearer token is required\n"]
+        if reload():
+            return _json(start_response, "200 OK", {"reloaded": True})
+        return _json(start_response, "422 Unprocessable Entity", {"reloaded": False, "see": "config_reload_refused"})
+
+    return app
+
+
+def with_probes(metrics: WsgiApp, ready: ReadySource | None, reload: WsgiApp | None = None) -> WsgiApp:
     """``/metrics`` to ``metrics``; ``/healthz`` 200; ``/readyz`` 200 when ``ready()`` names nothing, else 503 with
     ``{"ready": false, "not_ready": [reasons]}`` (without ``ready``: no /readyz); any other path 404."""
 
@@ -287,6 +307,8 @@ def with_probes(metrics: WsgiApp, ready: ReadySource | None) -> WsgiApp:
         path = environ.get("PATH_INFO") or "/"
         if path == "/metrics":
             return metrics(environ, start_response)
+        if path == "/-/reload" and reload is not None:
+            return reload(environ, start_response)
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
             return _json(start_response, "405 Method Not Allowed", {"error": "method not allowed"})
         if path == "/healthz":
@@ -307,17 +329,20 @@ def serve_metrics(
     ssl_context: ssl.SSLContext | None = None,
     token: bytes | None = None,
     ready: ReadySource | None = None,
+    reload: Callable[[], bool] | None = None,
+    reload_token: bytes | None = None,
 ) -> tuple[Any, threading.Thread, int]:
     """Start the /metrics HTTP endpoint on ``host:port`` (port 0: any free port), with /healthz and (given
     ``ready``) /readyz beside it; with ``ssl_context`` it speaks TLS, with ``token`` /metrics asks for it as a
-    bearer token. Returns (server, thread, bound port); ``server.shutdown()`` stops it."""
+    bearer token; with ``reload`` and ``reload_token``, ``POST /-/reload`` (:func:`reload_route`). Returns (server,
+    thread, bound port); ``server.shutdown()`` stops it."""
     address = Listen.parse(listen, "metrics_listen")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PipelineCollector(stats))
     metrics: WsgiApp = make_wsgi_app(registry)
     if token is not None:
         metrics = token_required(metrics, token)
-    app = with_probes(metrics, ready)
+    app = with_probes(metrics, ready, reload_route(reload, reload_token) if reload and reload_token else None)
     family = socket.getaddrinfo(address.host, address.port, type=socket.SOCK_STREAM)[0][0]
     server_class = type("MetricsServer", (_Server,), {"address_family": family, "tls": ssl_context})
     server: WSGIServer = make_server(address.host, address.port, app, server_class, handler_class=_Handler)

@@ -116,15 +116,17 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
         sys.exit(EXIT_USAGE if all(isinstance(r.error, ConfigError) for r in failed) else 1)
 
 
-def _on_sighup(config_file: str, pipeline: Any) -> None:
-    """SIGHUP: reopen file sinks, reload the config and swap in its chain between batches (:mod:`sidecar.reload`);
-    a refused config is logged with its file and line, counted, and the running chain goes on."""
+def _on_sighup(config_file: Any, pipeline: Any) -> bool:
+    """SIGHUP (or ``POST /-/reload``): reopen file sinks, reload the config and swap in its chain between batches
+    (:mod:`sidecar.reload`); a refused config is logged with its file and line, counted, and the running chain
+    goes on (False)."""
     from sidecar.reload import reload_file
 
     try:
-        reload_file(pipeline, config_file)
+        return reload_file(pipeline, config_file)
     except Exception as exc:  # a reload never ends serve
         log.error("config_reload_failed", error=type(exc).__name__)
+        return False
 
 
 def _start_sources(cfg: Any, pipeline: Any, listen: str | None) -> tuple[list[Any], list[_Finite]]:
@@ -172,8 +174,15 @@ def _start_metrics(cfg: Any, pipeline: Any, servers: list[Any], finite: list[_Fi
     access = cfg.sidecar.metrics
     try:
         tls, token = ssl_server_context(access, pipeline.ctx), access.bearer_token(pipeline.ctx)
+        reload_token = access.reload_token(pipeline.ctx)
         metrics, _, port = serve_metrics(
-            cfg.sidecar.metrics_listen, pipeline.stats, ssl_context=tls, token=token, ready=pipeline.ready
+            cfg.sidecar.metrics_listen,
+            pipeline.stats,
+            ssl_context=tls,
+            token=token,
+            ready=pipeline.ready,
+            reload=lambda: _on_sighup(cfg.file, pipeline),
+            reload_token=reload_token,
         )
     except ConfigValueError as exc:
         _shutdown(servers, finite, pipeline)
@@ -182,7 +191,9 @@ def _start_metrics(cfg: Any, pipeline: Any, servers: list[Any], finite: list[_Fi
         _shutdown(servers, finite, pipeline)
         click.echo(f"serve: metrics_listen {cfg.sidecar.metrics_listen}: {exc.strerror or exc}", err=True)
         sys.exit(1)
-    log.info("metrics_listening", port=port, tls=tls is not None, auth=access.auth_kinds())
+    log.info(
+        "metrics_listening", port=port, tls=tls is not None, auth=access.auth_kinds(), http_reload=bool(reload_token)
+    )
     if not access.secured and any(source.authentication() != ["none"] for source in servers):
         log.warning("metrics_open", hint="sources authenticate clients; set metrics.tls_* or metrics.auth_token_*")
     return metrics, port

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sidecar.api import FILTERS, SINKS, SOURCES, BearerToken, ConfigValueError, ServerTls, option
+from sidecar.api import FILTERS, SINKS, SOURCES, BearerToken, BuildContext, ConfigValueError, ServerTls, option
 from sidecar.codecs import SchemaConfig
 from sidecar.config.loader import ConfigError, ErrorCollector, Located, build_config, did_you_mean, load_yaml
 from sidecar.registry import PluginError, plugins
@@ -35,6 +35,32 @@ class LoggingConfig:
 class MetricsConfig(ServerTls, BearerToken):
     """Access to the /metrics endpoint of `metrics_listen`: TLS (mutual TLS with a client CA) and a bearer token.
     Prometheus sends the token with `authorization: {credentials_file: ...}` in its scrape config."""
+
+    reload_token_file: str | None = option(
+        None,
+        "File holding the token `POST /-/reload` asks for (`Authorization: Bearer <token>`, else 401; relative to "
+        "the config file): it reloads the config as SIGHUP does. Unset (and no reload_token_env): no HTTP reload. "
+        "Use TLS with it outside loopback.",
+        secret_ref=True,
+    )
+    reload_token_env: str | None = option(
+        None, "Environment variable holding the reload token (instead of reload_token_file).", secret_ref=True
+    )
+
+    def __post_init__(self) -> None:
+        if self.reload_token_file is not None and self.reload_token_env is not None:
+            raise ConfigValueError("reload_token_file", "Set reload_token_file or reload_token_env, not both")
+        super().__post_init__()
+
+    def reload_token(self, ctx: BuildContext) -> bytes | None:
+        """The token of ``POST /-/reload`` (None: no HTTP reload); a problem is reported at the option's key."""
+        if self.reload_token_env is None and self.reload_token_file is None:
+            return None
+        try:
+            return ctx.secret(self.reload_token_env, self.reload_token_file, "reload token").strip()
+        except ConfigValueError as exc:
+            key = "reload_token_env" if self.reload_token_env is not None else "reload_token_file"
+            raise ConfigValueError(key, exc.problem) from None
 
     @property
     def secured(self) -> bool:
@@ -105,7 +131,7 @@ class SidecarConfig:
             host, _, port = self.metrics_listen.rpartition(":")
             if not host or not port.isdigit():
                 raise ConfigValueError("metrics_listen", f"must be host:port, got {self.metrics_listen!r}")
-        elif self.metrics.secured:
+        elif self.metrics.secured or self.metrics.reload_token_file or self.metrics.reload_token_env:
             raise ConfigValueError(
                 "metrics", "TLS or a token for metrics needs metrics_listen (the endpoint's address)"
             )

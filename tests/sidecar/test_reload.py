@@ -14,6 +14,7 @@ import json
 import signal
 import subprocess
 import threading
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from faults.faultkit import JsonlOutput, held_ids
-from helpers import QUERYLOG, exited, wait_until
+from helpers import QUERYLOG, cli_env, exited, wait_until
 from helpers.httptest import lines, post
 from helpers.serving import ServeLog, events
 
@@ -95,10 +96,10 @@ class Client(threading.Thread):
 class Served:
     """serve in a subprocess; its http and metrics ports read from its log."""
 
-    def __init__(self, config: Path) -> None:
+    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
         self.config = config
         self.proc = subprocess.Popen(
-            [QUERYLOG, "serve", "-c", str(config)], stderr=subprocess.PIPE, text=True, cwd=config.parent
+            [QUERYLOG, "serve", "-c", str(config)], stderr=subprocess.PIPE, text=True, cwd=config.parent, env=env
         )
         self.log = ServeLog(self.proc)
         (self.port,) = self.log.ports("http")
@@ -128,8 +129,8 @@ class Served:
 def served(tmp_path: Path) -> Any:
     started: list[Served] = []
 
-    def start(config: Path) -> Served:
-        started.append(Served(config))
+    def start(config: Path, env: dict[str, str] | None = None) -> Served:
+        started.append(Served(config, env))
         return started[-1]
 
     yield start
@@ -266,6 +267,44 @@ def test_a_removed_buffering_filter_that_holds_events_is_refused(tmp_path: Path)
         assert pipeline.held() == 3 and pipeline.reloads["success"] == 1
     finally:
         pipeline.close()
+
+
+def _post_reload(port: int, token: str | None) -> int:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/-/reload", data=b"", method="POST")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+@pytest.mark.slow  # serve subprocesses (3-6 s)
+def test_post_reload_needs_the_configured_token(tmp_path: Path, served: Any) -> None:
+    """``POST /-/reload`` on metrics_listen: no such route without a reload token configured; with one, 401
+    without it or with another, 200 with it (the chain swapped, counted), 422 when the config is refused."""
+    plain = served(_config(tmp_path / "plain.yaml", []))
+    assert _post_reload(plain.metrics_port, "anything") in (404, 405)  # no such route: any other POST's answer
+    assert 'querylog_config_reloads_total{result="success"} 0.0' in plain.metrics()
+    plain.stop()
+    config = _config(tmp_path / "sidecar.yaml", _buffer(3), state_dir="state2")
+    config.write_text(
+        config.read_text(encoding="utf-8") + "metrics: {reload_token_env: QUERYLOG_TEST_RELOAD_TOKEN}\n",
+        encoding="utf-8",
+    )
+    serve = served(config, cli_env(QUERYLOG_TEST_RELOAD_TOKEN="reload-token-0123456789"))
+    assert _post_reload(serve.metrics_port, None) == 401
+    assert _post_reload(serve.metrics_port, "another-token") == 401
+    config.write_text(config.read_text(encoding="utf-8").replace("k: 3", "k: 4"), encoding="utf-8")
+    assert _post_reload(serve.metrics_port, "reload-token-0123456789") == 200
+    config.write_text(config.read_text(encoding="utf-8").replace("k: 4", "k: 1"), encoding="utf-8")
+    assert _post_reload(serve.metrics_port, "reload-token-0123456789") == 422
+    body = serve.metrics()
+    err = serve.stop()
+    assert 'querylog_config_reloads_total{result="success"} 1.0' in body
+    assert 'querylog_config_reloads_total{result="failure"} 1.0' in body
+    assert "reload-token-0123456789" not in err
 
 
 def _gauge(body: str, name: str) -> float:

@@ -169,9 +169,9 @@ class Pipeline:
         self._lock = threading.RLock()
         self._sinks_started = False
         self._timer: TimedRelease | None = None
+        self.timings = Timings()  # seconds per batch by source and by sink (the chain times its filters)
         #: config reloads by result (``success``, ``failure``): see :meth:`reload`
         self.reloads: Counter[str] = Counter()
-        self.timings = Timings()  # seconds per batch by source and by sink (the chain times its filters)
         log.info("pipeline_built", filters=[f.NAME for f in filters], sinks=[s.NAME for s in self.sinks])
 
     # ---- the Runtime contract -------------------------------------------------------------------
@@ -237,7 +237,16 @@ class Pipeline:
         t0 = time.perf_counter()
         reasons: Counter[str] = Counter()
         events = self._decode(batch, reasons)
-        self.dead.flush()
+        if reasons:
+            self.dead.flush()
+        if not any(f.BUFFERING for f in self.chain.filters):
+            # nothing can be released, so nothing is delivered here to commit with: the filters' own savepoints
+            # suffice (measured: bench passthrough's gRPC Filter at b=1000 lost 29% to a transaction per batch)
+            with self._lock:
+                out = self.chain.process(events) if events else []
+            n = len(events)
+            self.timings.source(batch.origin, time.perf_counter() - t0, n)
+            return Receipt(n, sum(reasons.values()), [], 0, n - len(out), reasons), out
         own = {id(e) for e in events}
         with self.transaction():
             before = self.chain.held()
@@ -391,10 +400,10 @@ class Pipeline:
             s = self.chain.stats()
             s["sinks"] = [_sink_stats(sink) for sink in self.sinks]
             s["latency"] = self.timings.snapshot(self.chain.timers(), len(self.sinks))
-        s["config_reloads"] = dict(self.reloads)
         s["dead_letters"] = dict(self.dead.counts)
         s["events_dead_lettered"] = self.dead.total
         s["uptime_seconds"] = round(time.monotonic() - self.started, 3)
+        s["config_reloads"] = dict(self.reloads)
         return s
 
     def close(self) -> None:

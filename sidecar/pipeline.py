@@ -6,8 +6,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import inspect
 import random
 import sqlite3
 import tempfile
@@ -16,15 +14,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 
 from sidecar.api import (
-    CODECS,
     BuildContext,
     Codec,
-    ConfigValueError,
     Event,
     Filter,
     Receipt,
@@ -32,80 +28,19 @@ from sidecar.api import (
     Sink,
     StateDamaged,
 )
+from sidecar.building import build_component, codec_lookup, create_positions, record_bytes, sink_stats
 from sidecar.chain import Chain
-from sidecar.codecs import SchemaConfig, codec_for
-from sidecar.config import ComponentSpec, ConfigError, ErrorCollector, LoadedConfig
+from sidecar.config import ComponentSpec, ErrorCollector, LoadedConfig
 from sidecar.deadletter import DeadLetters
-from sidecar.outbox import Outbox, OutboxFull, backpressure, outbox_factory
+from sidecar.outbox import OutboxFull, backpressure, outbox_factory
 from sidecar.readiness import not_ready
-from sidecar.registry import plugins
 from sidecar.release import TimedRelease
 from sidecar.state import StateError, StateStore
 from sidecar.timings import Timings
 
 log = structlog.get_logger("querylog.pipeline")
 
-
-def _record_bytes(ev: Event) -> bytes | str | None:
-    """An event's record as its format writes it (a line, or the codec's packed bytes for a binary format)."""
-    if ev.codec is None:
-        return None
-    record = ev.codec.encode(ev)
-    if isinstance(record, str | bytes):
-        return record
-    packed = ev.codec.pack_record(record)
-    return packed if isinstance(packed, bytes) else None
-
-
-def _create_positions(db: Any) -> None:
-    db.execute("CREATE TABLE IF NOT EXISTS source_positions (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-
-
-def build_component(spec: ComponentSpec, ctx: BuildContext, config: LoadedConfig) -> Any:
-    """Build a configured component; a ``ConfigValueError`` becomes a located ``ConfigError``."""
-    try:
-        return spec.cls(spec.config, ctx)
-    except ConfigValueError as exc:
-        key = f"{spec.path}.{exc.key}"
-        raise ConfigError(str(config.file), config.doc.line(key), key, exc.problem, exc.allowed) from None
-
-
-_TEXT_FORMATS: dict[str, Literal["tsv", "jsonl"]] = {"tsv": "tsv", "jsonl": "jsonl"}
-"""The configured text formats, by name."""
-
-
-def codec_lookup(schema: SchemaConfig) -> Callable[[str], Codec | None]:
-    """Codecs by format name: the configured text codecs, else those registered under ``querylog.codecs``
-    (built with the configured schema when their constructor takes a ``schema`` argument, as the forward
-    codec's does: its roles are record keys)."""
-    made: dict[str, Codec | None] = {}
-
-    def lookup(fmt: str) -> Codec | None:
-        if fmt not in made:
-            text_format = _TEXT_FORMATS.get(fmt)
-            if text_format is not None:
-                made[fmt] = codec_for(dataclasses.replace(schema, format=text_format), None)
-            else:
-                cls = plugins(CODECS).get(fmt)
-                if cls is None:
-                    made[fmt] = None
-                elif "schema" in inspect.signature(cls).parameters:
-                    made[fmt] = cls(schema=schema)
-                else:
-                    made[fmt] = cls()
-        return made[fmt]
-
-    return lookup
-
-
-def _sink_stats(sink: Sink[Any]) -> dict[str, Any]:
-    """A sink's name and its numeric counters (an outbox's pending and sent counts...), for metrics."""
-    stats = getattr(sink, "stats", None)
-    raw: Any = stats() if callable(stats) else {}
-    counts = {str(k): v for k, v in raw.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    outbox = getattr(sink, "outbox", None)
-    age = {"outbox_oldest_age_seconds": outbox.oldest_age()} if isinstance(outbox, Outbox) else {}
-    return {"name": sink.NAME, "written": getattr(sink, "written", 0), "counts": counts, **age}
+__all__ = ["Pipeline", "build_component", "codec_lookup"]  # the two builders are re-exported for drivers and tests
 
 
 class Pipeline:
@@ -274,7 +209,7 @@ class Pipeline:
             if released and self.sinks:
                 self._deliver_flushed(released, None, Counter())
             for ev in released if not self.sinks else ():
-                self.dead.add("undelivered_at_shutdown", "runtime", None, _record_bytes(ev))
+                self.dead.add("undelivered_at_shutdown", "runtime", None, record_bytes(ev))
         self.dead.flush()
         return len(released)
 
@@ -282,12 +217,12 @@ class Pipeline:
         return backpressure(self.sinks)
 
     def checkpoint(self, key: str) -> str | None:
-        self.state.migrate("source_positions", [_create_positions])
+        self.state.migrate("source_positions", [create_positions])
         row = self.state.conn.execute("SELECT value FROM source_positions WHERE key = ?", (key,)).fetchone()
         return str(row[0]) if row else None
 
     def _commit_position(self, key: str, value: str) -> None:
-        self.state.migrate("source_positions", [_create_positions])
+        self.state.migrate("source_positions", [create_positions])
         self.state.conn.execute(
             "INSERT INTO source_positions(key, value) VALUES (?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -398,7 +333,7 @@ class Pipeline:
     def stats(self) -> dict[str, Any]:
         with self._lock:
             s = self.chain.stats()
-            s["sinks"] = [_sink_stats(sink) for sink in self.sinks]
+            s["sinks"] = [sink_stats(sink) for sink in self.sinks]
             s["latency"] = self.timings.snapshot(self.chain.timers(), len(self.sinks))
         s["dead_letters"] = dict(self.dead.counts)
         s["events_dead_lettered"] = self.dead.total

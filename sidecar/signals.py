@@ -7,22 +7,30 @@ import threading
 from types import FrameType
 
 
-class StopFlag:
-    """Set by SIGTERM/SIGINT: stop reading, finish the batch in flight, flush, close."""
+class _SignalFlag:
+    """An event set by the signals of :attr:`SIGNALS`, once :meth:`install` routed them here."""
+
+    SIGNALS: tuple[signal.Signals, ...] = ()
 
     def __init__(self) -> None:
         self.event = threading.Event()
 
     def install(self) -> None:
-        """Route SIGTERM and SIGINT to this flag (only possible from the main thread)."""
+        """Route the signals to this flag (only possible from the main thread)."""
         if threading.current_thread() is not threading.main_thread():
             return
 
         def handler(signum: int, frame: FrameType | None) -> None:
             self.event.set()
 
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+        for sig in self.SIGNALS:
+            signal.signal(sig, handler)
+
+
+class StopFlag(_SignalFlag):
+    """Set by SIGTERM/SIGINT: stop reading, finish the batch in flight, flush, close."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def set(self) -> None:
         self.event.set()
@@ -31,21 +39,10 @@ class StopFlag:
         return self.event.is_set()
 
 
-class ReloadFlag:
+class ReloadFlag(_SignalFlag):
     """Set by SIGHUP (``serve``: reload the config, reopen file sinks): the signal never ends the process."""
 
-    def __init__(self) -> None:
-        self.event = threading.Event()
-
-    def install(self) -> None:
-        """Route SIGHUP to this flag (only possible from the main thread)."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def handler(signum: int, frame: FrameType | None) -> None:
-            self.event.set()
-
-        signal.signal(signal.SIGHUP, handler)
+    SIGNALS = (signal.SIGHUP,)
 
     def take(self) -> bool:
         """True once per SIGHUP received since the last call (several before a call count as one)."""

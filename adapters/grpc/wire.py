@@ -70,8 +70,10 @@ def parse_batch(data: bytes, max_events: int, max_record: int) -> Incoming:
     go on, each bad one is dead-lettered with its bytes.
     """
     big = False
-    # A batch of n events has at least 2n bytes (tag and length of each): a short one needs no count.
-    if len(data) > max_record or len(data) >= 2 * (max_events + 1):
+    # A batch of n events has at least 2n bytes (tag and length of each): a shorter one needs no count, and its
+    # events' sizes are checked after parsing (service.accept). Scanning every batch over max_record bytes cost
+    # bench passthrough's gRPC Filter at b=1000 (100 KB batches) 26% of its throughput.
+    if len(data) >= 2 * (max_events + 1):
         count, big = scan_field(data, 1, max_events, max_record)
         if count > max_events:
             raise TooManyEvents(max_events)

@@ -8,16 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from sidecar.api import ConfigValueError, OutboxOptions, SinkConfig, option
+from sidecar.api import ConfigValueError, OutboxOptions, SinkConfig, check_env_name, option
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Database and table names the sink accepts (ClickHouse allows more when quoted; these need no thought).
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _env(key: str, value: str | None) -> None:
-    if value is not None and not _ENV_NAME.fullmatch(value):  # perhaps the secret itself was pasted: never echo it
-        raise ConfigValueError(key, "must name an environment variable (letters, digits, _); the value is not shown")
 
 
 @dataclass(frozen=True)
@@ -82,8 +76,8 @@ class ClickHouseSinkConfig(OutboxOptions, SinkConfig):
             raise ConfigValueError("user_env", "Set user or user_env, not both")
         if self.password_env is not None and self.password_file is not None:
             raise ConfigValueError("password_file", "Set password_env or password_file, not both")
-        _env("user_env", self.user_env)
-        _env("password_env", self.password_env)
+        check_env_name("user_env", self.user_env)
+        check_env_name("password_env", self.password_env)
         if self.columns is not None:
             if not self.columns:
                 raise ConfigValueError("columns", "map at least one column (or leave columns out)")

@@ -19,26 +19,16 @@ from sidecar.api import (
     ServerTls,
     SinkConfig,
     SourceConfig,
+    check_env_name,
     listen_option,
     option,
 )
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _host_port(key: str, value: str) -> None:
-    host, _, port = value.rpartition(":")
-    if not host or not port.isdigit() or int(port) > 65535:
-        raise ConfigValueError(key, f"must be host:port, got {value!r}")
 
 
 def _secret_names(env_key: str, env: str | None, file_key: str, file: str | None) -> None:
     if env is not None and file is not None:
         raise ConfigValueError(file_key, f"Set {env_key} or {file_key}, not both")
-    if env is not None and not _ENV_NAME.fullmatch(env):  # perhaps the secret itself was pasted here: never echo it
-        raise ConfigValueError(
-            env_key, "must name an environment variable (letters, digits, _); the value is not shown"
-        )
+    check_env_name(env_key, env)
 
 
 def read_secret(ctx: BuildContext, env_key: str, env: str | None, file_key: str, file: str | None, what: str) -> bytes:
@@ -207,7 +197,7 @@ class ForwardSinkConfig(OutboxOptions, SinkConfig):
     )
 
     def __post_init__(self) -> None:
-        _host_port("address", self.address)
+        Listen.parse(self.address, "address")  # a peer's host:port, as a listen address is written
         _secret_names("shared_key_env", self.shared_key_env, "shared_key_file", self.shared_key_file)
         _secret_names("password_env", self.password_env, "password_file", self.password_file)
         has_password = self.password_env is not None or self.password_file is not None

@@ -16,21 +16,15 @@ from sidecar.api import (
     ServerTls,
     SinkConfig,
     SourceConfig,
+    check_env_name,
     listen_option,
     option,
 )
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: An HTTP header name (RFC 9110 token).
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 #: Headers the sink sets itself.
 _OWN_HEADERS = frozenset({"content-type", "content-encoding", "content-length", "host", "transfer-encoding"})
-
-
-def check_env_name(key: str, value: str | None) -> None:
-    """``value`` names an environment variable; never echo it (perhaps the secret itself was pasted there)."""
-    if value is not None and not _ENV_NAME.fullmatch(value):
-        raise ConfigValueError(key, "must name an environment variable (letters, digits, _); the value is not shown")
 
 
 def check_one_of(pairs: Mapping[str, object]) -> None:

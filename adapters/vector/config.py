@@ -20,12 +20,6 @@ from sidecar.api import (
 _OUTBOX_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
-def _host_port(key: str, value: str) -> None:
-    host, _, port = value.rpartition(":")
-    if not host or not port.isdigit() or int(port) > 65535:
-        raise ConfigValueError(key, f"must be host:port, got {value!r}")
-
-
 @dataclass(frozen=True)
 class VectorSourceConfig(ServerTls, BearerToken, SourceConfig):
     """Vector's native protocol (version 2) as a source: what Vector's `vector` sink sends to.
@@ -98,7 +92,7 @@ class VectorSinkConfig(OutboxOptions, SinkConfig):
     )
 
     def __post_init__(self) -> None:
-        _host_port("address", self.address)
+        Listen.parse(self.address, "address")  # a peer's host:port, as a listen address is written
         if self.tls_server_name is not None and self.tls_ca_file is None:
             raise ConfigValueError("tls_server_name", "tls_server_name needs TLS: set tls_ca_file as well")
         if self.outbox_name is not None and not _OUTBOX_NAME.fullmatch(self.outbox_name):

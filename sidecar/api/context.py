@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import secrets
 import threading
 import time
@@ -15,15 +14,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sidecar.api.config import ConfigValueError, SchemaConfig
 from sidecar.api.events import Codec
-from sidecar.api.options import OutboxOptions
+from sidecar.api.options import ENV_NAME, OutboxOptions
 
 if TYPE_CHECKING:
     import sqlite3
 
     import sqlite_utils
-
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class StateStoreLike(Protocol):
@@ -123,7 +119,7 @@ class BuildContext:
     def secret(self, env: str | None, file: str | None, what: str) -> bytes:
         """Read a secret from an environment variable or a file (never from YAML)."""
         if env:
-            if not _ENV_NAME.fullmatch(env):  # perhaps the secret itself was pasted here: never echo it
+            if not ENV_NAME.fullmatch(env):  # perhaps the secret itself was pasted here: never echo it
                 raise ConfigValueError(
                     "key_env",
                     f"must name an environment variable (letters, digits, _); the value is not shown ({what})",

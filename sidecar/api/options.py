@@ -24,7 +24,8 @@ from sidecar.api.config import ConfigValueError, option
 if TYPE_CHECKING:
     from sidecar.api.context import BuildContext
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: What an environment variable's name looks like (a value that does not is never echoed: it may be a secret).
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 LISTEN_DOC = "host:port to listen on (port 0: any free port, reported in the `listening` log event)."
 
@@ -57,7 +58,7 @@ def listen_option(default: str | None, doc: str = LISTEN_DOC) -> Any:
 
 def check_env_name(key: str, value: str | None) -> None:
     """``value`` names an environment variable; never echo it (perhaps the secret itself was pasted there)."""
-    if value is not None and not _ENV_NAME.fullmatch(value):
+    if value is not None and not ENV_NAME.fullmatch(value):
         raise ConfigValueError(key, "must name an environment variable (letters, digits, _); the value is not shown")
 
 

@@ -244,6 +244,7 @@ class Outbox:
     def _run(self, send: Callable[[bytes], None], conn: sqlite3.Connection) -> None:
         attempt = 0
         idle_wait = _FIRST_POLL
+        shrink = vacuum.Shrinker(self.state.lock, conn, self.name)
         while not self._stopping.is_set():
             try:
                 row = conn.execute(
@@ -254,6 +255,7 @@ class Outbox:
                 self._stopping.wait(self.retry_max)
                 continue
             if row is None:
+                shrink.if_owed()
                 if self.pending().batches:  # counted a put whose transaction rolled back: count again, exactly
                     with self.state.lock:  # no runtime transaction is open while this lock is held
                         self._recount(conn)
@@ -305,7 +307,7 @@ class Outbox:
                 drained = not self._batches
                 self._oldest = None if drained else self._oldest
             if drained:  # give the state database's freed pages back
-                vacuum.after_drain(self.state.lock, conn, self.name)
+                shrink.owe()
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before retry ``attempt`` (1, 2, ...): from [d/2, d], d doubling up to the maximum."""

@@ -183,12 +183,12 @@ class TestBadPeers:
         (the rest not read); the good entry before them is delivered and the chunk acked."""
         served = serve_forward(max_bad_entries=3)
         c = clients(served.port)
-        c.send(["app", pack_entries([(1, R1)]) + b"\x00" * 100_000, {"chunk": "bad"}])
+        c.send(["app", pack_entries([(1, R1)]) + b"\x00" * 1_100_000, {"chunk": "bad"}])
         assert c.read() == {"ack": "bad"}
         assert [e.record for e in served.capture.entries()] == [R1]
         assert served.pipeline.dead_letters.counts == {"bad_entry": 3, "too_many_bad_entries": 1}
         assert served.source.stats()["messages_cut"] == 1
-        assert served.source.stats()["messages_parsed_aside"] == 1  # 100 KB of entries: off the loop
+        assert served.source.stats()["messages_parsed_aside"] == 1  # 1.1 MB of entries: off the loop
 
     def test_a_compressed_message_past_max_decompressed_bytes(self, serve_forward: Serve, clients: Connect) -> None:
         """A gzip message expanding past max_decompressed_bytes closes its connection unacknowledged

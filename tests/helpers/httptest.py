@@ -6,6 +6,7 @@ import gzip
 import http.client
 import http.server
 import json
+import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,7 +97,9 @@ class Peer:
         with self.lock:
             return [line for r, status in self.answered if 200 <= status < 300 for line in r.text.splitlines()]
 
-    def start(self, port: int = 0) -> None:
+    def start(self, port: int = 0, sock: socket.socket | None = None) -> None:
+        """Listen on ``port`` (0: any free one), or on ``sock``, a socket bound earlier and not yet listening
+        (until then connections to it are refused: a peer that is down, without a port picked and freed)."""
         state = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -116,7 +119,14 @@ class Peer:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        if sock is None:
+            self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        else:
+            self.server = http.server.ThreadingHTTPServer(sock.getsockname(), Handler, bind_and_activate=False)
+            self.server.socket.close()
+            self.server.socket = sock
+            self.server.server_address = sock.getsockname()
+            self.server.server_activate()
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 

@@ -163,16 +163,16 @@ class TestFailures:
 
     def test_peer_down_then_up_loses_nothing(self, pipeline_with: Any) -> None:
         """Connection refused: batches wait in the outbox (pending), and arrive once the peer listens."""
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        down = socket.socket()  # bound, not listening: connections are refused until the peer takes it over
+        down.bind(("127.0.0.1", 0))
+        port = down.getsockname()[1]
         pipeline = pipeline_with(f"url: 'http://127.0.0.1:{port}/ingest', batch_max_events: 3, {FAST}")
         receive(pipeline, RECORDS)
         sink = sink_of(pipeline)
         assert sink.outbox is not None
         assert sink.outbox.pending().events == 10
         late = Peer()
-        late.start(port)
+        late.start(sock=down)
         try:
             assert sink.outbox.drain(10)
             assert late.delivered() == lines(*RECORDS).decode().splitlines()
@@ -218,10 +218,10 @@ class TestFailures:
 
 def test_client_reports_no_peer_without_details() -> None:
     """Connection refused is PeerUnavailable naming the peer and the error type only."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    client = HttpClient(f"http://127.0.0.1:{port}/x?token=abc", timeout=2)
-    with pytest.raises(PeerUnavailable) as err:
-        client.request("POST", "/x", b"{}")
+    with socket.socket() as down:  # bound, never listening: connections to it are refused
+        down.bind(("127.0.0.1", 0))
+        port = down.getsockname()[1]
+        client = HttpClient(f"http://127.0.0.1:{port}/x?token=abc", timeout=2)
+        with pytest.raises(PeerUnavailable) as err:
+            client.request("POST", "/x", b"{}")
     assert str(err.value) == f"http://127.0.0.1:{port}: ConnectionRefusedError"

@@ -14,7 +14,19 @@ import click
 @click.command("audit")
 @click.option("--original", required=True, type=click.Path(exists=True, dir_okay=False), help="The original log.")
 @click.option("--protected", required=True, type=click.Path(exists=True, dir_okay=False), help="The protected log.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every figure.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object with every figure (a query or word sent by fewer than the release's k distinct "
+    "users shows its count of users and its length only, as in the HTML).",
+)
+@click.option(
+    "--include-texts",
+    is_flag=True,
+    help="Keep every query and word text in --json, also those sent by fewer than k users: for your own checks, "
+    "not a report to file. The HTML never shows them.",
+)
 @click.option(
     "--html",
     "html_path",
@@ -22,7 +34,13 @@ import click
     default=None,
     help="Write a self-contained HTML report with plots.",
 )
-@click.option("--k", default=5, show_default=True, type=click.IntRange(2), help="The attacker's k (Algorithm 3).")
+@click.option(
+    "--k",
+    default=None,
+    type=click.IntRange(2),
+    help="The attacker's k (Algorithm 3); default: the release's k (--params k=, else the config's "
+    "category_buffer k, else 5).",
+)
 @click.option(
     "--delta",
     default=1.2,
@@ -52,7 +70,15 @@ import click
     default=None,
     type=click.Path(exists=True),
     help="The state folder (or querylog.db) of a dp_replace run: adds epsilon spent per user and the shares of "
-    "queries replaced, suppressed and dropped, from its budget ledger.",
+    "queries replaced, suppressed and dropped, from its budget ledger (with --config of a dp_replace chain, read "
+    "from its state folder by default).",
+)
+@click.option(
+    "--state-dir",
+    default=None,
+    type=click.Path(exists=True, file_okay=False),
+    help="The state folder the protection run used (default: the config's state_dir; needs --config): events "
+    "still held by category_buffer, and a dp_replace chain's budget ledger.",
 )
 @click.option(
     "--params",
@@ -60,26 +86,30 @@ import click
     default=None,
     metavar="KEY=VALUE,...",
     help="The protection run's parameters, recorded in the report (e.g. method=mdav,k=3,seed=7). k (an integer "
-    ">= 2) is the microaggregation's k: it draws the 1/k lines of PEL and SRP and the k-anonymity verdict.",
+    ">= 2) is the release's k: the microaggregation's k (the 1/k lines of PEL and SRP, the k-anonymity verdict), "
+    "the attacker's default k, and the fewest distinct users a text needs to be printed.",
 )
 def audit_cmd(
     original: str,
     protected: str,
     as_json: bool,
+    include_texts: bool,
     html_path: str | None,
-    k: int,
+    k: int | None,
     delta: float,
     seed: int,
     config_file: str | None,
     instance_field: str | None,
     dp_state: str | None,
     params_text: str | None,
+    state_dir: str | None,
 ) -> None:
     """Measure re-identification risk and utility of a protected log against its original.
 
     Paper 001's log matcher and attacks, the profile divergence, the microaggregation measures (PEL, ILR, SRP,
     Rand/Jaccard, top-10 tables; papers 003, 002), identifiers left (hipaa_scrub's detectors, counts per type),
-    a verdict per guarantee, and the files' sizes and SHA-256 with the date and version.
+    a verdict per guarantee, and the files' sizes and SHA-256 with the date and version. A query or word sent by
+    fewer than the release's k distinct users is never printed (its count of users and length only).
     """
     from sidecar.commandkit import load
     from sidecar.logs import configure_logging
@@ -91,6 +121,9 @@ def audit_cmd(
         params = parse_params(params_text)
     except ParamsError as exc:
         click.echo(f"audit: {exc}", err=True)
+        sys.exit(2)
+    if state_dir is not None and config_file is None:
+        click.echo("audit: --state-dir needs --config (the chain says what its state holds)", err=True)
         sys.exit(2)
     schema = load(config_file).sidecar.schema if config_file else None
     try:
@@ -110,10 +143,13 @@ def audit_cmd(
             instance_field=instance_field,
             config_file=config_file,
             params=params,
+            include_texts=include_texts,
+            state_dir=state_dir,
         )
     except AuditInputError as exc:
         click.echo(f"audit: {exc}", err=True)
         sys.exit(2)
+    dp_state = dp_state or _chain_dp_state(result, config_file, state_dir)
     if dp_state is not None:
         from sidecar.tools.audit.dp import DpStateError, dp_summary
 
@@ -127,14 +163,25 @@ def audit_cmd(
     if as_json:
         click.echo(json.dumps(json_view(result), indent=2, sort_keys=True))
         return
-    _summary_lines(result, k)
+    _summary_lines(result)
     if html_path:
         click.echo(f"report: {html_path}")
 
 
-def _summary_lines(result: dict[str, Any], k: int) -> None:
+def _chain_dp_state(result: dict[str, Any], config_file: str | None, state_dir: str | None) -> str | None:
+    """The state folder whose dp_replace ledger the audit reads: ``--state-dir`` or the config's, when the
+    config's chain has dp_replace; None otherwise."""
+    if config_file is None or "dp_replace" not in result["events"]["filters"]:
+        return None
+    from sidecar.commandkit import load
+
+    return str(state_dir if state_dir is not None else load(config_file).state_dir)
+
+
+def _summary_lines(result: dict[str, Any]) -> None:
     """The text summary: records, matches, every attack, the profile divergence, the dp budget, the
     microaggregation measures and a verdict per guarantee."""
+    k = result["release_k"]
     best = result["best_deanonymizer"]
     empty, bad = result["empty_queries"], result["undecodable_lines"]
     click.echo(
@@ -159,7 +206,8 @@ def _summary_lines(result: dict[str, Any], k: int) -> None:
         )
         click.echo(f"  {name:<18} pairs {v['recovered']:>8,}  {100 * v['recovered_share']:7.3f}%{per_record}")
     click.echo(
-        f"best attack: {best['name']} {100 * best['recovered_share']:.3f}% of pairs (1/k = {100 / k:.2f}%; "
+        f"best attack: {best['name']} {100 * best['recovered_share']:.3f}% of pairs (1/k = {100 / k:.2f}%, "
+        f"release k = {k} from {result['release_k_source']}; "
         f"blind guess within categories = {100 * result['chance_share']:.3f}%)"
     )
     ident = result["best_identical_deanonymizer"]

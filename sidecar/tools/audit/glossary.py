@@ -81,3 +81,12 @@ def label(key: str) -> str:
     """``Name — what it is (paper)`` for a measure key of :data:`MEASURES`."""
     name, words = MEASURES[key]
     return f"{name} — {words}"
+
+
+def hidden_texts(k: int) -> str:
+    """The rule every table and chart of texts follows, in words."""
+    return (
+        f"A query or word sent by fewer than k = {k} distinct users of the original log (the release's k) is what "
+        "the release protects: it is never printed, its row shows how many users sent it and its length only. A "
+        "text absent from the original log counts no user."
+    )

@@ -14,15 +14,14 @@ from typing import Any
 from sidecar.state import DB_NAME
 
 
-def held_in_state(config_file: str) -> dict[str, Any]:
-    """``{"database", "exists", "held_events", "held_user_halves", "by_category"}`` for the config's state."""
+def held_in_state(config_file: str, state_dir: str | Path | None = None) -> dict[str, Any]:
+    """``{"database", "exists", "held_events", "held_user_halves", "by_category"}`` for the config's state
+    (``state_dir``, when given, instead of the config's own)."""
     from filters.category_buffer.store import HELD
     from sidecar.commandkit import load
 
-    state_dir = Path(load(config_file).sidecar.state_dir)
-    if not state_dir.is_absolute():
-        state_dir = Path(config_file).resolve().parent / state_dir
-    db = state_dir / DB_NAME
+    folder = Path(state_dir if state_dir is not None else load(config_file).state_dir).resolve()
+    db = folder / DB_NAME
     out: dict[str, Any] = {"database": str(db), "exists": db.is_file()}
     if not db.is_file():
         return out

@@ -11,8 +11,9 @@ from html import escape
 from typing import Any
 
 from sidecar.tools.audit import dp as dp_audit
-from sidecar.tools.audit import glossary, plots
-from sidecar.tools.audit.verdicts import PAPER_BEST, guarantees, headline, microaggregation_k
+from sidecar.tools.audit import glossary, plots, texts
+from sidecar.tools.audit.html_micro import micro_section, named
+from sidecar.tools.audit.verdicts import PAPER_BEST, guarantees, headline
 
 _CSS = """
 body { font-family: system-ui, sans-serif; max-width: 64em; margin: 2em auto; color: #222; }
@@ -26,11 +27,6 @@ td.num { text-align: right; } .words { color: #555; font-size: .92em; } code { w
 def _table(rows: list[tuple[str, str]]) -> str:
     """(label, HTML value) rows; labels are escaped here, values are HTML already."""
     return "<table>" + "".join(f"<tr><th>{escape(a)}</th><td>{b}</td></tr>" for a, b in rows) + "</table>"
-
-
-def _named(key: str) -> str:
-    name, words = glossary.MEASURES[key]
-    return f"<strong>{escape(name)}</strong><br><span class='words'>{escape(words)}</span>"
 
 
 def _audited(result: dict[str, Any]) -> str:
@@ -69,6 +65,8 @@ def _audited(result: dict[str, Any]) -> str:
         )
     elif not params:
         rows.append(("Chain config / parameters", "not given (audit with --config or --params to record them)"))
+    rk = result.get("release_k", texts.DEFAULT_K)
+    rows.append(("Release k", f"{rk} ({escape(result.get('release_k_source', 'the default'))})"))
     a = result["attacker"]
     rows.append(
         ("Attacker model (paper 001)", f"k = {a['k']}, δ = {a['delta']}, knowledge base: {escape(a['knowledge_base'])}")
@@ -91,7 +89,7 @@ def _guarantees(result: dict[str, Any]) -> str:
 
 
 def _facts(result: dict[str, Any]) -> str:
-    k = result["attacker"]["k"]
+    k = result.get("release_k", result["attacker"]["k"])
     facts = [
         ("Records (original / protected)", f"{result['records_original']:,} / {result['records_protected']:,}"),
         (
@@ -103,7 +101,7 @@ def _facts(result: dict[str, Any]) -> str:
             f"{result['undecodable_lines']['original']:,} / {result['undecodable_lines']['protected']:,}",
         ),
         *_attack_facts(result),
-        ("Reference: 1/k", f"{100 / k:.2f}% (k = {k})"),
+        ("Reference: 1/k", f"{100 / k:.2f}% (the release's k = {k})"),
         ("Reference: paper 001, best attack at its lowest k", f"{100 * PAPER_BEST:.2f}%"),
         (
             "Mean per-user profile divergence (Jensen-Shannon divergence of category profiles, paper 004 eq. 9-11, "
@@ -230,7 +228,7 @@ def _identifiers(result: dict[str, Any]) -> str:
         for t in kinds
     )
     return (
-        f"<h2>Identifiers left in the output</h2><p>{_named('identifiers')}</p>"
+        f"<h2>Identifiers left in the output</h2><p>{named('identifiers')}</p>"
         f"<p>Protected records with an identifier: <strong>{p['records_with_identifier']:,}</strong> of "
         f"{p['records_checked']:,} (original: {o['records_with_identifier']:,} of {o['records_checked']:,}).</p>"
         "<table><tr><th>identifier type</th><th>original records</th><th>protected records</th></tr>"
@@ -257,95 +255,6 @@ def _attacks(result: dict[str, Any]) -> str:
     return (
         "<h2>Attacks</h2><table><tr><th>attack</th><th>guesses</th><th>correct</th><th>share of original pairs</th>"
         f"{heads}</tr>{rows}</table>"
-    )
-
-
-def _top(table: dict[str, Any], what: str) -> str:
-    rows = "".join(
-        f"<tr><td>{i}</td><td>{escape(r['text'])}</td><td class='num'>{r['original']:,}</td>"
-        f"<td class='num'>{r['protected']:,}</td></tr>"
-        for i, r in enumerate(table["rows"], 1)
-    )
-    return (
-        f"<table><tr><th>#</th><th>{what} (original top 10)</th><th>original</th><th>protected</th></tr>{rows}</table>"
-        f"<p>{table['kept_in_top']} of the original top 10 are also in the protected top 10.</p>"
-    )
-
-
-def _micro(result: dict[str, Any]) -> str:
-    m = result.get("microaggregation")
-    if not m or not m["users_compared"]:
-        return ""
-    k, source = microaggregation_k(result)
-    ref = f"1/k = {100 / k:.1f}% (k = {k}, {escape(source)})" if k else "k unknown (give --params k=K)"
-    p, i, g = m["pel"], m["ilr"], m["identical_groups"]
-    rows = [
-        (
-            _named("pel"),
-            f"mean {100 * p['mean']:.1f}%, median {100 * p['median']:.1f}%, max {100 * p['max']:.1f}% "
-            f"over {p['users']:,} users ({p['undefined_users']:,} with a single distinct query: undefined)",
-            f"paper 003: close to 1/k (50% at k=2, 10% at k=10); here {ref}",
-        ),
-        (
-            _named("ilr"),
-            f"mean {100 * i['mean']:.1f}%, median {100 * i['median']:.1f}% over {i['users']:,} users",
-            "paper 003: about 10% at k=3, 50% at k=35",
-        ),
-    ]
-    if m["srp"]:
-        rows.append(
-            (
-                _named("srp"),
-                "<br>".join(
-                    f"{lvl}: mean {100 * v['mean']:.1f}% over {v['users']:,} users" for lvl, v in m["srp"].items()
-                ),
-                f"random partition: {ref}; paper 002 Fig. 3: above it at every level",
-            )
-        )
-    if m["clustering"]:
-        cells = "".join(
-            f"<tr><td class='num'>{c['kappa']}</td><td class='num'>{c['rand']:.3f}</td>"
-            f"<td class='num'>{c['jaccard']:.3f}</td></tr>"
-            for c in m["clustering"]
-        )
-        rows.append(
-            (
-                _named("rand") + "<br>" + _named("jaccard"),
-                f"<table><tr><th>κ clusters</th><th>Rand</th><th>Jaccard</th></tr>{cells}</table>",
-                "1 = the same partition of the users; paper 003 Fig. 5: both approach 1 as κ grows",
-            )
-        )
-    rows.append(
-        (
-            _named("groups"),
-            f"{g['groups']:,} groups; smallest {g['smallest']}, largest {g['largest']}; "
-            f"{g['users_alone']:,} users alone",
-            "at least k in every group",
-        )
-    )
-    body = "".join(f"<tr><td>{a}</td><td>{b}</td><td>{c}</td></tr>" for a, b, c in rows)
-    note = (
-        "<p class='words'>How these are computed: users present in both logs are compared (ids are kept by "
-        f"microaggregation; {m['users_only_original']:,} users only in the original, {m['users_only_protected']:,} "
-        "only in the protected log). PEL: the paper gives the two query distributions of a user but not their "
-        "joint; this audit pairs each query with itself as far as both distributions share it and the rest "
-        "independently (an unchanged profile gives 100%, a disjoint one 0%). SRP: a category at level l is its "
-        "path L1..Ll. Clusterings: k-means (scipy kmeans2, k-means++ start, same seed on both sides) over each "
-        "user's share of queries per L1 and per L2 category.</p>"
-    )
-    looks = (
-        "The protected log looks microaggregated: no user is alone with their protected queries."
-        if m.get("looks_microaggregated")
-        else "The protected log does not look microaggregated (users alone with their protected queries): these "
-        "measures are computed for every audit and read here as what this release kept of each user."
-    )
-    return (
-        "<h2>Microaggregation measures (original vs protected)</h2>"
-        f"<p>{looks}</p>"
-        f"<table><tr><th>measure — method and paper</th><th>value</th><th>reference</th></tr>{body}</table>{note}"
-        f"<h3>{escape(glossary.MEASURES['top'][0])}</h3><p class='words'>{escape(glossary.MEASURES['top'][1])}</p>"
-        + _top(m["top_queries"], "query")
-        + _top(m["top_words"], "word")
     )
 
 
@@ -390,7 +299,7 @@ that text.{per_record_note}</p>
 {_events(result)}
 {_identifiers(result)}
 {_attacks(result)}
-{_micro(result)}
+{micro_section(result)}
 {images}
 {_config_text(result)}
 </body></html>

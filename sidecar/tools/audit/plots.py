@@ -9,6 +9,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from sidecar.tools.audit import texts
 from sidecar.tools.audit.verdicts import PAPER_BEST, microaggregation_k
 
 DWARF = 10.0
@@ -61,7 +62,7 @@ def legend_below(ax: Any, ncol: int = 2, offset: float = -0.18) -> None:
 
 def attacks(result: dict[str, Any]) -> Plot:
     plt = _pyplot()
-    k = result["attacker"]["k"]
+    k = result.get("release_k", result["attacker"]["k"])
     names = list(result["deanonymizers"])
     shares = [100 * result["deanonymizers"][n]["recovered_share"] for n in names]
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -76,7 +77,7 @@ def attacks(result: dict[str, Any]) -> Plot:
         ax.bar(x, shares, color="#4c72b0", label="pairs recovered")
     ax.set_xticks(x, names)
     lines = [
-        (100 / k, "#c44e52", "--", f"1/k = {100 / k:.1f}%"),
+        (100 / k, "#c44e52", "--", f"1/k = {100 / k:.1f}% (release k = {k})"),
         (100 * result["chance_share"], "#999999", "-.", f"blind guess, pairs = {100 * result['chance_share']:.1f}%"),
         (100 * PAPER_BEST, "#55a868", ":", f"paper 001 best attack, lowest k: {100 * PAPER_BEST:.2f}%"),
     ]
@@ -91,7 +92,8 @@ def attacks(result: dict[str, Any]) -> Plot:
         ax.set_ylabel("recovered (%)")
     best = result["best_deanonymizer"]["recovered_share"]
     ax.set_title(
-        f"Share of original (user, query) pairs each attack puts back (best {best / PAPER_BEST:.1f}x paper 001)"
+        f"Share of original (user, query) pairs each attack puts back\n(release k = {k}, attacker's buffers at "
+        f"k = {result['attacker']['k']}; best {best / PAPER_BEST:.1f}x paper 001)"
     )
     ax.tick_params(axis="x", rotation=30)
     legend_below(ax, offset=-0.32)
@@ -140,13 +142,35 @@ def pel_ilr(result: dict[str, Any]) -> Plot:
     a.set_xlabel("PEL per user (%): profile exposed")
     a.set_ylabel("users")
     legend_below(a, ncol=1, offset=-0.22)
-    ilr = [100 * v for v in m["ilr_values"]]
-    b.hist(ilr, bins=20, color="#55a868")
+    ilr_histogram(b, [100 * v for v in m["ilr_values"]])
     b.axvline(100 * m["ilr"]["mean"], color="#222222", linestyle="-", label=f"mean {100 * m['ilr']['mean']:.1f}%")
-    b.set_xlabel("ILR per user (%): entropy lost or gained")
     legend_below(b, ncol=1, offset=-0.22)
     fig.suptitle("Privacy (PEL, paper 003 §4.1) and information loss (ILR, §4.2) per user")
     return finish("PEL and ILR per user", fig)
+
+
+def ilr_histogram(ax: Any, values: list[float]) -> None:
+    """ILR per user (%) as a histogram whose bars split the users: ILR is unbounded, and a few users at hundreds of
+    percent would squeeze everyone else into one bar of a linear axis, so when the largest value dwarfs the median
+    (:func:`needs_log`) the x axis is logarithmic with bins evenly spaced on it (users at exactly 0% cannot sit
+    on a log axis: the axis label counts them)."""
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter
+
+    label = "ILR per user (%): entropy lost or gained"
+    positive = [v for v in values if v > 0]
+    if not needs_log(values) or len(positive) < 2:
+        ax.hist(values, bins=20, color="#55a868")
+        ax.set_xlabel(label)
+        ax.set_ylabel("users")
+        return
+    low, high = min(positive), max(positive)
+    ax.hist(positive, bins=np.geomspace(low, high * 1.0001, 25), color="#55a868")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.10g}"))
+    zeros = len(values) - len(positive)
+    ax.set_xlabel(f"{label}, log scale" + (f" ({zeros:,} users at 0% not drawn)" if zeros else ""))
+    ax.set_ylabel("users")
 
 
 def srp(result: dict[str, Any]) -> Plot:
@@ -192,7 +216,7 @@ def frequencies(result: dict[str, Any]) -> Plot:
     for ax, key, title in zip(axes, ("top_queries", "top_words"), ("queries", "words (stop words out)")):
         rows = m[key]["rows"][::-1]
         y = list(range(len(rows)))
-        labels = [r["text"][:28] for r in rows]
+        labels = [texts.label(r, 28) for r in rows]
         ax.barh([i + 0.2 for i in y], [r["original"] for r in rows], height=0.4, label="original")
         ax.barh([i - 0.2 for i in y], [r["protected"] for r in rows], height=0.4, label="protected")
         ax.set_yticks(y, labels, fontsize="small")

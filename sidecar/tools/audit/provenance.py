@@ -94,6 +94,21 @@ def pseudonymize_keys(config_text: str) -> list[dict[str, Any]]:
     return out
 
 
+def release_k(params: dict[str, str] | None, config_text: str | None, default: int = 5) -> tuple[int, str]:
+    """The release's k and where it comes from: ``--params k=``, else the smallest base ``k`` of the config's
+    ``category_buffer`` filters, else ``default`` (paper 001's k)."""
+    if params and "k" in params:
+        return int(params["k"]), "--params"
+    ks = []
+    for name, options in chain_filters(config_text) if config_text is not None else []:
+        value = options.get("k", default) if name == "category_buffer" else None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 2:
+            ks.append(value)
+    if ks:
+        return min(ks), "the config's category_buffer k"
+    return default, "the default"
+
+
 def chain_filters(config_text: str) -> list[tuple[str, dict[str, Any]]]:
     """The filters of a config's chain, in order, with their options (read from its YAML; an unknown
     layout gives [])."""

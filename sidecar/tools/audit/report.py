@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.codecs import SchemaConfig
-from sidecar.tools.audit import deanon, matcher, measures_microagg, provenance, utility
+from sidecar.tools.audit import deanon, matcher, measures_microagg, provenance, texts, utility
 from sidecar.tools.audit.html import render_html
 from sidecar.tools.audit.identifiers import identifier_counts
 from sidecar.tools.audit.logs import Record, empty_queries, read_log
@@ -84,7 +84,7 @@ def run_audit(
     protected_path: str,
     *,
     categorise: Categorise,
-    k: int = 5,
+    k: int | None = None,
     delta: float = 1.2,
     seed: int = 0,
     schema: SchemaConfig | None = None,
@@ -93,6 +93,8 @@ def run_audit(
     config_file: str | None = None,
     params: dict[str, str] | None = None,
     identifiers: bool = True,
+    include_texts: bool = False,
+    state_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Everything the audit measures, as one JSON-able dict (``jsd_values``, ``pel_values`` and ``ilr_values``
     kept for the HTML plots).
@@ -107,6 +109,10 @@ def run_audit(
     ``microaggregation.looks_microaggregated`` says whether the protected log looks microaggregated
     (no user alone with their protected query multiset), which decides which verdicts apply.
     ``identifiers``: run the scrubber's detectors over both logs' queries (counts per type).
+    ``k``: the attacker's k (default: the release's k, ``release_k``: ``params["k"]``, else the config's
+    ``category_buffer`` k, else 5). Texts sent by fewer than ``release_k`` distinct users lose their text in the
+    result (:mod:`~sidecar.tools.audit.texts`) unless ``include_texts``.
+    ``state_dir``: the protection run's state folder (default: the config's ``state_dir``).
     """
     original, bad_o = read_log(original_path, schema, instance_field)
     protected, bad_p = read_log(protected_path, schema, instance_field)
@@ -119,7 +125,13 @@ def run_audit(
     cat_o = [p[0] if p else UNKNOWN for p in path_o]
     cat_p = [p[0] if p else UNKNOWN for p in path_p]
     cache.update((q, p[0] if p else UNKNOWN) for q, p in path_cache.items())
+    prov = provenance.provenance(original_path, protected_path, config_file=config_file, params=params)
+    rk, rk_source = provenance.release_k(params, prov["config"]["text"] if "config" in prov else None)
+    k = rk if k is None else k
     result: dict[str, Any] = {
+        "release_k": rk,
+        "release_k_source": rk_source,
+        "texts_included": include_texts,
         "records_original": len(original),
         "records_protected": len(protected),
         "undecodable_lines": {"original": bad_o, "protected": bad_p},
@@ -135,8 +147,9 @@ def run_audit(
     )
     result.update(util)
     result["category_counts"] = {"original": dict(Counter(cat_o)), "protected": dict(Counter(cat_p))}
-    result["provenance"] = provenance.provenance(original_path, protected_path, config_file=config_file, params=params)
+    result["provenance"] = prov
     result["microaggregation"] = _microaggregation(original, protected, path_o, path_p, seed, params)
+    _guard_texts(result["microaggregation"], original, rk, include_texts)
     if identifiers:
         result["identifiers"] = {
             "original": identifier_counts(r.query for r in original),
@@ -146,7 +159,7 @@ def run_audit(
     if config_file is not None and "category_buffer" in result["events"]["filters"]:
         from sidecar.tools.audit.held import held_in_state
 
-        result["events"]["held_in_state"] = held_in_state(config_file)
+        result["events"]["held_in_state"] = held_in_state(config_file, state_dir)
     return result
 
 
@@ -215,6 +228,16 @@ def _microaggregation(
     )
     micro["looks_microaggregated"] = measures_microagg.looks_microaggregated(micro["identical_groups"])
     return micro
+
+
+def _guard_texts(micro: dict[str, Any], original: list[Record], k: int, include_texts: bool) -> None:
+    """The top-10 query and word tables, each row marked with its distinct original senders and hidden (count
+    and length only) when fewer than ``k`` (:mod:`~sidecar.tools.audit.texts`)."""
+    queries, words = micro["top_queries"], micro["top_words"]
+    pairs = [(r.user, r.query) for r in original]
+    texts.guard_table(queries, texts.senders(pairs, texts.table_texts(queries)), k, include_texts)
+    senders = texts.word_senders(pairs, texts.table_texts(words), measures_microagg.words)
+    texts.guard_table(words, senders, k, include_texts)
 
 
 def _instance_summary(field: str, original: list[Record], protected: list[Record]) -> dict[str, Any]:

@@ -254,9 +254,13 @@ class FileSink(Sink[FileSinkConfig]):
             writer.write_text(header, header.endswith("\n"))
 
     def _encoder(self, codec: Codec | None) -> Callable[[Event], str]:
-        """How to write an event of ``codec``: by that codec when it is a text codec of the sink's format."""
+        """How to write an event of ``codec``: by that codec when it is a text codec of the sink's format, or by its
+        ``json_line`` (a JSON form of its own, e.g. OTLP/JSON) into a JSON-lines (or auto) output."""
         if codec is not None and codec.format in TEXT_FORMATS and (self.format is None or codec.format == self.format):
             return codec.encode
+        json_line: Callable[[Event], str] | None = getattr(codec, "json_line", None)
+        if json_line is not None and self.format in (None, "jsonl"):
+            return json_line
         assert self.codec is not None
         return self.codec.encode
 

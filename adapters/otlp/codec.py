@@ -1,0 +1,316 @@
+"""OTLP log records <-> events: the ``otlp`` codec.
+
+A record (:class:`OtlpRecord`) is one ``LogRecord`` as it came, with its resource and scope: the three wire parts
+of :class:`~adapters.otlp.wire.Piece` and the parsed ``LogRecord``. The roles are named by ``schema.roles`` (see
+:mod:`adapters.otlp.values`: ``body``, ``attributes.<key>``, ``resource.<key>``, ``time_unix_nano``), e.g.::
+
+    schema:
+      roles: {user: attributes.enduser.id, query: body, time: time_unix_nano, rank: null, url: null}
+
+**The identity rule.** An event whose role values are those decoded is encoded as its original pieces: the
+``LogRecord`` bytes as sent (attributes in their order, timestamps, severity, trace and span ids, flags, unknown
+fields), with the bytes of its resource and scope. A changed event is its record with only the changed role
+values rewritten in place (an attribute keeps its position and, where the value fits, its kind); a changed
+``resource.<key>`` gives that record its own copy of the resource. Events of other formats become fresh log
+records: the query role's key and the others as the roles name them, the other fields as attributes.
+
+**Bad records** (dead-lettered by reason): ``invalid_log_record`` (bytes that are no ``LogRecord``),
+``invalid_resource`` (a resource part that does not parse while a resource role is read), ``missing_query`` (no
+such body or attribute), ``query_not_string`` (a query of another kind), ``missing_user``. An empty query is a
+valid event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgpack
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs
+
+from adapters.otlp.values import RoleKey, plain, role_key, set_value, to_hex_ids, to_python
+from adapters.otlp.wire import Piece, frame
+from sidecar.api import ROLES, BadRecord, Codec, Event, FieldError, SchemaConfig
+from sidecar.records import escape_breaks, foreign_record
+
+__all__ = ["OtlpCodec", "OtlpRecord"]
+
+_PACK_VERSION = 1
+
+
+class OtlpRecord:
+    """One log record: its :class:`Piece` (wire parts), the parsed ``LogRecord`` and the role values decoded."""
+
+    __slots__ = ("keys", "msg", "orig", "piece")
+
+    def __init__(self, piece: Piece, msg: LogRecord, keys: tuple[str | None, ...], orig: tuple[Any, ...]) -> None:
+        self.piece = piece
+        #: the parsed ``LogRecord`` of ``piece.log``: read only
+        self.msg = msg
+        #: the role names this record was decoded with (``ROLES`` order; None: no such role)
+        self.keys = keys
+        #: the role values as decoded
+        self.orig = orig
+
+    def __repr__(self) -> str:  # never show values
+        return f"<OtlpRecord bytes={len(self.piece.log)}>"
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    return type(a) is type(b) and a == b
+
+
+def _resource_attrs(resource: bytes) -> Any:
+    """The attributes of a resource part (a ``ResourceLogs`` without its scope logs)."""
+    return ResourceLogs.FromString(resource).resource.attributes
+
+
+def _find(attrs: Any, key: str) -> Any:
+    for kv in attrs:
+        if kv.key == key:
+            return kv
+    return None
+
+
+def _read(msg: LogRecord, resource: bytes, key: RoleKey | None) -> Any:
+    """A role's value in a record (None: absent)."""
+    if key is None:
+        return None
+    if key.kind == "body":
+        return to_python(msg.body) if msg.HasField("body") else None
+    if key.kind == "time":
+        return getattr(msg, key.name) or None
+    attrs = msg.attributes if key.kind == "attr" else _resource_attrs(resource)
+    kv = _find(attrs, key.name)
+    return None if kv is None else to_python(kv.value)
+
+
+def _write(attrs: Any, key: str, value: Any) -> None:
+    """Set attribute ``key`` (in its place, keeping its kind where it fits), add it at the end, or remove it."""
+    kv = _find(attrs, key)
+    if value is None:
+        if kv is not None:
+            attrs.remove(kv)
+        return
+    if kv is None:
+        kv = attrs.add()
+        kv.key = key
+    like = kv.value.WhichOneof("value")
+    kv.value.Clear()
+    set_value(kv.value, value, like)
+
+
+class OtlpCodec(Codec):
+    """OTLP ``LogRecord`` records (with resource and scope) <-> events; roles by ``schema.roles``."""
+
+    format = "otlp"
+
+    def __init__(self, schema: SchemaConfig | None = None) -> None:
+        """``schema``: the configured record schema (None: the defaults, as when a held event is restored)."""
+        self.schema = schema or SchemaConfig()
+        mapping = self.schema.roles.mapping()
+        self.names: tuple[str | None, ...] = tuple(mapping[r] for r in ROLES)
+        self.pairs = tuple((role, key) for role, key in mapping.items() if key is not None)
+
+    # ---- decoding -------------------------------------------------------------------------------
+    def decode_many(self, records: Sequence[Any], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
+        """Events for :class:`Piece` records, in order; bad ones go to ``bad`` by reason."""
+        names = self.names
+        keys = tuple(role_key(n) if n is not None else None for n in names)
+        needs_resource = any(k is not None and k.kind == "resource" for k in keys)
+        attr_keys = {k.name: i for i, k in enumerate(keys) if k is not None and k.kind == "attr"}
+        out: list[Event] = []
+        from_string = LogRecord.FromString
+        for i, piece in enumerate(records):
+            try:
+                msg = from_string(piece.log)
+            except (DecodeError, ValueError, TypeError):
+                bad.append((i, "invalid_log_record"))
+                continue
+            values: list[Any] = [None] * 5
+            if attr_keys:
+                for kv in msg.attributes:
+                    j = attr_keys.get(kv.key)
+                    if j is not None and values[j] is None:
+                        values[j] = to_python(kv.value)
+            for j, key in enumerate(keys):
+                if key is not None and key.kind in ("body", "time"):
+                    values[j] = _read(msg, piece.resource, key)
+            if needs_resource:
+                try:
+                    attrs = _resource_attrs(piece.resource)
+                except (DecodeError, ValueError):
+                    bad.append((i, "invalid_resource"))
+                    continue
+                for j, key in enumerate(keys):
+                    if key is not None and key.kind == "resource":
+                        kv = _find(attrs, key.name)
+                        values[j] = None if kv is None else to_python(kv.value)
+            user, query, time, rank, url = values
+            if query is None:
+                bad.append((i, "missing_query"))
+                continue
+            if type(query) is not str:
+                bad.append((i, "query_not_string"))
+                continue
+            if user is None:
+                bad.append((i, "missing_user"))
+                continue
+            record = OtlpRecord(piece, msg, names, (user, query, time, rank, url))
+            out.append(Event(user, query, time, rank, url, record, None, self, eol))
+        return out
+
+    # ---- encoding -------------------------------------------------------------------------------
+    def encode(self, event: Event) -> Piece:
+        """The event as a :class:`Piece` (see the identity rule); :class:`BadRecord` for a value OTLP cannot carry."""
+        rec = event.record
+        if type(rec) is not OtlpRecord:
+            return self.fresh(event)
+        o = rec.orig
+        if (
+            _same(event.query, o[1])
+            and _same(event.user, o[0])
+            and _same(event.time, o[2])
+            and _same(event.rank, o[3])
+            and _same(event.url, o[4])
+        ):
+            return rec.piece
+        msg = LogRecord.FromString(rec.piece.log)
+        resource = rec.piece.resource
+        resource_logs: ResourceLogs | None = None
+        for i, (role, name) in enumerate(zip(ROLES, rec.keys, strict=True)):
+            value = getattr(event, role)
+            if name is None or _same(value, o[i]):
+                continue
+            key = role_key(name)
+            if key.kind == "body":
+                like = msg.body.WhichOneof("value")
+                msg.body.Clear()
+                if value is not None:
+                    set_value(msg.body, value, like)
+                else:
+                    msg.ClearField("body")
+            elif key.kind == "time":
+                try:
+                    setattr(msg, key.name, int(value or 0))
+                except (TypeError, ValueError):
+                    raise BadRecord("time_not_integer") from None
+            elif key.kind == "attr":
+                _write(msg.attributes, key.name, value)
+            else:
+                if resource_logs is None:
+                    resource_logs = ResourceLogs.FromString(resource)
+                _write(resource_logs.resource.attributes, key.name, value)
+        if resource_logs is not None:
+            resource = resource_logs.SerializeToString()
+        return Piece(resource, rec.piece.scope, msg.SerializeToString())
+
+    def fresh(self, event: Event) -> Piece:
+        """A new log record from an event of another format: its record's keys in their order (roles where the
+        schema names them, the other fields as attributes)."""
+        msg = LogRecord()
+        resource_logs = ResourceLogs()
+        for name, value in foreign_record(event, self.pairs).items():
+            key = role_key(str(name))
+            if key.kind == "body":
+                if value is not None:
+                    set_value(msg.body, value)
+            elif key.kind == "time":
+                if isinstance(value, int) and not isinstance(value, bool):
+                    setattr(msg, key.name, value)
+                elif value is not None:
+                    _write(msg.attributes, key.name, value)
+            elif key.kind == "attr":
+                _write(msg.attributes, key.name, value)
+            else:
+                _write(resource_logs.resource.attributes, key.name, value)
+        return Piece(resource_logs.SerializeToString(), b"", msg.SerializeToString())
+
+    def json_line(self, event: Event) -> str:
+        """The event as one line of OTLP/JSON: an ``ExportLogsServiceRequest`` of its one record, with its resource
+        and scope (ids as hex, enums as numbers), as the OpenTelemetry Collector's file exporter writes."""
+        request = ExportLogsServiceRequest.FromString(frame([self.encode(event)]))
+        data = json_format.MessageToDict(request, use_integers_for_enums=True)
+        to_hex_ids(data)
+        return escape_breaks(json.dumps(data, separators=(",", ":"), ensure_ascii=False))
+
+    # ---- fields ---------------------------------------------------------------------------------
+    def fields(self, event: Event) -> Mapping[str, Any]:
+        """The record's non-role attributes as ``attributes.<key>``, in their order (bytes as base64 text)."""
+        rec = event.record
+        if type(rec) is not OtlpRecord:
+            return {}
+        roles = {role_key(n) for n in rec.keys if n is not None}
+        return {
+            f"attributes.{kv.key}": plain(to_python(kv.value))
+            for kv in rec.msg.attributes
+            if RoleKey("attr", kv.key) not in roles
+        }
+
+    def get_field(self, event: Event, name: str) -> Any:
+        """The value of ``body``, ``attributes.<key>``, ``resource.<key>`` or a timestamp."""
+        rec = event.record
+        if type(rec) is not OtlpRecord:
+            raise FieldError("no_such_field")
+        value = _read(rec.msg, rec.piece.resource, role_key(name))
+        if value is None:
+            raise FieldError("no_such_field")
+        return value
+
+    def set_field(self, event: Event, name: str, value: Any) -> None:
+        """Set a non-role attribute (``attributes.<key>``) or resource attribute (the event gets a new record)."""
+        self._edit(event, name, value)
+
+    def remove_field(self, event: Event, name: str) -> None:
+        """Remove a non-role attribute or resource attribute (the event gets a new record)."""
+        self._edit(event, name, None)
+
+    def _edit(self, event: Event, name: str, value: Any) -> None:
+        rec = event.record
+        if type(rec) is not OtlpRecord:
+            raise FieldError("unsupported_codec")
+        key = role_key(name)
+        if key in {role_key(n) for n in rec.keys if n is not None}:
+            raise FieldError("field_is_role")
+        if key.kind not in ("attr", "resource"):
+            raise FieldError("unsupported_field")
+        try:
+            if key.kind == "attr":
+                msg = LogRecord.FromString(rec.piece.log)
+                _write(msg.attributes, key.name, value)
+                piece = Piece(rec.piece.resource, rec.piece.scope, msg.SerializeToString())
+            else:
+                msg = rec.msg
+                resource_logs = ResourceLogs.FromString(rec.piece.resource)
+                _write(resource_logs.resource.attributes, key.name, value)
+                piece = Piece(resource_logs.SerializeToString(), rec.piece.scope, rec.piece.log)
+        except BadRecord as exc:
+            raise FieldError(exc.reason) from None
+        event.record = OtlpRecord(piece, msg, rec.keys, rec.orig)
+
+    # ---- the state store ------------------------------------------------------------------------
+    def pack_record(self, record: Any) -> Any:
+        """The record's wire parts with its role names (so a codec built without the schema restores it)."""
+        if type(record) is not OtlpRecord:
+            return None
+        p = record.piece
+        packed: bytes = msgpack.packb([_PACK_VERSION, list(record.keys), p.resource, p.scope, p.log])
+        return packed
+
+    def unpack_record(self, data: Any) -> Any:
+        try:
+            version, keys, resource, scope, log = msgpack.unpackb(data)
+            if version != _PACK_VERSION:
+                return None
+            msg = LogRecord.FromString(log)
+            names = tuple(keys)
+            orig = tuple(_read(msg, resource, role_key(n) if n is not None else None) for n in names)
+        except (ValueError, TypeError, AttributeError, DecodeError, msgpack.UnpackException):
+            return None
+        return OtlpRecord(Piece(resource, scope, log), msg, names, orig)

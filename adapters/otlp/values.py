@@ -1,0 +1,137 @@
+"""OTLP values and role names: ``AnyValue`` <-> Python, where a role lives in a log record, OTLP/JSON ids.
+
+**Role names** (``schema.roles``): ``body`` (the record's body), ``attributes.<key>`` (a record attribute: the rest
+of the name is the key, dots included), ``resource.<key>`` (an attribute of the record's resource),
+``time_unix_nano`` / ``observed_time_unix_nano`` (the timestamps, integers of nanoseconds). Any other name is an
+attribute key, so the AOL defaults and Python logging's ``extra={...}`` names work as they are; write
+``attributes.body`` for an attribute named ``body``.
+
+**Values.** A string, bool, integer, double or bytes value is that Python value; an array a list, a key-value
+list a dict (arrays and lists become text in other formats). A value written back keeps its kind where it fits
+(an integer into an int attribute...), else takes the kind of the Python value; None removes the attribute.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, NamedTuple
+
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from sidecar.api import BadRecord
+
+__all__ = ["BODY", "RoleKey", "from_hex_ids", "plain", "role_key", "set_value", "to_hex_ids", "to_python"]
+
+BODY = "body"
+TIMES = ("time_unix_nano", "observed_time_unix_nano")
+_ATTRIBUTES = "attributes."
+_RESOURCE = "resource."
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class RoleKey(NamedTuple):
+    """Where a role lives: ``kind`` is ``body``, ``time`` (``name`` the field), ``attr`` or ``resource`` (``name``
+    the attribute key)."""
+
+    kind: str
+    name: str
+
+
+def role_key(text: str) -> RoleKey:
+    """The place of a role named ``text`` (see the module)."""
+    if text == BODY:
+        return RoleKey("body", BODY)
+    if text in TIMES:
+        return RoleKey("time", text)
+    if text.startswith(_ATTRIBUTES) and len(text) > len(_ATTRIBUTES):
+        return RoleKey("attr", text[len(_ATTRIBUTES) :])
+    if text.startswith(_RESOURCE) and len(text) > len(_RESOURCE):
+        return RoleKey("resource", text[len(_RESOURCE) :])
+    return RoleKey("attr", text)
+
+
+def to_python(v: AnyValue) -> Any:
+    """The Python value of an ``AnyValue`` (None: no value)."""
+    kind = v.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [to_python(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: to_python(kv.value) for kv in v.kvlist_value.values}
+    return getattr(v, kind)
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON can carry it (bytes as base64 text, nested values as they are)."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+def set_value(v: AnyValue, value: Any, like: str | None = None) -> None:
+    """Write ``value`` into ``v``, keeping the kind ``like`` where the value fits it; :class:`BadRecord` for a value
+    OTLP cannot carry (an integer beyond int64, a lone surrogate)."""
+    if like == "string_value" and not isinstance(value, str | bytes | dict | list):
+        value = str(value)
+    if isinstance(value, bool):
+        v.bool_value = value
+    elif isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise BadRecord("int_out_of_range")
+        if like == "double_value":
+            v.double_value = float(value)
+        else:
+            v.int_value = value
+    elif isinstance(value, float):
+        v.double_value = value
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadRecord("string_not_utf8") from None
+        v.string_value = value
+    elif isinstance(value, bytes):
+        v.bytes_value = value
+    elif isinstance(value, list | tuple):
+        v.array_value.SetInParent()
+        for item in value:
+            set_value(v.array_value.values.add(), item)
+    elif isinstance(value, dict):
+        v.kvlist_value.SetInParent()
+        for key, item in value.items():
+            kv = v.kvlist_value.values.add()
+            kv.key = str(key)
+            set_value(kv.value, item)
+    else:
+        v.string_value = str(value)
+
+
+_ID_KEYS = ("traceId", "spanId", "trace_id", "span_id")
+
+
+def _each_record(request: Any) -> Any:
+    for resource_logs in request.get("resourceLogs", request.get("resource_logs", ())) or ():
+        for scope_logs in resource_logs.get("scopeLogs", resource_logs.get("scope_logs", ())) or ():
+            yield from scope_logs.get("logRecords", scope_logs.get("log_records", ())) or ()
+
+
+def from_hex_ids(request: Any) -> None:
+    """OTLP/JSON writes trace and span ids as hex; protobuf's JSON mapping reads bytes as base64: convert in
+    place. ValueError for an id that is not hex."""
+    for record in _each_record(request):
+        if not isinstance(record, dict):
+            raise ValueError("a log record is not an object")
+        for key in _ID_KEYS:
+            value = record.get(key)
+            if isinstance(value, str):
+                record[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
+
+
+def to_hex_ids(request: Any) -> None:
+    """The inverse of :func:`from_hex_ids` (protobuf's base64 ids as OTLP/JSON's hex), in place."""
+    for record in _each_record(request):
+        for key in _ID_KEYS:
+            value = record.get(key)
+            if isinstance(value, str):
+                record[key] = base64.b64decode(value).hex()

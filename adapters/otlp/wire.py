@@ -1,0 +1,148 @@
+"""OTLP logs on the wire: an ``ExportLogsServiceRequest`` split into its log records and framed back.
+
+A request is ``{1: repeated ResourceLogs}``; ``ResourceLogs`` is ``{1: resource, 2: repeated ScopeLogs,
+3: schema_url}`` and ``ScopeLogs`` is ``{1: scope, 2: repeated LogRecord, 3: schema_url}``. :func:`split_request`
+walks the wire without parsing the messages and returns one :class:`Piece` per log record: the bytes of its
+resource (every field of its ``ResourceLogs`` but the scope logs, in their order), of its scope (every field of
+its ``ScopeLogs`` but the records) and of the record itself, each exactly as sent. :func:`frame` is the inverse:
+consecutive pieces with the same resource and scope bytes go into one ``ResourceLogs``/``ScopeLogs``, so a
+request split and framed again carries the same records, resources and scopes in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from sidecar.protowire import read_varint
+
+__all__ = ["Piece", "TooMany", "frame", "split_request", "varint"]
+
+
+class Piece(NamedTuple):
+    """One log record as sent: its resource part, its scope part and its ``LogRecord`` bytes."""
+
+    resource: bytes
+    scope: bytes
+    log: bytes
+
+
+class TooMany(ValueError):
+    """The request holds more log records than allowed (counted before any is taken)."""
+
+
+def _fields(data: bytes) -> Iterable[tuple[int, int, int, int]]:
+    """``(field number, wire type, start of the field's tag, end of the field)`` of each top-level field, with the
+    payload of a length-delimited field at ``end - size``; ValueError when the framing is broken."""
+    pos, end = 0, len(data)
+    while pos < end:
+        start = pos
+        tag, pos = read_varint(data, pos)
+        number, wire_type = tag >> 3, tag & 7
+        if number == 0:
+            raise ValueError("field number 0")
+        if wire_type == 0:
+            _, pos = read_varint(data, pos)
+        elif wire_type == 1:
+            pos += 8
+        elif wire_type == 2:
+            size, pos = read_varint(data, pos)
+            pos += size
+        elif wire_type == 5:
+            pos += 4
+        else:
+            raise ValueError("unsupported wire type")
+        if pos > end:
+            raise ValueError("truncated field")
+        yield number, wire_type, start, pos
+
+
+def _payload(data: bytes, start: int, stop: int) -> bytes:
+    """The payload of the length-delimited field whose tag starts at ``start`` and which ends at ``stop``."""
+    _, pos = read_varint(data, start)
+    _, pos = read_varint(data, pos)
+    return data[pos:stop]
+
+
+def split_request(data: bytes, max_records: int) -> list[Piece]:
+    """The log records of an ``ExportLogsServiceRequest``, in order (see the module); ValueError when the framing
+    is broken (no record can be trusted then), :class:`TooMany` past ``max_records``."""
+    out: list[Piece] = []
+    for number, wire_type, start, stop in _fields(data):
+        if number != 1:
+            continue  # a field a later OTLP version may add: not a record
+        if wire_type != 2:
+            raise ValueError("resource_logs is not a message")
+        resource_logs = _payload(data, start, stop)
+        head: list[bytes] = []
+        scopes: list[bytes] = []
+        for n, wt, s, e in _fields(resource_logs):
+            if n == 2 and wt == 2:
+                scopes.append(_payload(resource_logs, s, e))
+            else:
+                head.append(resource_logs[s:e])
+        resource = b"".join(head)
+        for scope_logs in scopes:
+            scope_head: list[bytes] = []
+            logs: list[bytes] = []
+            for n, wt, s, e in _fields(scope_logs):
+                if n == 2 and wt == 2:
+                    logs.append(_payload(scope_logs, s, e))
+                else:
+                    scope_head.append(scope_logs[s:e])
+            if len(out) + len(logs) > max_records:
+                raise TooMany(f"more than {max_records} log records")
+            scope = b"".join(scope_head)
+            out.extend(Piece(resource, scope, log) for log in logs)
+    return out
+
+
+def varint(n: int) -> bytes:
+    """``n`` as a protobuf varint."""
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    return tag + varint(len(payload)) + payload
+
+
+_RESOURCE_LOGS = b"\x0a"  # field 1, length-delimited
+_SCOPE_LOGS = b"\x12"  # field 2, length-delimited
+_LOG_RECORDS = b"\x12"  # field 2, length-delimited
+
+
+def frame(pieces: Iterable[Piece]) -> bytes:
+    """An ``ExportLogsServiceRequest`` of ``pieces`` (the inverse of :func:`split_request`)."""
+    out: list[bytes] = []
+    resource: bytes | None = None
+    scope: bytes | None = None
+    scopes: list[bytes] = []  # the framed ScopeLogs of the current resource
+    logs: list[bytes] = []  # the framed records of the current scope
+
+    def close_scope() -> None:
+        if scope is not None:
+            scopes.append(_field(_SCOPE_LOGS, scope + b"".join(logs)))
+            logs.clear()
+
+    def close_resource() -> None:
+        if resource is not None:
+            out.append(_field(_RESOURCE_LOGS, resource + b"".join(scopes)))
+            scopes.clear()
+
+    for piece in pieces:
+        if piece.resource != resource:
+            close_scope()
+            close_resource()
+            resource, scope = piece.resource, piece.scope
+        elif piece.scope != scope:
+            close_scope()
+            scope = piece.scope
+        logs.append(_field(_LOG_RECORDS, piece.log))
+    close_scope()
+    close_resource()
+    return b"".join(out)

@@ -201,12 +201,57 @@ def _run_scaled(
 @FLUSH_INTERVAL
 @STATE_DIR
 @ALLOW_EMPTY
-def filter_cmd(config_file: str, flush_interval: float | None, state_dir: str | None, allow_empty: bool) -> None:
+@click.option(
+    "--confirm",
+    is_flag=True,
+    help='rsyslog omprog (confirmMessages="on"): output to the configured sinks, stdout carries one line per '
+    "input line: OK once its record is durable (delivered, held or dead-lettered), else ERROR <reason> (rsyslog "
+    "sends it again); OK first when ready.",
+)
+def filter_cmd(
+    config_file: str, flush_interval: float | None, state_dir: str | None, allow_empty: bool, confirm: bool
+) -> None:
     """Records on stdin, protected records on stdout, as they come: an exec/pipe stage for Fluent Bit,
-    Vector or a shell pipe (`replay - -o -` with a timed release). Ends at EOF or SIGTERM, after a final flush."""
+    Vector or a shell pipe (`replay - -o -` with a timed release). Ends at EOF or SIGTERM, after a final flush.
+    With --confirm: rsyslog's omprog protocol (the output goes to the configured sinks)."""
+    if confirm:
+        _run_confirm(config_file, flush_interval, state_dir)
+        return
     done = _run_replay(config_file, "-", "-", None, False, False, False, state_dir, False, flush_interval)
     if not done.interrupted:
         _refuse_empty(done, allow_empty, done.input_format, done.state_dir)
+
+
+def _run_confirm(config_file: str, flush_interval: float | None, state_dir: str | None) -> None:
+    """``filter --confirm`` (:mod:`sidecar.confirm`): errors as ``replay``'s, before the first ``OK``."""
+    from sidecar.api import ConfigValueError
+    from sidecar.confirm import ConfirmError, confirm
+    from sidecar.signals import StopFlag
+
+    cfg = load(config_file)
+    setup_logs(cfg)
+    if state_dir is not None:
+        cfg = dataclasses.replace(cfg, sidecar=dataclasses.replace(cfg.sidecar, state_dir=os.path.abspath(state_dir)))
+    stop = StopFlag()
+    stop.install()
+    try:
+        summary = confirm(cfg, stop, flush_interval or cfg.sidecar.flush_interval_seconds)
+    except ConfirmError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(EXIT_USAGE)
+    except ConfigValueError as exc:  # the schema's roles are no columns of schema.columns
+        key = f"schema.{exc.key.removeprefix('schema.')}"
+        fail_config(ConfigError(str(cfg.file), cfg.doc.line(key), key, exc.problem, exc.allowed))
+    except ConfigError as exc:
+        fail_config(exc)
+    except (StateError, StateInUse) as exc:
+        fail_state(exc)
+    except sqlite3.Error as exc:  # e.g. disk full on the state folder
+        fail_state(StateError(cfg.state_dir / "querylog.db", f"cannot be written ({exc})"))
+    except OSError as exc:  # an output that cannot take what is left at the end: the path and the reason
+        click.echo(f"{exc.filename or 'output'}: {exc.strerror or type(exc).__name__}", err=True)
+        sys.exit(1)
+    click.echo(summary.line(), err=True)
 
 
 def _run_replay(

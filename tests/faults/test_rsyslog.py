@@ -1,0 +1,168 @@
+"""kill -9 of `querylog filter --confirm` under the real rsyslogd loses no message (issue 27 item 3).
+
+rsyslogd (Debian's 8.2302, unpacked beside syslog-ng; its own config, pid file and work folder in tmp, no network
+port, the system instance untouched) tails a TSV query log with ``imfile`` and hands each line to ``omprog`` with
+``confirmMessages="on"``: the program is ``querylog filter --confirm`` (hipaa_scrub, a file sink), which answers
+``OK`` per message once it is durable. The sidecar is SIGKILLed mid-stream; rsyslog starts it again and sends
+the unconfirmed message again (``action.resumeRetryCount="-1"``: it never gives a message up). Every line must
+arrive, scrubbed (the planted phone numbers, emails and SSNs gone); duplicates are counted: at most one per kill,
+since rsyslog sends one message at a time and waits for its ``OK``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+from helpers import QUERYLOG
+from helpers.waiting import exited, wait_until
+
+RSYSLOG = Path(os.environ.get("QUERYLOG_RSYSLOG_ROOT", "/opt/querylog-peers/rsyslog"))
+RSYSLOGD = RSYSLOG / "usr" / "sbin" / "rsyslogd"
+MODULES = RSYSLOG / "usr" / "lib" / "x86_64-linux-gnu" / "rsyslog"
+LINES = 6000
+KILLS = 2
+SEED = int(os.environ.get("QUERYLOG_KILL9_SEED", "27"))
+
+pytestmark = pytest.mark.skipif(
+    not RSYSLOGD.is_file(), reason=f"rsyslogd not unpacked at {RSYSLOG} (./run setup unpacks it)"
+)
+
+
+def planted(seq: int) -> tuple[str, str, str]:
+    """The identifiers planted in line ``seq``'s query: a phone number, an email, an SSN (valid area and group)."""
+    phone = f"555-{100 + seq % 900:03d}-{1000 + seq % 9000:04d}"
+    return phone, f"patient{seq}@example.com", f"{100 + seq % 500:03d}-{10 + seq % 80:02d}-{1000 + seq % 8000:04d}"
+
+
+def log_line(seq: int) -> str:
+    """An AOL-style TSV record (AnonID = seq, unique) whose query carries the identifiers of :func:`planted`."""
+    phone, email, ssn = planted(seq)
+    query = f"call {phone} or mail {email} about claim ssn {ssn} weather"
+    return f"{seq}\t{query}\t2006-03-01 07:17:12\t\t\n"
+
+
+RSYSLOG_CONF = """\
+global(workDirectory="{work}")
+module(load="imfile" mode="polling" PollingInterval="1")
+module(load="omprog")
+input(type="imfile" file="{input}" tag="querylog" ruleset="toquerylog" freshStartTail="off")
+template(name="msgonly" type="string" string="%msg%\\n")
+ruleset(name="toquerylog") {{
+  action(type="omprog" binary="{querylog} filter --confirm -c {config}" template="msgonly"
+         confirmMessages="on" confirmTimeout="60000" reportFailures="on" output="{omprog_log}"
+         action.resumeInterval="1" action.resumeRetryCount="-1")
+}}
+*.* action(type="omfile" file="{internal}")
+"""
+
+
+def _children(rsyslogd: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    """The running `querylog filter --confirm` processes rsyslogd started."""
+    try:
+        kids = psutil.Process(rsyslogd.pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    out = []
+    for kid in kids:
+        try:
+            if "--confirm" in kid.cmdline() and kid.status() != psutil.STATUS_ZOMBIE:
+                out.append(kid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def _ids(out: Path) -> Counter[int]:
+    """AnonIDs of the whole lines written so far."""
+    if not out.exists():
+        return Counter()
+    text = out.read_text(encoding="utf-8")
+    return Counter(int(line.split("\t", 1)[0]) for line in text.splitlines(keepends=True) if line.endswith("\n"))
+
+
+@pytest.mark.slow
+def test_rsyslog_omprog_confirm_survives_kill9(tmp_path: Path) -> None:
+    """rsyslogd imfile → omprog → `filter --confirm` (hipaa_scrub → file), the sidecar SIGKILLed at KILLS points:
+    every line arrives scrubbed, duplicates at most one per kill."""
+    rng = random.Random(SEED)
+    work = tmp_path / "rsyslog-work"
+    work.mkdir()
+    source = tmp_path / "queries.tsv"
+    source.write_text("".join(log_line(seq) for seq in range(LINES)), encoding="utf-8")
+    out = tmp_path / "scrubbed.tsv"
+    config = tmp_path / "querylog.yaml"
+    body = {
+        "state_dir": str(tmp_path / "state"),
+        "logging": {"level": "info", "format": "json"},
+        "schema": {"format": "tsv", "header": False},
+        "filters": [{"hipaa_scrub": {"policies": {"phone": "replace", "email": "replace", "ssn": "remove"}}}],
+        "sinks": [{"file": {"path": str(out)}}],
+    }
+    config.write_text(yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
+    conf = tmp_path / "rsyslog.conf"
+    conf.write_text(
+        RSYSLOG_CONF.format(
+            work=work,
+            input=source,
+            querylog=QUERYLOG,
+            config=config,
+            omprog_log=tmp_path / "omprog.log",
+            internal=tmp_path / "rsyslog-internal.log",
+        ),
+        encoding="utf-8",
+    )
+    args = [str(RSYSLOGD), "-n", "-f", str(conf), "-i", str(tmp_path / "rsyslogd.pid"), "-M", str(MODULES)]
+    started = time.monotonic()
+    rsyslogd = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kill_points = sorted(rng.sample(range(LINES // 10, LINES * 8 // 10), KILLS))
+    killed: list[int] = []
+    try:
+        for point in kill_points:
+            child = wait_until(
+                lambda p=point: sum(_ids(out).values()) >= p and _children(rsyslogd),
+                what=f"{point} lines written by a running sidecar",
+                abort=exited(rsyslogd),
+            )[0]
+            child.send_signal(signal.SIGKILL)
+            child.wait(30)
+            killed.append(sum(_ids(out).values()))
+            # rsyslog starts a new one for the unconfirmed message (after action.resumeInterval)
+            wait_until(
+                lambda pid=child.pid: [k for k in _children(rsyslogd) if k.pid != pid],
+                what="rsyslog to start the sidecar again",
+                abort=exited(rsyslogd),
+            )
+        wait_until(lambda: len(_ids(out)) >= LINES, what=f"all {LINES} lines in the output", abort=exited(rsyslogd))
+        seconds = time.monotonic() - started
+    finally:
+        rsyslogd.send_signal(signal.SIGTERM)
+        try:
+            rsyslogd.wait(30)
+        except subprocess.TimeoutExpired:
+            rsyslogd.kill()
+            rsyslogd.wait()
+    got = _ids(out)
+    lost = sorted(set(range(LINES)) - set(got))
+    duplicates = sum(n - 1 for n in got.values())
+    print(
+        f"rsyslog omprog -> filter --confirm: lines={LINES} kill -9 after {killed} lines written; "
+        f"delivered={sum(got.values())} distinct={len(got)} lost={len(lost)} duplicates={duplicates} "
+        f"({LINES / seconds:,.0f} lines/s overall, kills and restarts included)"
+    )
+    assert lost == []
+    assert duplicates <= KILLS  # one message in flight at a time: only it can be written and sent again
+    text = out.read_text(encoding="utf-8")
+    for seq in range(0, LINES, 7):
+        for value in planted(seq):
+            assert value not in text
+    rows = [line.split("\t") for line in text.splitlines()]
+    assert all(len(row) == 5 and "[PHONE]" in row[1] and "[EMAIL]" in row[1] for row in rows)

@@ -306,18 +306,30 @@ class Pipeline:
             for sink in self.sinks:
                 sink.flush()
 
-    def reload(self, config: LoadedConfig) -> None:
+    def reload(self, config: LoadedConfig, *, flush: bool = False, reloadable: frozenset[str] | None = None) -> None:
         """Swap in the chain of ``config`` between batches (see :mod:`sidecar.reload`), or raise its located
-        :class:`ConfigError` and keep the running chain; counted in :attr:`reloads` either way."""
-        from sidecar.reload import build_chain
+        :class:`ConfigError` and keep the running chain; counted in :attr:`reloads` either way. ``flush``: a
+        removed buffering filter that holds events flushes into the sinks first instead of refusing the reload;
+        ``reloadable``: the top-level keys that may change (default: ``filters``)."""
+        from sidecar.reload import RELOADABLE, build_chain, carry_counts, flush_into_sinks, removed_buffering
 
         with self._lock:
             try:
-                chain, unused = build_chain(self, config)
+                chain, unused = build_chain(self, config, flush=flush, reloadable=reloadable or RELOADABLE)
             except BaseException:
                 self.reloads["failure"] += 1
                 raise
-            self.chain, self.config = chain, config
+            removed = [f for f in removed_buffering(self.chain.filters, config) if f.held()] if flush else []
+            try:
+                if removed:
+                    flush_into_sinks(self, removed, config)
+            except BaseException:
+                self.reloads["failure"] += 1
+                for f in chain.filters:
+                    if f not in self.chain.filters:
+                        f.close()
+                raise
+            self.chain, self.config = carry_counts(self.chain, chain), config
             self.reloads["success"] += 1
             for f in unused:
                 f.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from functools import partial
 from typing import Any
 
 import click
@@ -25,30 +26,6 @@ from sidecar.state import StateError, StateInUse, remove_state_database
 log = structlog.get_logger("querylog.serve")
 
 
-class _Finite:
-    """A finite source read on a thread of its own; ``done`` is set when its input ended (or it failed)."""
-
-    def __init__(self, source: Any, runtime: Any) -> None:
-        self.source: Any = source
-        self.error: Exception | None = None
-        self.done = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(runtime,), name=f"querylog-{source.NAME}")
-        self._thread.start()
-
-    def _run(self, runtime: Any) -> None:
-        try:
-            self.source.start(runtime)
-        except Exception as exc:  # counted and named; the other sources go on
-            self.error = exc
-            log.error("source_failed", source=self.source.NAME, error=type(exc).__name__)
-        finally:
-            self.done.set()
-
-    def stop(self) -> None:
-        self.source.stop()
-        self._thread.join()
-
-
 @click.command("serve")
 @click.option("--config", "-c", "config_file", required=True, type=click.Path(dir_okay=False), help="Config file.")
 @click.option(
@@ -59,14 +36,22 @@ class _Finite:
     is_flag=True,
     help="Start from empty state: delete the state database (held events, profiles) first.",
 )
-def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
+@click.option(
+    "--reload-flush",
+    is_flag=True,
+    help="A reload that removes a buffering filter holding events flushes it (its final flush, as at shutdown, "
+    "through the rest of the chain into the sinks) instead of being refused; what it still holds stays in the "
+    "state store.",
+)
+def serve_cmd(config_file: str, listen: str | None, reset_state: bool, reload_flush: bool) -> None:
     """Run every configured source into the chain and its sinks until SIGTERM/SIGINT.
 
     The sources are those of `sources:` (the grpc service when none is listed). A finite source (a file) ends
     when its input ends while the others go on. On SIGTERM/SIGINT each source stops taking input and lets its
     in-flight batches finish; then buffers flush into the sinks once, sinks close, exit 0. On SIGHUP file sinks
     reopen their file and the config is read again: a change of `filters` is swapped in between batches, keeping
-    held events, profiles and budgets; a config it refuses is logged (FILE:LINE) and the running chain goes on.
+    held events, profiles and budgets; a changed, added or removed server source is rebound (drained, nothing
+    acknowledged lost); a config it refuses is logged (FILE:LINE) and the running sources and chain go on.
     A state folder in use by another process: one line naming it and the holder's pid, exit 4."""
     from sidecar.gctune import tune_gc
     from sidecar.pipeline import Pipeline
@@ -90,20 +75,21 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
         fail_config(exc)
     except (StateError, StateInUse) as exc:
         fail_state(exc)
-    servers, finite = _start_sources(cfg, pipeline, listen)
-    pipeline.readiness_checks += (lambda: _not_listening(servers),)
+    sources = _start_sources(cfg, pipeline, listen)
+    pipeline.readiness_checks += (sources.not_listening,)
     pipeline.start_release_timer()
-    metrics, metrics_port = _start_metrics(cfg, pipeline, servers, finite)
+    reload = partial(_on_sighup, config_file, pipeline, sources, reload_flush, threading.Lock())
+    metrics, metrics_port = _start_metrics(cfg, pipeline, sources, reload)
     tune_gc()
     log.info("serving", sources=[spec.path for spec in cfg.sources], metrics_port=metrics_port)
     while not stop.event.wait(0.5):
         if hup.take():
-            _on_sighup(config_file, pipeline)
-        if not servers and all(f.done.is_set() for f in finite):
+            reload()
+        if sources.all_finite_ended():
             break  # every source was finite and every one has ended
     _drain(stop, pipeline, cfg.sidecar.drain_seconds)
-    _shutdown(servers, finite, pipeline, metrics)
-    failed = [reader for reader in finite if reader.error is not None]
+    _shutdown(sources, pipeline, metrics)
+    failed = [reader for reader in sources.finite if reader.error is not None]
     for reader in failed:  # a located config error names the input and the key; anything else only its type
         error = reader.error
         click.echo(
@@ -116,56 +102,45 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool) -> None:
         sys.exit(EXIT_USAGE if all(isinstance(r.error, ConfigError) for r in failed) else 1)
 
 
-def _on_sighup(config_file: Any, pipeline: Any) -> bool:
-    """SIGHUP (or ``POST /-/reload``): reopen file sinks, reload the config and swap in its chain between batches
-    (:mod:`sidecar.reload`); a refused config is logged with its file and line, counted, and the running chain
-    goes on (False)."""
+def _on_sighup(config_file: Any, pipeline: Any, sources: Any, flush: bool, one_at_a_time: threading.Lock) -> bool:
+    """SIGHUP (or ``POST /-/reload``; one reload at a time): reopen file sinks, reload the config, rebind the
+    changed sources and swap in its chain between batches (:mod:`sidecar.reload`); a refused config is logged
+    with its file and line, counted, and the running sources and chain go on (False)."""
     from sidecar.reload import reload_file
 
+    with one_at_a_time:
+        try:
+            return reload_file(pipeline, config_file, sources=sources, flush=flush)
+        except Exception as exc:  # a reload never ends serve
+            log.error("config_reload_failed", error=type(exc).__name__)
+            return False
+
+
+def _start_sources(cfg: Any, pipeline: Any, listen: str | None) -> Any:
+    """Build and start every source (:class:`~sidecar.served_sources.ServedSources`): servers return at once,
+    finite ones read on threads of their own. A failure to start (a port in use, a TLS file that cannot be read)
+    stops what started and exits 1."""
+    from sidecar.served_sources import ServedSources
+
+    sources = ServedSources(pipeline, listen)
     try:
-        return reload_file(pipeline, config_file)
-    except Exception as exc:  # a reload never ends serve
-        log.error("config_reload_failed", error=type(exc).__name__)
-        return False
-
-
-def _start_sources(cfg: Any, pipeline: Any, listen: str | None) -> tuple[list[Any], list[_Finite]]:
-    """Build and start every source: servers return at once, finite ones read on threads of their own. A
-    failure to start (a port in use, a TLS file that cannot be read) stops what started and exits 1."""
-    from sidecar.pipeline import build_component
-
-    servers: list[Any] = []
-    finite: list[_Finite] = []
-    try:
-        for spec in cfg.sources:
-            source = build_component(spec, pipeline.ctx, cfg)
-            if listen is not None and spec.name == "grpc":
-                source.listen = listen
-            if source.FINITE:
-                finite.append(_Finite(source, pipeline))
-            else:
-                source.start(pipeline)
-                servers.append(source)
-            for address in source.listening():
-                log.info(
-                    "listening", source=spec.path, address=str(address), port=address.port, auth=source.authentication()
-                )
+        sources.start(cfg)
     except ConfigError as exc:
-        _shutdown(servers, finite, pipeline)
+        _shutdown(sources, pipeline)
         fail_config(exc)
     except (OSError, RuntimeError) as exc:
-        _shutdown(servers, finite, pipeline)
+        _shutdown(sources, pipeline)
         click.echo(f"serve: {exc}", err=True)
         sys.exit(1)
-    return servers, finite
+    return sources
 
 
-def _start_metrics(cfg: Any, pipeline: Any, servers: list[Any], finite: list[_Finite]) -> tuple[Any, int | None]:
+def _start_metrics(cfg: Any, pipeline: Any, sources: Any, reload: Any) -> tuple[Any, int | None]:
     """The Prometheus endpoint (``sidecar.metrics_listen``, secured by ``sidecar.metrics``), or (None, the port of
     a source's own endpoint, ``server.metrics_listen``, if any) when off; exit 1 when it cannot bind, 2 when a TLS
     or token file of ``metrics`` cannot be read."""
     if cfg.sidecar.metrics_listen is None:
-        own = [port for port in (getattr(source, "metrics_port", None) for source in servers) if port]
+        own = [port for port in (getattr(source, "metrics_port", None) for source in sources.sources) if port]
         return None, own[0] if own else None
     from sidecar.api import ConfigValueError
     from sidecar.metrics import serve_metrics
@@ -181,27 +156,22 @@ def _start_metrics(cfg: Any, pipeline: Any, servers: list[Any], finite: list[_Fi
             ssl_context=tls,
             token=token,
             ready=pipeline.ready,
-            reload=lambda: _on_sighup(cfg.file, pipeline),
+            reload=reload,
             reload_token=reload_token,
         )
     except ConfigValueError as exc:
-        _shutdown(servers, finite, pipeline)
+        _shutdown(sources, pipeline)
         fail_config(cfg.doc.error(f"metrics.{exc.key}", exc.problem))
     except OSError as exc:
-        _shutdown(servers, finite, pipeline)
+        _shutdown(sources, pipeline)
         click.echo(f"serve: metrics_listen {cfg.sidecar.metrics_listen}: {exc.strerror or exc}", err=True)
         sys.exit(1)
     log.info(
         "metrics_listening", port=port, tls=tls is not None, auth=access.auth_kinds(), http_reload=bool(reload_token)
     )
-    if not access.secured and any(source.authentication() != ["none"] for source in servers):
+    if not access.secured and any(source.authentication() != ["none"] for source in sources.sources):
         log.warning("metrics_open", hint="sources authenticate clients; set metrics.tls_* or metrics.auth_token_*")
     return metrics, port
-
-
-def _not_listening(servers: list[Any]) -> list[str]:
-    """Readiness: the server sources that listen on nothing (yet, or any more)."""
-    return [f"source_not_listening:{source.NAME}" for source in servers if not source.listening()]
 
 
 def _drain(stop: Any, pipeline: Any, seconds: float) -> None:
@@ -228,14 +198,11 @@ def _outbox_left(pipeline: Any) -> dict[str, dict[str, int]]:
     return left
 
 
-def _shutdown(servers: list[Any], finite: list[_Finite], pipeline: Any, metrics: Any = None) -> None:
+def _shutdown(sources: Any, pipeline: Any, metrics: Any = None) -> None:
     """Stop the sources (last started first: each lets its in-flight batches finish), release once what buffering
     filters let go at shutdown into the sinks, stop the metrics endpoint (it answered 503 on /readyz meanwhile),
     close the runtime (timer, sinks and their outboxes' last delivery, state), log what the outboxes still hold."""
-    for reader in finite:
-        reader.stop()
-    for source in reversed(servers):
-        source.stop()
+    sources.stop_all()
     try:
         pipeline.release(final=True)
     except Exception as exc:  # a full outbox or disk at shutdown: the release rolled back, the events stay held

@@ -16,6 +16,7 @@ NET = "querylog_examples_net"
 ENTRY_POINTS = f"""\
 [{FILTERS}]
 redact_digits = {KV}:RedactDigitsFilter
+hold_until_final = {KV}:HoldUntilFinalFilter
 
 [{SOURCES}]
 lines = {KV}:LinesSource

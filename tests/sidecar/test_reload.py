@@ -9,142 +9,35 @@ Nothing here prints a record value.
 
 from __future__ import annotations
 
-import http.client
 import json
-import signal
-import subprocess
-import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from faults.faultkit import JsonlOutput, held_ids
-from helpers import QUERYLOG, cli_env, exited, wait_until
+from helpers import cli_env
 from helpers.httptest import lines, post
-from helpers.serving import ServeLog, events
+from helpers.reloading import CATEGORIES, Client, Served, buffered, serves, write_config
 
 from sidecar.api import RecordBatch
 from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
 
-BODY = 10
-CATEGORIES = 3
-
-
-def _config(path: Path, filters: list[dict[str, Any]], **top: Any) -> Path:
-    cfg = {
-        "state_dir": "state",
-        "logging": {"level": "info", "format": "json"},  # the listening events name the bound ports
-        "metrics_listen": "127.0.0.1:0",
-        "flush_interval_seconds": 0.2,
-        "sources": [{"http": {"listen": "127.0.0.1:0"}}],
-        "filters": filters,
-        "sinks": [{"file": {"path": "out.jsonl", "format": "jsonl"}}],
-        **top,
-    }
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
-    return path
-
-
-def _buffer(k: int) -> list[dict[str, Any]]:
-    return [{"category_buffer": {"k": k, "category_field": "cat", "time": "query"}}]
-
-
-class Client(threading.Thread):
-    """Posts bodies of BODY new records until stopped or refused; ``acked``: the ids of bodies answered 200 with
-    every record taken."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(daemon=True)
-        self.port = port
-        self.sent = 0
-        self.acked: list[str] = []
-        self.refused: list[str] = []
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            records = [
-                {"id": f"e{n}", "AnonID": f"user-{n}", "Query": f"query number {n}", "cat": f"c{n % CATEGORIES}"}
-                for n in range(self.sent, self.sent + BODY)
-            ]
-            self.sent += BODY
-            try:
-                answer = post(self.port, lines(*records))
-            except (OSError, http.client.HTTPException) as exc:
-                self.refused.append(type(exc).__name__)
-                return
-            if answer.status != 200 or answer.body.get("accepted") != BODY:
-                self.refused.append(str(answer.status))
-                return
-            self.acked.extend(r["id"] for r in records)
-
-    def more(self, count: int, proc: subprocess.Popen[str]) -> None:
-        """Wait until ``count`` more records were acknowledged."""
-        target = len(self.acked) + count
-        wait_until(lambda: len(self.acked) >= target or self.refused, what=f"{count} more records", abort=exited(proc))
-        assert not self.refused, self.refused
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(timeout=60)
-
-
-class Served:
-    """serve in a subprocess; its http and metrics ports read from its log."""
-
-    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
-        self.config = config
-        self.proc = subprocess.Popen(
-            [QUERYLOG, "serve", "-c", str(config)], stderr=subprocess.PIPE, text=True, cwd=config.parent, env=env
-        )
-        self.log = ServeLog(self.proc)
-        (self.port,) = self.log.ports("http")
-        self.metrics_port = self.log.metrics_port()
-
-    def hup(self, outcome: str, count: int = 1) -> dict[str, Any]:
-        """SIGHUP; wait for the ``count``-th reload log event ``outcome`` (config_reloaded, config_reload_refused)."""
-        self.proc.send_signal(signal.SIGHUP)
-        return wait_until(
-            lambda: (found := events(self.log.snapshot(), outcome)) and len(found) >= count and found[count - 1],
-            what=f"serve to log {outcome}",
-            abort=exited(self.proc),
-        )
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as answer:
-            return str(answer.read().decode())
-
-    def stop(self) -> str:
-        self.proc.send_signal(signal.SIGTERM)
-        text = self.log.text()
-        assert self.proc.returncode == 0, text[-3000:]
-        return text
-
 
 @pytest.fixture
-def served(tmp_path: Path) -> Any:
-    started: list[Served] = []
-
-    def start(config: Path, env: dict[str, str] | None = None) -> Served:
-        started.append(Served(config, env))
-        return started[-1]
-
-    yield start
-    for s in started:
-        if s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
+def served() -> Iterator[Callable[..., Served]]:
+    with serves() as start:
+        yield start
 
 
 @pytest.mark.slow  # a serve subprocess (3-6 s)
 def test_sighup_under_load_swaps_the_chain_keeping_held_events(tmp_path: Path, served: Any) -> None:
     """k 5 -> 2 through category_buffer while a client posts: the reload is swapped in between batches, every
     acknowledged event is in the output or still held (none twice), and what was held at k 5 is released at k 2."""
-    config = _config(tmp_path / "sidecar.yaml", _buffer(5))
+    config = write_config(tmp_path / "sidecar.yaml", buffered(5))
     serve = served(config)
     client = Client(serve.port)
     client.start()
@@ -152,7 +45,7 @@ def test_sighup_under_load_swaps_the_chain_keeping_held_events(tmp_path: Path, s
         client.more(200, serve.proc)
         held_before = _gauge(serve.metrics(), "querylog_events_held")
         assert held_before == CATEGORIES * 4  # each category holds k - 1
-        _config(config, _buffer(2))
+        write_config(config, buffered(2))
         serve.hup("config_reloaded")
         client.more(200, serve.proc)
     finally:
@@ -177,7 +70,7 @@ def test_sighup_under_load_swaps_the_chain_keeping_held_events(tmp_path: Path, s
 def test_an_invalid_reload_keeps_serving_and_is_counted(tmp_path: Path, served: Any) -> None:
     """A config check-config refuses: logged with its file and line, counted as a failure; the old chain (k 3)
     goes on taking and releasing events. A change a reload cannot apply (a sink) is refused the same way."""
-    config = _config(tmp_path / "sidecar.yaml", _buffer(3))
+    config = write_config(tmp_path / "sidecar.yaml", buffered(3))
     serve = served(config)
     client = Client(serve.port)
     client.start()
@@ -209,7 +102,7 @@ def test_an_invalid_reload_keeps_serving_and_is_counted(tmp_path: Path, served: 
 def test_logrotate_move_and_hup_yields_a_new_file(tmp_path: Path, served: Any) -> None:
     """The output is moved aside while a client posts, then SIGHUP: new records go to a new file at the path,
     and every acknowledged record is in one of the two files, once."""
-    config = _config(tmp_path / "sidecar.yaml", [])
+    config = write_config(tmp_path / "sidecar.yaml", [])
     serve = served(config)
     client = Client(serve.port)
     client.start()
@@ -234,7 +127,7 @@ def test_logrotate_move_and_hup_yields_a_new_file(tmp_path: Path, served: Any) -
 @pytest.mark.slow  # a serve subprocess (3-6 s)
 def test_sighup_never_ends_serve(tmp_path: Path, served: Any) -> None:
     """Several SIGHUPs in a row (an unchanged config): serve keeps serving and exits 0 on SIGTERM."""
-    config = _config(tmp_path / "sidecar.yaml", [])
+    config = write_config(tmp_path / "sidecar.yaml", [])
     serve = served(config)
     for n in range(1, 4):
         serve.hup("config_reloaded", count=n)
@@ -247,7 +140,7 @@ def test_sighup_never_ends_serve(tmp_path: Path, served: Any) -> None:
 def test_a_removed_buffering_filter_that_holds_events_is_refused(tmp_path: Path) -> None:
     """In process: removing category_buffer while it holds events is refused with the reason, nothing changes;
     an unchanged filter is the very same object after a reload, a changed one is rebuilt with its held events."""
-    config = _config(tmp_path / "sidecar.yaml", [{"truncate_url": {}}, *_buffer(5)])
+    config = write_config(tmp_path / "sidecar.yaml", [{"truncate_url": {}}, *buffered(5)])
     pipeline = Pipeline(load_config(config))
     try:
         truncate, buffer = pipeline.filters
@@ -256,12 +149,12 @@ def test_a_removed_buffering_filter_that_holds_events_is_refused(tmp_path: Path)
         assert codec is not None
         pipeline.receive(RecordBatch([json.dumps(r) for r in records], codec, "test"))
         assert pipeline.held() == 3
-        _config(config, [{"truncate_url": {}}])
+        write_config(config, [{"truncate_url": {}}])
         with pytest.raises(Exception, match="removes category_buffer, which holds 3 events") as refused:
             pipeline.reload(load_config(config))
         assert getattr(refused.value, "line", None) is not None
         assert pipeline.filters == [truncate, buffer] and pipeline.reloads["failure"] == 1
-        _config(config, [{"truncate_url": {}}, *_buffer(2)])
+        write_config(config, [{"truncate_url": {}}, *buffered(2)])
         pipeline.reload(load_config(config))
         assert pipeline.filters[0] is truncate and pipeline.filters[1] is not buffer
         assert pipeline.held() == 3 and pipeline.reloads["success"] == 1
@@ -284,11 +177,11 @@ def _post_reload(port: int, token: str | None) -> int:
 def test_post_reload_needs_the_configured_token(tmp_path: Path, served: Any) -> None:
     """``POST /-/reload`` on metrics_listen: no such route without a reload token configured; with one, 401
     without it or with another, 200 with it (the chain swapped, counted), 422 when the config is refused."""
-    plain = served(_config(tmp_path / "plain.yaml", []))
+    plain = served(write_config(tmp_path / "plain.yaml", []))
     assert _post_reload(plain.metrics_port, "anything") in (404, 405)  # no such route: any other POST's answer
     assert 'querylog_config_reloads_total{result="success"} 0.0' in plain.metrics()
     plain.stop()
-    config = _config(tmp_path / "sidecar.yaml", _buffer(3), state_dir="state2")
+    config = write_config(tmp_path / "sidecar.yaml", buffered(3), state_dir="state2")
     config.write_text(
         config.read_text(encoding="utf-8") + "metrics: {reload_token_env: QUERYLOG_TEST_RELOAD_TOKEN}\n",
         encoding="utf-8",

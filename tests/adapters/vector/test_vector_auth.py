@@ -79,8 +79,7 @@ def test_serve_logs_each_listening_port_with_its_authentication(
     cfg = load_config(config)
     pipeline = Pipeline(cfg, seed=7)
     with capture_logs() as logs:
-        servers, finite = _start_sources(cfg, pipeline, None)
-        _shutdown(servers, finite, pipeline)
+        _shutdown(_start_sources(cfg, pipeline, None), pipeline)
     listening = {e["source"]: e["auth"] for e in logs if e["event"] == "listening"}
     assert listening == {"sources[0].grpc": ["token"], "sources[1].vector": ["none"]}
 

@@ -2,8 +2,10 @@
 
 * ``KvCodec`` — records are ``key=value`` pairs separated by ``;`` (a made-up format).
 * ``RedactDigitsFilter`` — replaces digits in the query with ``#``, and stamps a non-role field.
+* ``HoldUntilFinalFilter`` — a buffering filter: holds every event (in memory) until the final flush.
 * ``LinesSource`` — a finite source: the lines of a file, in batches, into the runtime.
-* ``JsonLinesSink`` — one JSON object per event, fsynced at ``flush`` (the delivery point).
+* ``JsonLinesSink`` — one JSON object per event, fsynced at ``flush`` (the delivery point); ``reopen`` opens
+  the file again by its path (logrotate's move + HUP).
 """
 
 from __future__ import annotations
@@ -159,6 +161,30 @@ class LinesSource(Source[LinesSourceConfig]):
         self.stopped = True
 
 
+class HoldUntilFinalFilter(Filter[FilterConfig]):
+    """Holds every event until the final flush (shutdown), which lets all of them go: a buffering filter."""
+
+    NAME = "hold_until_final"
+    BUFFERING = True
+
+    def __init__(self, config: FilterConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        self.buffer: list[Event] = []
+
+    def process(self, batch: list[Event]) -> list[Event]:
+        self.buffer.extend(batch)
+        return []
+
+    def flush(self, final: bool) -> list[Event]:
+        if not final:
+            return []
+        out, self.buffer = self.buffer, []
+        return out
+
+    def held(self) -> int:
+        return len(self.buffer)
+
+
 @dataclass(frozen=True)
 class JsonLinesSinkConfig(SinkConfig):
     """Options of the ``json_lines`` sink."""
@@ -185,6 +211,13 @@ class JsonLinesSink(Sink[JsonLinesSinkConfig]):
     def flush(self) -> None:
         self.file.flush()
         os.fsync(self.file.fileno())
+
+    def reopen(self) -> None:
+        """The file again by its path: a new one after logrotate moved it; the old one gets what was written."""
+        new = open(self.ctx.resolve(self.config.path), "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.flush()
+        old, self.file = self.file, new
+        old.close()
 
     def close(self) -> None:
         self.flush()

@@ -1,0 +1,238 @@
+"""A reload rebinds the sources whose options changed (issue 26 item 2, "a changed source address rebinds").
+
+serve runs in a subprocess with an ``http`` source on port 0, category_buffer and a JSON-lines file sink; clients
+post while it reloads, a thread polls ``/readyz`` meanwhile. A changed source starts before the old one stops when
+their ports differ (new first), after it when the port is the same (the old one drains first); one that cannot
+bind is refused with a located error and the old one serves on; sources are added and removed the same way; a
+finite source cannot change; and a reload with a full outbox still swaps the chain, /readyz naming the outbox.
+Nothing here prints a record value.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from faults.faultkit import JsonlOutput, held_ids
+from helpers import cli_env, exited, wait_until
+from helpers.httptest import lines, post
+from helpers.probes import get
+from helpers.reloading import Client, Readiness, Served, buffered, serves, write_config
+from helpers.serving import events
+
+from sidecar.config import ConfigError, load_config
+from sidecar.pipeline import Pipeline
+from sidecar.served_sources import ServedSources
+
+TOKEN = "reload-source-token-0123456789"
+ONE = {"id": "x1", "AnonID": "user-x", "Query": "query x", "cat": "c0"}
+
+
+@pytest.fixture
+def served() -> Iterator[Callable[..., Served]]:
+    with serves() as start:
+        yield start
+
+
+def _sources(config: Path, *sources: dict[str, Any]) -> None:
+    """Rewrite the ``sources`` of ``config``, keeping the rest."""
+    cfg = yaml.safe_load(config.read_text(encoding="utf-8"))
+    cfg["sources"] = list(sources)
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+
+
+def _refused(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:``port`` any more."""
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _nothing_lost(tmp_path: Path, *clients: Client) -> None:
+    """Every acknowledged record is in the output or held by category_buffer, and none is in both or twice."""
+    out = JsonlOutput.read(tmp_path / "out.jsonl")
+    held = held_ids(tmp_path / "state" / "querylog.db")
+    assert out.broken == 0 and not out.ends_mid_line
+    assert all(n == 1 for n in out.ids.values()), "an event was delivered twice"
+    assert not set(out.ids) & set(held), "an event is both delivered and held"
+    acked = {i for c in clients for i in c.acked}
+    lost = acked - set(out.ids) - set(held)
+    assert not lost, f"{len(lost)} acknowledged events lost"
+
+
+@pytest.mark.slow  # a serve subprocess (3-6 s)
+def test_a_changed_source_rebinds_new_first_under_load(tmp_path: Path, served: Any) -> None:
+    """The http source's options change (another port, port 0): the new one listens before the old one stops, the
+    old one's in-flight requests finish, its port closes; /readyz answers 200 all along; every acknowledged record
+    of both clients is delivered or held."""
+    config = write_config(tmp_path / "sidecar.yaml", buffered(3))
+    serve = served(config)
+    ready = Readiness(serve.metrics_port)
+    ready.start()
+    old = Client(serve.port)
+    old.start()
+    new = Client(0, first=100_000)
+    try:
+        old.more(100, serve.proc)
+        _sources(config, {"http": {"listen": "127.0.0.1:0", "retry_after_seconds": 3}})
+        serve.hup("config_reloaded")
+        (rebound,) = _events(serve, "sources_rebound")
+        assert rebound["stopped"] == rebound["started"] == ["sources[0].http"]
+        _, port = serve.log.ports("http", count=2)
+        assert port != serve.port and _refused(serve.port)
+        wait_until(lambda: old.refused, what="the old source's client to be refused", abort=exited(serve.proc))
+        new.port = port
+        new.start()
+        new.more(100, serve.proc)
+    finally:
+        old.stop()
+        if new.is_alive():
+            new.stop()
+        statuses = ready.stop()
+    body = serve.metrics()
+    serve.stop()
+    assert statuses and set(statuses) == {200}, sorted(set(statuses))
+    assert 'querylog_config_reloads_total{result="success"} 1.0' in body
+    _nothing_lost(tmp_path, old, new)
+
+
+@pytest.mark.slow  # a serve subprocess (3-6 s)
+def test_a_source_that_cannot_bind_is_refused_and_the_old_one_serves_on(tmp_path: Path, served: Any) -> None:
+    """A new listen address held by another socket: the reload is refused with FILE:LINE at the listen key,
+    counted; the old source never stopped (new first) and takes input; /readyz stays 200 through it and through a
+    valid reload (k 3 -> 2) under load."""
+    config = write_config(tmp_path / "sidecar.yaml", buffered(3))
+    serve = served(config)
+    ready = Readiness(serve.metrics_port)
+    ready.start()
+    client = Client(serve.port)
+    client.start()
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    try:
+        client.more(60, serve.proc)
+        good = config.read_text(encoding="utf-8")
+        _sources(config, {"http": {"listen": f"127.0.0.1:{busy.getsockname()[1]}"}})
+        refused = serve.hup("config_reload_refused")
+        assert refused["file"] == str(config) and refused["key"] == "sources[0].http.listen"
+        lines_of = config.read_text(encoding="utf-8").splitlines()
+        assert refused["line"] == next(n for n, line in enumerate(lines_of, 1) if line.strip().startswith("listen:"))
+        assert "running sources serve on" in refused["error"]
+        client.more(60, serve.proc)  # the same source, never stopped
+        config.write_text(good.replace("k: 3", "k: 2"), encoding="utf-8")
+        serve.hup("config_reloaded")
+        client.more(60, serve.proc)
+    finally:
+        client.stop()
+        statuses = ready.stop()
+        busy.close()
+    body = serve.metrics()
+    serve.stop()
+    assert statuses and set(statuses) == {200}, sorted(set(statuses))
+    assert 'querylog_config_reloads_total{result="failure"} 1.0' in body
+    assert 'querylog_config_reloads_total{result="success"} 1.0' in body
+    assert not _events(serve, "sources_rebound")
+    _nothing_lost(tmp_path, client)
+
+
+@pytest.mark.slow  # a serve subprocess (3-6 s)
+def test_same_port_rebind_with_a_token_and_a_source_added_and_removed(tmp_path: Path, served: Any) -> None:
+    """The http source on the port it holds, now with a bearer token: the old one stops first (its client's
+    acknowledged records all kept), the new one answers 401 without the token and 200 with it on that same port.
+    Then a second http source is added (it listens, takes input) and removed again (its port closes)."""
+    config = write_config(tmp_path / "sidecar.yaml", buffered(3))
+    serve = served(config, cli_env(QUERYLOG_TEST_SOURCE_TOKEN=TOKEN))
+    client = Client(serve.port)
+    client.start()
+    try:
+        client.more(60, serve.proc)
+        same = {"http": {"listen": f"127.0.0.1:{serve.port}", "auth_token_env": "QUERYLOG_TEST_SOURCE_TOKEN"}}
+        _sources(config, same)
+        serve.hup("config_reloaded")
+        wait_until(lambda: client.refused, what="the client to be refused", abort=exited(serve.proc))
+    finally:
+        client.stop()
+    assert post(serve.port, lines(ONE)).status == 401
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert post(serve.port, lines(ONE), headers=auth).status == 200
+    _sources(config, same, {"http": {"listen": "127.0.0.1:0"}})
+    serve.hup("config_reloaded", count=2)
+    *_, second = serve.log.ports("http", count=3)
+    assert post(second, lines({**ONE, "id": "x2"})).status == 200
+    _sources(config, same)
+    serve.hup("config_reloaded", count=3)
+    assert _refused(second)
+    assert post(serve.port, lines({**ONE, "id": "x3"}), headers=auth).status == 200
+    err = serve.stop()
+    assert TOKEN not in err
+    _nothing_lost(tmp_path, client)
+    out = JsonlOutput.read(tmp_path / "out.jsonl")
+    held = held_ids(tmp_path / "state" / "querylog.db")
+    assert {"x1", "x2", "x3"} <= set(out.ids) | set(held)
+
+
+@pytest.mark.slow  # a serve subprocess (3-6 s)
+def test_a_reload_with_a_full_outbox(tmp_path: Path, served: Any) -> None:
+    """An http sink whose peer is down, its outbox full after one body: /readyz is 503 naming it; a reload of the
+    chain goes through all the same (the outbox is not in the way of a swap) and /readyz still names the outbox,
+    nothing else; the source answers 503 (retry later) as before."""
+    dead = socket.socket()  # bound, never listening: a connection to it is refused
+    dead.bind(("127.0.0.1", 0))
+    sink = {
+        "http": {
+            "url": f"http://127.0.0.1:{dead.getsockname()[1]}/",
+            "outbox_max_batches": 1,
+            "retry_initial_seconds": 30,
+            "close_drain_seconds": 0,
+        }
+    }
+    config = write_config(tmp_path / "sidecar.yaml", [], sinks=[sink])
+    serve = served(config)
+    try:
+        assert post(serve.port, lines(ONE)).status == 200
+        status, body = get(serve.metrics_port, "/readyz")
+        assert status == 503
+        (reason,) = json.loads(body)["not_ready"]
+        assert reason.startswith("outbox_full:")
+        cfg = yaml.safe_load(config.read_text(encoding="utf-8"))
+        cfg["filters"] = [{"truncate_url": {}}]
+        config.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+        serve.hup("config_reloaded")
+        status, body = get(serve.metrics_port, "/readyz")
+        assert status == 503 and json.loads(body)["not_ready"] == [reason]
+        assert post(serve.port, lines({**ONE, "id": "x2"})).status == 503
+    finally:
+        serve.stop()
+        dead.close()
+
+
+def test_a_finite_source_cannot_change_on_reload(tmp_path: Path) -> None:
+    """In process: a reload that changes, adds or removes a file source is refused at its key, nothing started."""
+    (tmp_path / "in.tsv").write_text("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n", encoding="utf-8")
+    config = tmp_path / "c.yaml"
+    config.write_text("state_dir: state\nsources:\n  - file: {path: in.tsv}\n", encoding="utf-8")
+    cfg = load_config(config)
+    pipeline = Pipeline(cfg)
+    try:
+        sources = ServedSources(pipeline)
+        sources.config = cfg  # as start() leaves it, without reading the file
+        assert not sources.plan(cfg).changes
+        config.write_text("state_dir: state\nsources:\n  - file: {path: other.tsv}\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match="finite source cannot change on reload") as refused:
+            sources.plan(load_config(config))
+        assert refused.value.key == "sources[0].file" and refused.value.line == 3
+        config.write_text("state_dir: state\nsources:\n  - http: {listen: '127.0.0.1:0'}\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match="removes a finite source"):
+            sources.plan(load_config(config))
+        assert not sources.servers
+    finally:
+        pipeline.close()
+
+
+def _events(serve: Served, name: str) -> list[dict[str, Any]]:
+    return events(serve.log.snapshot(), name)

@@ -26,7 +26,7 @@ from aiohttp import web
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 
 from adapters.otlp.export import Exporter, InvalidRequest, Outcome, TooLarge, TooMany, decompress, json_to_protobuf
-from sidecar.api import Listen
+from sidecar.api import Backpressure, Listen
 from sidecar.failures import describe_failure
 from sidecar.serving import ServerHost
 
@@ -41,6 +41,11 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 #: how long a body may take to arrive (between two pieces), else 408
 IDLE_SECONDS = 30.0
+
+
+def failure_kind(exc: BaseException) -> str:
+    """``busy`` (an outbox or the disk is full: retry later), ``unavailable`` or ``internal``."""
+    return "busy" if isinstance(exc, Backpressure) else describe_failure(exc).kind
 
 
 def response(outcome: Outcome) -> ExportLogsServiceResponse:
@@ -159,10 +164,11 @@ class OtlpServers:
                 "lower the exporter's batch size",
             )
         except Exception as exc:
-            failure = describe_failure(exc)
-            code = grpc.StatusCode.RESOURCE_EXHAUSTED if failure.kind == "busy" else grpc.StatusCode.UNAVAILABLE
-            self._count(f"refused_{failure.kind}")
-            await context.abort(code, failure.message)
+            kind = failure_kind(exc)
+            code = grpc.StatusCode.RESOURCE_EXHAUSTED if kind == "busy" else grpc.StatusCode.UNAVAILABLE
+            self._count(f"refused_{kind}")
+            message = str(exc) if kind == "busy" else describe_failure(exc).message
+            await context.abort(code, message)
         self._done(outcome)
         return bytes(response(outcome).SerializeToString())
 
@@ -212,9 +218,9 @@ class OtlpServers:
             except InvalidRequest:
                 return self._refuse(400, "invalid_request", as_json)
             except Exception as exc:
-                failure = describe_failure(exc)
-                status = 500 if failure.kind == "internal" else 503
-                return self._refuse(status, failure.kind, as_json, retry=status == 503)
+                kind = failure_kind(exc)
+                status = 500 if kind == "internal" else 503
+                return self._refuse(status, kind, as_json, retry=status == 503)
         self._done(outcome)
         answer = response(outcome)
         if as_json:

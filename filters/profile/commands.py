@@ -34,16 +34,23 @@ def profiles() -> None:
     help="json: {user: {category: {count, weight}}}; csv: user,category,count,weight; sqlite: a table.",
 )
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Output file.")
-def export_cmd(config_file: str, fmt: Literal["json", "csv", "sqlite"], output: str) -> None:
+@click.option(
+    "--state-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="The state folder holding the profiles (default: the config's state_dir): the one the run used.",
+)
+def export_cmd(config_file: str, fmt: Literal["json", "csv", "sqlite"], output: str, state_dir: str | None) -> None:
     """Write every profile (per-user category counts and weights) to a file."""
     from filters.profile import export_profiles
     from sidecar.state import StateStore
 
     cfg = load(config_file)
-    if not cfg.state_dir.exists():
-        click.echo(f"{cfg.state_dir}: no state folder (nothing profiled yet)", err=True)
+    folder = Path(state_dir).resolve() if state_dir is not None else cfg.state_dir
+    if not folder.exists():
+        click.echo(f"{folder}: no state folder (nothing profiled yet)", err=True)
         sys.exit(2)
-    state = StateStore(cfg.state_dir)
+    state = StateStore(folder)
     try:
         n = export_profiles(state, fmt, Path(output))
     finally:

@@ -20,7 +20,7 @@ import pytest
 from faults.faultkit import JsonlOutput, held_ids
 from helpers import cli_env
 from helpers.httptest import lines, post
-from helpers.reloading import CATEGORIES, Client, Served, buffered, serves, write_config
+from helpers.reloading import CATEGORIES, Client, Readiness, Served, buffered, serves, write_config
 
 from sidecar.api import RecordBatch
 from sidecar.config import load_config
@@ -69,9 +69,12 @@ def test_sighup_under_load_swaps_the_chain_keeping_held_events(tmp_path: Path, s
 @pytest.mark.slow  # a serve subprocess (3-6 s)
 def test_an_invalid_reload_keeps_serving_and_is_counted(tmp_path: Path, served: Any) -> None:
     """A config check-config refuses: logged with its file and line, counted as a failure; the old chain (k 3)
-    goes on taking and releasing events. A change a reload cannot apply (a sink) is refused the same way."""
+    goes on taking and releasing events. A change a reload cannot apply (a sink) is refused the same way, saying
+    why. /readyz answers 200 all along."""
     config = write_config(tmp_path / "sidecar.yaml", buffered(3))
     serve = served(config)
+    ready = Readiness(serve.metrics_port)
+    ready.start()
     client = Client(serve.port)
     client.start()
     try:
@@ -84,11 +87,14 @@ def test_an_invalid_reload_keeps_serving_and_is_counted(tmp_path: Path, served: 
         config.write_text(good.replace("out.jsonl", "other.jsonl"), encoding="utf-8")
         refused = serve.hup("config_reload_refused", count=2)
         assert refused["key"] == "sinks" and "restart serve" in refused["error"]
+        assert "outbox" in refused["error"]
         client.more(60, serve.proc)
     finally:
         client.stop()
+        statuses = ready.stop()
     body = serve.metrics()
     serve.stop()
+    assert statuses and set(statuses) == {200}, sorted(set(statuses))
     assert 'querylog_config_reloads_total{result="failure"} 2.0' in body
     assert 'querylog_config_reloads_total{result="success"} 0.0' in body
     out = JsonlOutput.read(tmp_path / "out.jsonl")

@@ -1,9 +1,11 @@
 """Request bodies of the ``http`` source, without I/O: content types, decompression, records, answers.
 
-* :func:`body_format` tells from ``Content-Type`` / ``Content-Encoding`` how a body is read (or why not: 415).
+* :func:`body_format` tells from ``Content-Type`` / ``Content-Encoding`` how a body is read (or why not: 415,
+  listing the accepted types or encodings).
 * :func:`decompress` undoes ``gzip`` (several members one after another too) or ``deflate``, bounded.
 * :func:`split_records` cuts an NDJSON body (or one JSON array of objects) into JSON lines for the runtime's
-  JSON-lines codec; :func:`msgpack_records` does the same for a msgpack stream of maps.
+  JSON-lines codec, and a ``text/plain`` body into its lines; :func:`msgpack_records` does the same for a msgpack
+  stream of maps; :func:`text_format` tells which text codec reads a ``text/plain`` body.
 
 Bad records come back as ``(position, reason, record)``: ``oversized_record`` (the record is not kept),
 ``invalid_utf8``, ``lone_surrogate``, ``invalid_msgpack``, ``msgpack_too_deep``, ``msgpack_not_map``,
@@ -21,12 +23,16 @@ from typing import Any
 
 import msgpack
 
-#: Content types of an NDJSON body (an ``application/json`` body may be one array instead).
-JSON_TYPES = frozenset(
-    {"", "application/x-ndjson", "application/json", "application/jsonlines", "application/x-jsonlines", "text/plain"}
-)
-MSGPACK_TYPES = frozenset({"application/msgpack", "application/x-msgpack", "application/vnd.msgpack"})
+#: Content types of an NDJSON body (an ``application/json`` body may be one array instead); none: NDJSON too.
+JSON_TYPES = ("application/x-ndjson", "application/json", "application/jsonlines", "application/x-jsonlines")
+MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack")
+#: Lines of text, each one record in the schema's format (TSV or JSON lines): Vector's `text` codec, syslog-ng.
+TEXT_TYPES = ("text/plain",)
+#: Every content type a body may have, in the order a 415 lists them.
+ACCEPTED_TYPES = (*JSON_TYPES, *MSGPACK_TYPES, *TEXT_TYPES)
 ENCODINGS = frozenset({"", "identity", "gzip", "x-gzip", "deflate"})
+#: The encodings a 415 lists (``Accept-Encoding``, RFC 7694).
+ACCEPTED_ENCODINGS = ("gzip", "deflate", "identity")
 
 Bad = list[tuple[int, str, bytes | str | None]]
 Records = tuple[list[str], list[int], Bad]
@@ -34,34 +40,51 @@ Records = tuple[list[str], list[int], Bad]
 
 @dataclass
 class Answer:
-    """What a request is answered: status, JSON body, ``Retry-After`` seconds (0: none), whether to close."""
+    """What a request is answered: status, JSON body, ``Retry-After`` seconds (0: none), whether to close, and
+    headers of its own (a 415's ``Accept-Post`` / ``Accept-Encoding``)."""
 
     status: int
     payload: dict[str, Any] = field(default_factory=dict)
     retry_after: int = 0
     close: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class BodyError(Exception):
-    """A request body that cannot be read: the HTTP status and a reason slug."""
+    """A request body that cannot be read: the HTTP status and a reason slug; ``accepted``: what would have been
+    (a 415 lists the content types or encodings), ``headers`` to answer with."""
 
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(
+        self, status: int, reason: str, accepted: tuple[str, ...] = (), headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.accepted = accepted
+        self.headers = headers or {}
+
+    def answer(self, close: bool) -> Answer:
+        """The answer to a request refused with this error."""
+        payload: dict[str, Any] = {"error": self.reason}
+        if self.accepted:
+            payload["accepted"] = list(self.accepted)
+        return Answer(self.status, payload, close=close, headers=dict(self.headers))
 
 
 def body_format(content_type: str | None, encoding: str | None) -> tuple[str, str]:
-    """``(kind, encoding)``: kind ``ndjson``, ``json`` (an array allowed) or ``msgpack``; :class:`BodyError`
-    415 for another content type or encoding."""
+    """``(kind, encoding)``: kind ``ndjson``, ``json`` (an array allowed), ``msgpack`` or ``text`` (lines in the
+    schema's format); :class:`BodyError` 415 listing the accepted ones for another content type or encoding."""
     enc = (encoding or "").strip().lower()
     if enc not in ENCODINGS:
-        raise BodyError(415, "unsupported_encoding")
+        listed = ", ".join(ACCEPTED_ENCODINGS)
+        raise BodyError(415, "unsupported_encoding", ACCEPTED_ENCODINGS, {"Accept-Encoding": listed})
     kind = (content_type or "").split(";", 1)[0].strip().lower()
     if kind in MSGPACK_TYPES:
         return "msgpack", enc
-    if kind not in JSON_TYPES:
-        raise BodyError(415, "unsupported_media_type")
+    if kind in TEXT_TYPES:
+        return "text", enc
+    if kind and kind not in JSON_TYPES:
+        raise BodyError(415, "unsupported_media_type", ACCEPTED_TYPES, {"Accept-Post": ", ".join(ACCEPTED_TYPES)})
     return ("json" if kind == "application/json" else "ndjson"), enc
 
 
@@ -194,3 +217,11 @@ def msgpack_records(body: bytes, max_record_bytes: int) -> Records:
             bad.append((i, "msgpack_not_map", None))
     lines, positions = _as_lines(maps, max_record_bytes, bad)
     return lines, positions, sorted(bad, key=lambda b: b[0])
+
+
+def text_format(schema_format: str, lines: list[str]) -> str:
+    """The format of a ``text/plain`` body's lines: the schema's, or for ``auto`` JSON lines when the first line
+    starts with ``{`` (after spaces), else TSV."""
+    if schema_format != "auto":
+        return schema_format
+    return "jsonl" if lines and lines[0].lstrip().startswith("{") else "tsv"

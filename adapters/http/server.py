@@ -69,6 +69,7 @@ def reply(answer: Answer) -> web.Response:
     resp.headers["Server"] = SERVER_NAME
     if answer.retry_after:
         resp.headers["Retry-After"] = str(answer.retry_after)
+    resp.headers.update(answer.headers)
     if answer.status == 401:
         resp.headers["WWW-Authenticate"] = 'Bearer realm="querylog"'
     if answer.close:
@@ -199,7 +200,8 @@ class HttpServer:
             try:
                 body, kind, encoding = await self._read(request)
             except BodyError as exc:
-                return self._refuse(exc.status, exc.reason, close=exc.status != 415)
+                self.endpoint.count(exc.reason)
+                return reply(exc.answer(exc.status != 415 or endpoint.stopping))
             answer = await self.host.work(endpoint.take, len(body), body, kind, encoding)
         answer.close = answer.close or endpoint.stopping
         return reply(answer)

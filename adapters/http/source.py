@@ -15,16 +15,21 @@ on 4xx, so the status says whether sending again can help):
 * **401** without the right ``Authorization: Bearer <token>`` (when a token is configured), **404** for
   another path, **405** for another method, **408** for a body that stopped arriving or did not arrive whole
   within ``body_timeout_seconds``, **411** without a length, **413** for a body over ``max_body_bytes`` (as
-  sent or decompressed, chunked or not), **415** for another content type or encoding.
+  sent or decompressed, chunked or not), **415** for another content type or encoding (the JSON body's
+  ``accepted`` lists the accepted ones, as do ``Accept-Post`` or ``Accept-Encoding``).
 * **503** with ``Retry-After`` when the sinks cannot take the events now: a sink's outbox is full
   (:class:`~sidecar.api.Backpressure`, before the chain runs), or ``receive`` failed (a sink or the state
   database refused: a full disk...). Nothing of that body was acknowledged; the sender sends it again.
 
 Bodies: ``Content-Type`` ``application/x-ndjson`` (also ``application/json``, ``application/jsonlines``,
-``text/plain`` or none): one JSON object per line, blank lines skipped; an ``application/json`` body that is
-one JSON array of objects (Fluent Bit's ``format json``, Vector without newline framing) is taken as those
-objects; ``application/msgpack``: a stream of maps (or Fluent Bit's ``[time, map]`` pairs), each taken as a
-JSON object. ``Content-Encoding`` ``gzip`` (several members too), ``deflate`` or ``identity``;
+``application/x-jsonlines`` or none): one JSON object per line, blank lines skipped; an ``application/json``
+body that is one JSON array of objects (Vector's ``http`` sink with the ``json`` codec, Fluent Bit's ``format
+json``) is taken as those objects; ``application/msgpack`` (also ``x-msgpack``, ``vnd.msgpack``; Fluent Bit's
+``http`` output by default): a stream of maps, or of ``[time, map]`` / ``[[time, metadata], map]`` entries, each
+map taken as a JSON object; ``text/plain`` (Vector's ``text`` codec, syslog-ng's ``body("${MSG}")``): one record
+per line in the schema's format, TSV of ``schema.columns`` (a line that is exactly their header is skipped) or
+JSON lines; with ``format: auto`` JSON lines when the first line starts with ``{``, else TSV.
+``Content-Encoding`` ``gzip`` (several members too), ``deflate`` or ``identity``;
 ``Content-Length`` or chunked. See :mod:`adapters.http.body` for the reasons a record is dead-lettered here;
 the runtime's codec dead-letters lines that are not a record (``invalid_json``, ``missing_query``...).
 
@@ -45,10 +50,21 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from adapters.http.body import Answer, BodyError, decompress, msgpack_records, split_records
+from adapters.http.body import Answer, BodyError, decompress, msgpack_records, split_records, text_format
 from adapters.http.config import HttpSourceConfig
-from sidecar.api import Backpressure, BuildContext, Listen, Receipt, RecordBatch, Runtime, Source, client_authentication
-from sidecar.codecs import JsonlCodec, SchemaConfig
+from sidecar.api import (
+    Backpressure,
+    BuildContext,
+    Codec,
+    ConfigValueError,
+    Listen,
+    Receipt,
+    RecordBatch,
+    Runtime,
+    Source,
+    client_authentication,
+)
+from sidecar.codecs import JsonlCodec, SchemaConfig, TsvCodec
 from sidecar.serving import ServerHost, ssl_server_context
 
 if TYPE_CHECKING:
@@ -69,7 +85,8 @@ class HttpSource(Source[HttpSourceConfig]):
     NAME = "http"
     Config = HttpSourceConfig
     SUMMARY = (
-        "NDJSON, JSON arrays or msgpack over HTTP POST (Vector http sink, Fluent Bit http output): 200 once durable "
+        "NDJSON, JSON arrays, msgpack or text lines over HTTP POST (Vector http sink, Fluent Bit http output, "
+        "syslog-ng http()): 200 once durable "
         "(also when some records were bad: counted, dead-lettered), 400 only when none was taken, 413 too large, "
         "503 retry later"
     )
@@ -166,10 +183,17 @@ class HttpSource(Source[HttpSourceConfig]):
         lines, positions, bad = (
             msgpack_records(body, max_record) if kind == "msgpack" else split_records(body, kind == "json", max_record)
         )
+        codec = self.codec
+        if kind == "text" and lines:
+            try:
+                codec, lines, positions = self._text_lines(lines, positions)
+            except ConfigValueError:  # TSV lines, a schema whose roles are no columns of schema.columns
+                bad += [(pos, "tsv_columns_lack_roles", line) for pos, line in zip(positions, lines, strict=True)]
+                lines, positions = [], []
         receipt = Receipt()
         if lines:
             try:
-                receipt = runtime.receive(RecordBatch(lines, self.codec, ORIGIN, positions))
+                receipt = runtime.receive(RecordBatch(lines, codec, ORIGIN, positions))
             except Backpressure:  # an outbox filled up meanwhile: nothing ran, nothing acknowledged
                 self.count("backpressure")
                 return Answer(503, {"error": "backpressure"}, retry)
@@ -178,6 +202,22 @@ class HttpSource(Source[HttpSourceConfig]):
                 log.error("http_receive_failed", error=type(exc).__name__, lines=len(lines))
                 return Answer(503, {"error": "unavailable"}, retry)
         return self._answer(runtime, receipt, bad)
+
+    def _text_lines(self, lines: list[str], positions: list[int]) -> tuple[Codec, list[str], list[int]]:
+        """The codec of a ``text/plain`` body's lines (:func:`~adapters.http.body.text_format`) and its records:
+        for TSV (the columns of ``schema.columns``) a line that is exactly their header is skipped, counted as
+        ``header_lines``."""
+        fmt = text_format((self.ctx.schema or SchemaConfig()).format, lines)
+        codec = self.codec if fmt == "jsonl" else self.ctx.codec_for(fmt)
+        if codec is None:  # no runtime codecs (a bare BuildContext): the schema's own
+            codec = TsvCodec(self.ctx.schema or SchemaConfig())
+        if isinstance(codec, TsvCodec):
+            header = "\t".join(codec.columns)
+            keep = [i for i, line in enumerate(lines) if line.rstrip("\r") != header]
+            if len(keep) < len(lines):
+                self.count("header_lines", len(lines) - len(keep))
+                lines, positions = [lines[i] for i in keep], [positions[i] for i in keep]
+        return codec, lines, positions
 
     def _answer(self, runtime: Runtime, receipt: Receipt, bad: list[tuple[int, str, bytes | str | None]]) -> Answer:
         """Dead-letter the records that never reached the runtime; the counts, by reason."""

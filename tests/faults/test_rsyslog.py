@@ -16,13 +16,13 @@ import random
 import signal
 import subprocess
 import time
-from collections import Counter
 from pathlib import Path
 
 import psutil
 import pytest
 import yaml
 from helpers import QUERYLOG
+from helpers.planted_log import SCRUB, assert_scrubbed, delivered_ids, log_line
 from helpers.waiting import exited, wait_until
 
 RSYSLOG = Path(os.environ.get("QUERYLOG_RSYSLOG_ROOT", "/opt/querylog-peers/rsyslog"))
@@ -35,19 +35,6 @@ SEED = int(os.environ.get("QUERYLOG_KILL9_SEED", "27"))
 pytestmark = pytest.mark.skipif(
     not RSYSLOGD.is_file(), reason=f"rsyslogd not unpacked at {RSYSLOG} (./run setup unpacks it)"
 )
-
-
-def planted(seq: int) -> tuple[str, str, str]:
-    """The identifiers planted in line ``seq``'s query: a phone number, an email, an SSN (valid area and group)."""
-    phone = f"555-{100 + seq % 900:03d}-{1000 + seq % 9000:04d}"
-    return phone, f"patient{seq}@example.com", f"{100 + seq % 500:03d}-{10 + seq % 80:02d}-{1000 + seq % 8000:04d}"
-
-
-def log_line(seq: int) -> str:
-    """An AOL-style TSV record (AnonID = seq, unique) whose query carries the identifiers of :func:`planted`."""
-    phone, email, ssn = planted(seq)
-    query = f"call {phone} or mail {email} about claim ssn {ssn} weather"
-    return f"{seq}\t{query}\t2006-03-01 07:17:12\t\t\n"
 
 
 RSYSLOG_CONF = """\
@@ -81,14 +68,6 @@ def _children(rsyslogd: subprocess.Popen[bytes]) -> list[psutil.Process]:
     return out
 
 
-def _ids(out: Path) -> Counter[int]:
-    """AnonIDs of the whole lines written so far."""
-    if not out.exists():
-        return Counter()
-    text = out.read_text(encoding="utf-8")
-    return Counter(int(line.split("\t", 1)[0]) for line in text.splitlines(keepends=True) if line.endswith("\n"))
-
-
 @pytest.mark.slow
 def test_rsyslog_omprog_confirm_survives_kill9(tmp_path: Path) -> None:
     """rsyslogd imfile → omprog → `filter --confirm` (hipaa_scrub → file), the sidecar SIGKILLed at KILLS points:
@@ -104,7 +83,7 @@ def test_rsyslog_omprog_confirm_survives_kill9(tmp_path: Path) -> None:
         "state_dir": str(tmp_path / "state"),
         "logging": {"level": "info", "format": "json"},
         "schema": {"format": "tsv", "header": False},
-        "filters": [{"hipaa_scrub": {"policies": {"phone": "replace", "email": "replace", "ssn": "remove"}}}],
+        "filters": [SCRUB],
         "sinks": [{"file": {"path": str(out)}}],
     }
     config.write_text(yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
@@ -128,20 +107,22 @@ def test_rsyslog_omprog_confirm_survives_kill9(tmp_path: Path) -> None:
     try:
         for point in kill_points:
             child = wait_until(
-                lambda p=point: sum(_ids(out).values()) >= p and _children(rsyslogd),
+                lambda p=point: sum(delivered_ids(out).values()) >= p and _children(rsyslogd),
                 what=f"{point} lines written by a running sidecar",
                 abort=exited(rsyslogd),
             )[0]
             child.send_signal(signal.SIGKILL)
             child.wait(30)
-            killed.append(sum(_ids(out).values()))
+            killed.append(sum(delivered_ids(out).values()))
             # rsyslog starts a new one for the unconfirmed message (after action.resumeInterval)
             wait_until(
                 lambda pid=child.pid: [k for k in _children(rsyslogd) if k.pid != pid],
                 what="rsyslog to start the sidecar again",
                 abort=exited(rsyslogd),
             )
-        wait_until(lambda: len(_ids(out)) >= LINES, what=f"all {LINES} lines in the output", abort=exited(rsyslogd))
+        wait_until(
+            lambda: len(delivered_ids(out)) >= LINES, what=f"all {LINES} lines in the output", abort=exited(rsyslogd)
+        )
         seconds = time.monotonic() - started
     finally:
         rsyslogd.send_signal(signal.SIGTERM)
@@ -150,7 +131,7 @@ def test_rsyslog_omprog_confirm_survives_kill9(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             rsyslogd.kill()
             rsyslogd.wait()
-    got = _ids(out)
+    got = delivered_ids(out)
     lost = sorted(set(range(LINES)) - set(got))
     duplicates = sum(n - 1 for n in got.values())
     print(
@@ -160,9 +141,4 @@ def test_rsyslog_omprog_confirm_survives_kill9(tmp_path: Path) -> None:
     )
     assert lost == []
     assert duplicates <= KILLS  # one message in flight at a time: only it can be written and sent again
-    text = out.read_text(encoding="utf-8")
-    for seq in range(0, LINES, 7):
-        for value in planted(seq):
-            assert value not in text
-    rows = [line.split("\t") for line in text.splitlines()]
-    assert all(len(row) == 5 and "[PHONE]" in row[1] and "[EMAIL]" in row[1] for row in rows)
+    assert_scrubbed(out)

@@ -167,12 +167,34 @@ def _send_http(port: int) -> None:
     assert post(port, lines(*records())).status == 200
 
 
+def _send_otlp(port: int) -> None:
+    from opentelemetry._logs import LogRecord
+    from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+    from opentelemetry.sdk._logs import ReadableLogRecord
+    from opentelemetry.sdk._logs.export import LogRecordExportResult
+    from opentelemetry.sdk.resources import Resource
+
+    exporter = OTLPLogExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=30)
+    try:  # the default roles are bare names: attributes of those keys
+        batch = [ReadableLogRecord(LogRecord(attributes=r), Resource({})) for r in records()]
+        assert exporter.export(batch) == LogRecordExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+
+
+def _otlp_attributes(line: dict[str, Any]) -> dict[str, Any]:
+    """An OTLP/JSON line's one log record's attributes."""
+    (record,) = line["resourceLogs"][0]["scopeLogs"][0]["logRecords"]
+    return {a["key"]: next(iter(a["value"].values())) for a in record["attributes"]}
+
+
 #: How to send the small batch to a source over its protocol, with the protocol's real client (by source name).
 CLIENTS: dict[str, Callable[[int], None]] = {
     "grpc": _send_grpc,
     "vector": _send_vector,
     "forward": _send_forward,
     "http": _send_http,
+    "otlp": _send_otlp,
 }
 
 
@@ -211,6 +233,8 @@ def run_source(name: str, folder: Path) -> None:
         pipeline.close()
     if sent:
         out = [json.loads(line) for line in (folder / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+        if name == "otlp":  # a file sink writes OTLP records as OTLP/JSON
+            out = [_otlp_attributes(line) for line in out]
         assert sorted((r["AnonID"], r["Query"]) for r in out) == sorted((row[0], row[1]) for row in ROWS)
 
 
@@ -238,6 +262,7 @@ def sink_options(name: str, port: int) -> dict[str, Any]:
         "forward": {"address": peer, "connect_timeout_seconds": 1, **quick},
         "vector": {"address": peer, "timeout_seconds": 1, **quick},
         "http": {"url": f"http://{peer}/ingest", "timeout_seconds": 1, **quick},
+        "otlp": {"endpoint": f"http://{peer}/v1/logs", "timeout_seconds": 1, **quick},
         "clickhouse": {"table": "events", "url": f"http://{peer}", "timeout_seconds": 1, **quick},
     }
     if name not in options:

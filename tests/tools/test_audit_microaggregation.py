@@ -239,21 +239,18 @@ def _result(best: float, chance: float, users: int = 100) -> dict[str, object]:
     }
 
 
-@pytest.mark.parametrize(
-    ("best", "chance", "status", "words"), [(0.11, 0.05, "attention", "5.8x"), (0.01, 0.05, "ok", "")]
-)
-def test_attack_above_the_papers_line_is_a_guarantee_needing_attention(
-    best: float, chance: float, status: str, words: str
-) -> None:
-    """A best attack at 11% against paper 001's 1.89% line is 5.8x it: that guarantee needs attention and says why,
-    and the headline is not green although the attack stays under 1/k."""
-    result = _result(best, chance)
-    line = next(g for g in verdicts.guarantees(result) if "published line" in g["guarantee"])
-    assert line["status"] == status and words in line["figure"]
+@pytest.mark.parametrize(("best", "status"), [(0.11, "ok"), (0.01, "ok"), (0.25, "attention")])
+def test_papers_line_is_a_reference_beside_the_attack_not_a_guarantee(best: float, status: str) -> None:
+    """Issue 22 item 3: paper 001's 1.89% is an empirical reference, shown in the attack row's figure; the guarantee
+    is the attack at or below 1/k (11% is ok at k = 5, 25% is not), and no guarantee is the paper's line."""
+    result = _result(best, 0.05)
+    rows = verdicts.guarantees(result)
+    assert not any("published line" in g["guarantee"] or "paper 001's" in g["guarantee"] for g in rows)
+    attack = next(g for g in rows if g["guarantee"].startswith("No attack recovers"))
+    assert attack["status"] == status and "reference" in attack["figure"] and "1.89%" in attack["figure"]
+    assert "650,000 users" in attack["figure"]
     ok, text = verdicts.headline(result)
-    assert ok is (status == "ok")
-    if status == "attention":
-        assert "650,000 users" in line["why"] and text.startswith("Attention")
+    assert ok is (status == "ok") and text.startswith("Attention") is (status != "ok")
 
 
 @pytest.mark.parametrize(("pel", "status"), [(0.35, "ok"), (0.45, "attention")])

@@ -34,3 +34,55 @@ def identifier_counts(queries: Iterable[str]) -> dict[str, Any]:
         "found": dict(sorted(found.items())),
         "records_by_type": dict(sorted(records.items())),
     }
+
+
+ORIGINS = ("own", "copied", "introduced")
+"""Where a released identifier's text comes from: the same user's original queries (a leak about them),
+another user's only (copied between users, e.g. by aggregation), or no original query (the protection drew
+it, e.g. a WordNet person name a DP mechanism picked: not a disclosure about the user)."""
+
+
+def _norm(text: str) -> str:
+    return " " + " ".join(text.lower().split()) + " "
+
+
+def identifier_origins(original: Iterable[tuple[str, str]], protected: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """Protected (user, query) records holding an identifier, by the identifier text's origin (:data:`ORIGINS`).
+
+    A record counts once, under its most serious origin (own, then copied, then introduced). An identifier
+    comes from a user's queries when its text (lower case, spaces collapsed, whole words) occurs in one of
+    them, detected there or not. Protected users must be original ids (kept, or linked by the linkage attack).
+    Counts per origin and type only, never a value.
+    """
+    from filters.hipaa_scrub.scrubber import Scrubber
+
+    scrubber = Scrubber()
+    own_texts: dict[str, set[str]] = {}
+    for user, query in original:
+        own_texts.setdefault(user, set()).add(_norm(query))
+    everyone = "\n".join({t for texts in own_texts.values() for t in texts})
+    joined = {user: "\n".join(texts) for user, texts in own_texts.items()}
+    spans: dict[str, list[tuple[str, str]]] = {}
+    in_any: dict[str, bool] = {}
+    records: Counter[str] = Counter()
+    by_type: dict[str, Counter[str]] = {o: Counter() for o in ORIGINS}
+    for user, query in protected:
+        if not query.strip():
+            continue
+        if query not in spans:
+            spans[query] = [(s.kind, _norm(query[s.start : s.end])) for s in scrubber.detect(query)]
+        found = spans[query]
+        if not found:
+            continue
+        origins = []
+        for kind, value in found:
+            if value not in in_any:
+                in_any[value] = value in everyone
+            origin = "own" if value in joined.get(user, "") else "copied" if in_any[value] else "introduced"
+            origins.append(origin)
+            by_type[origin][kind] += 1
+        records[min(origins, key=ORIGINS.index)] += 1
+    return {
+        "records_by_origin": {o: records[o] for o in ORIGINS},
+        "found_by_origin": {o: dict(sorted(by_type[o].items())) for o in ORIGINS},
+    }

@@ -24,6 +24,8 @@ class Record:
     instance: str | None = None
     rest: str = ""
     """Every field but the user, in a fixed order: two records are identical when user and rest are."""
+    url: str = ""
+    """The clicked URL ("" when none): its host is evidence for the user linkage attack."""
 
 
 def read_log(
@@ -53,7 +55,15 @@ def read_log(
             continue
         instance = _field(ev, instance_field, role_of) if instance_field else None
         records.append(
-            Record(str(ev.user), str(ev.query), "" if ev.time is None else str(ev.time), line, instance, _rest(ev))
+            Record(
+                str(ev.user),
+                str(ev.query),
+                "" if ev.time is None else str(ev.time),
+                line,
+                instance,
+                _rest(ev),
+                "" if ev.url is None else str(ev.url),
+            )
         )
     return records, bad
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.codecs import SchemaConfig
-from sidecar.tools.audit import deanon, matcher, measures_microagg, provenance, texts, utility
+from sidecar.tools.audit import deanon, linkage, matcher, measures_microagg, provenance, texts, utility
 from sidecar.tools.audit.html import render_html
-from sidecar.tools.audit.identifiers import identifier_counts
+from sidecar.tools.audit.identifiers import identifier_counts, identifier_origins
 from sidecar.tools.audit.logs import Record, empty_queries, read_log
 from sidecar.tools.audit.verdicts import PAPER_BEST, verdict
 
@@ -139,11 +139,15 @@ def run_audit(
         "classified_share": sum(c != UNKNOWN for c in cat_o) / len(cat_o) if cat_o else 0.0,
         "attacker": {"k": k, "delta": delta, "knowledge_base": "same as the sidecar (paper 001 worst case)"},
     }
-    result.update(matcher.match(original, protected))
-    _attacks(result, original, protected, cat_o, cat_p, instance_field, k=k, delta=delta, seed=seed)
+    link = linkage.attack(original, protected)
+    result["linkage"] = link.summary
+    # ids replaced (pseudonyms, random strings): the pair attacks and profiles compare under the linked ids
+    attacked = protected if link.summary["ids_comparable"] else link.relabel(protected)
+    result.update(matcher.match(original, attacked))
+    _attacks(result, original, attacked, cat_o, cat_p, instance_field, k=k, delta=delta, seed=seed)
     util = utility.compare(
         utility.profiles((r.user, c) for r, c in zip(original, cat_o)),
-        utility.profiles((r.user, c) for r, c in zip(protected, cat_p)),
+        utility.profiles((r.user, c) for r, c in zip(attacked, cat_p)),
     )
     result.update(util)
     result["category_counts"] = {"original": dict(Counter(cat_o)), "protected": dict(Counter(cat_p))}
@@ -154,6 +158,9 @@ def run_audit(
         result["identifiers"] = {
             "original": identifier_counts(r.query for r in original),
             "protected": identifier_counts(r.query for r in protected),
+            "protected_origin": identifier_origins(
+                ((r.user, r.query) for r in original), ((r.user, r.query) for r in attacked)
+            ),
         }
     result["events"] = provenance.events_accounting(result)
     if config_file is not None and "category_buffer" in result["events"]["filters"]:

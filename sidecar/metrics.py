@@ -101,6 +101,7 @@ class PipelineCollector(Collector):
         yield from _latency(s)
         yield build_info()
         yield _config_reloads(s)
+        yield _field_policies(s)
         yield GaugeMetricFamily(
             "querylog_uptime_seconds", "Seconds since the pipeline was built.", value=s.get("uptime_seconds", 0.0)
         )
@@ -115,6 +116,19 @@ def _config_reloads(s: dict[str, Any]) -> CounterMetricFamily:
     for result in ("success", "failure"):
         reloads.add_metric([result], counts.get(result, 0))
     return reloads
+
+
+def _field_policies(s: dict[str, Any]) -> CounterMetricFamily:
+    """``querylog_field_policy_total{field, outcome}``: what the field policies did (schema.fields; names only)."""
+    family = CounterMetricFamily(
+        "querylog_field_policy",
+        "Fields the field policies changed, removed or refused, by field name and outcome (schema.fields).",
+        labels=["field", "outcome"],
+    )
+    for name, outcomes in sorted(s.get("fields", {}).items()):
+        for outcome, n in sorted(outcomes.items()):
+            family.add_metric([name, outcome], n)
+    return family
 
 
 def _category_k(filters: list[dict[str, Any]]) -> GaugeMetricFamily:

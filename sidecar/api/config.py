@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from sidecar.api.events import ROLES
 
@@ -67,6 +67,34 @@ class RolesConfig:
         return {role: getattr(self, role) for role in ROLES}
 
 
+PolicyName = Literal["keep", "drop", "hash", "ip_prefix", "ip_encrypt", "user_agent", "url", "scrub"]
+"""What becomes of a non-role field's value (``schema.fields``; applied by the runtime, :mod:`sidecar.fieldpolicy`)."""
+POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
+#: Field policies that need the field key (``schema.field_key_env`` / ``field_key_file``).
+KEYED_POLICIES = frozenset({"hash", "ip_encrypt"})
+
+
+@dataclass(frozen=True)
+class FieldPolicy:
+    """One field's policy with its options (the short form is the policy's name alone: ``ip: ip_encrypt``)."""
+
+    policy: PolicyName = option(
+        doc="keep (as it is), drop (removed; a format with fixed columns writes its placeholder), hash (keyed "
+        "HMAC-SHA256, hex), ip_prefix (IPv4 /24, IPv6 /48 kept, the rest zero), ip_encrypt (Crypto-PAn: keyed, "
+        "prefix-preserving pseudonym addresses), user_agent (browser family and major version), url (scheme and "
+        "host, as truncate_url), scrub (hipaa_scrub with its defaults on the field's text)."
+    )
+    ipv4_prefix: int = option(24, "ip_prefix: leading bits of an IPv4 address kept.", min=0, max=32)
+    ipv6_prefix: int = option(48, "ip_prefix: leading bits of an IPv6 address kept.", min=0, max=128)
+    length: int = option(16, "hash: hex characters of the digest written.", min=8, max=64)
+
+    def __post_init__(self) -> None:
+        if self.policy != "ip_prefix" and (self.ipv4_prefix, self.ipv6_prefix) != (24, 48):
+            raise ConfigValueError("ipv4_prefix", "prefix lengths apply to the ip_prefix policy only")
+        if self.policy != "hash" and self.length != 16:
+            raise ConfigValueError("length", "length applies to the hash policy only")
+
+
 @dataclass(frozen=True)
 class SchemaConfig:
     """How input records look. Output uses the same schema."""
@@ -78,7 +106,44 @@ class SchemaConfig:
     header: bool = option(True, "TSV: the first line is a header naming the columns (kept in the output).")
     columns: tuple[str, ...] = option(AOL_COLUMNS, "TSV: column names when there is no header line.")
     roles: RolesConfig = option(RolesConfig(), "Record field of each role.")
+    fields: Mapping[str, PolicyName | FieldPolicy] | None = option(
+        None,
+        "Policy of each non-role field by name (`client_ip: ip_encrypt`, or `{policy: ip_prefix, ipv4_prefix: "
+        "16}`): keep, drop, hash, ip_prefix, ip_encrypt, user_agent, url, scrub (docs/FIELDS.md).",
+    )
+    unlisted: Literal["keep", "drop", "error"] = option(
+        "keep",
+        "A non-role field `fields` does not name: keep it, drop it, or dead-letter the record (undeclared_field, "
+        "counted by field name: fail-closed).",
+    )
+    field_key_env: str | None = option(
+        None, "Environment variable holding the key of the hash and ip_encrypt policies.", secret_ref=True
+    )
+    field_key_file: str | None = option(
+        None, "File holding the key of the hash and ip_encrypt policies (relative to the config).", secret_ref=True
+    )
+
 
     def __post_init__(self) -> None:
         if not self.header and len(set(self.columns)) != len(self.columns):
             raise ConfigValueError("columns", "column names must be unique")
+        roles = {name for name in self.roles.mapping().values() if name is not None}
+        for name in self.fields or {}:
+            if name in roles:
+                raise ConfigValueError(f"fields.{name}", "is a role's field: its filters decide, not a field policy")
+        keyed = sorted(n for n, spec in (self.fields or {}).items() if policy_of(spec).policy in KEYED_POLICIES)
+        if self.field_key_env is not None and self.field_key_file is not None:
+            raise ConfigValueError("field_key_env", "Set field_key_env or field_key_file, not both")
+        if keyed and self.field_key_env is None and self.field_key_file is None:
+            raise ConfigValueError(
+                f"fields.{keyed[0]}", "hash and ip_encrypt need a key: set field_key_env or field_key_file"
+            )
+
+    def policies(self) -> dict[str, FieldPolicy]:
+        """Each configured field's :class:`FieldPolicy`."""
+        return {name: policy_of(spec) for name, spec in (self.fields or {}).items()}
+
+
+def policy_of(spec: PolicyName | FieldPolicy) -> FieldPolicy:
+    """The :class:`FieldPolicy` of a configured value (a policy name, or the mapping form)."""
+    return spec if isinstance(spec, FieldPolicy) else FieldPolicy(policy=spec)

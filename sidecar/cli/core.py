@@ -9,6 +9,7 @@ from importlib import resources
 import click
 
 from sidecar.api import FILTERS, SINKS, SOURCES
+from sidecar.cli.fieldcheck import report_sample
 from sidecar.commandkit import EXIT_USAGE, fail_config, fail_state, load, setup_logs
 from sidecar.config import ConfigError, describe_config
 from sidecar.registry import plugin_origin, plugins
@@ -23,13 +24,20 @@ from sidecar.state import StateError
     help="Also fail (exit 2) when some network sources require authentication (token, mutual TLS, shared key) "
     "and others accept anyone: one line per open source.",
 )
-def check_config(config_file: str, strict: bool) -> None:
+@click.option(
+    "--sample",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A file of records in the configured format: list (stderr) the non-role fields of its first 1,000 records "
+    "that schema.fields gives no policy; with `unlisted: error` (their records would be dead-lettered) exit 2.",
+)
+def check_config(config_file: str, strict: bool, sample: str | None) -> None:
     """Validate a config file (touching nothing: no state, no files); exit 2 with FILE:LINE: KEY: problem."""
     from sidecar.pipeline import Pipeline, build_component
 
     cfg = load(config_file)
     setup_logs(cfg, level="warning")  # the verdict is the output: no info lines around it
     auth: list[tuple[str, list[str]]] = []  # (source path, its authentication), network sources only
+    undeclared = False
     try:
         pipeline = Pipeline(cfg, with_sinks=True, validate_only=True)
         try:
@@ -37,6 +45,8 @@ def check_config(config_file: str, strict: bool) -> None:
                 source = build_component(spec, pipeline.ctx, cfg)
                 if not source.FINITE:
                     auth.append((spec.path, list(source.authentication())))
+            if sample is not None:
+                undeclared = report_sample(cfg.sidecar.schema, pipeline.ctx, sample)
         finally:
             pipeline.close()
     except ConfigError as exc:
@@ -52,6 +62,8 @@ def check_config(config_file: str, strict: bool) -> None:
                 "for forward, a shared key",
                 err=True,
             )
+        sys.exit(EXIT_USAGE)
+    if undeclared:
         sys.exit(EXIT_USAGE)
     names = [spec.name for spec in cfg.filters]
     click.echo(f"{config_file}: ok ({len(names)} filters: {' -> '.join(names) or 'none'})")

@@ -198,21 +198,30 @@ def _type_name(tp: Any) -> str:
     return {str: "string", int: "integer", float: "number", bool: "boolean"}.get(tp, getattr(tp, "__name__", str(tp)))
 
 
+def _takes_mapping(tp: Any) -> bool:
+    """True for an option type written as a YAML mapping (a dataclass, a mapping)."""
+    return _is_dataclass(tp) or get_origin(tp) in (dict, Mapping)
+
+
 def _convert(tp: Any, value: Any, key: str, doc: Located, path: str) -> Any:
     origin = get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
-        failed: list[ConfigError] = []
+        failed: list[tuple[Any, ConfigError]] = []
         for arg in args:
             if arg is type(None):
                 continue
             try:
                 return _convert(arg, value, key, doc, path)
             except ConfigError as exc:
-                failed.append(exc)
-        raise failed[0] if len(failed) == 1 else doc.error(path, f"must be {_type_name(tp)}")
+                failed.append((arg, exc))
+        # a mapping given for a union with one mapping type (`name | {policy: ..., options}`): that type's error
+        shaped = [exc for arg, exc in failed if _takes_mapping(arg) == isinstance(value, dict)]
+        if len(failed) == 1 or len(shaped) == 1:
+            raise (failed[0][1] if len(failed) == 1 else shaped[0])
+        raise doc.error(path, f"must be {_type_name(tp)}")
     if origin is Literal:
         allowed = get_args(tp)
         if value not in allowed:

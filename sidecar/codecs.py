@@ -354,10 +354,13 @@ def _dumps(record: dict[str, Any], raw: str) -> str:
 
 
 def codec_for(schema: SchemaConfig, path: str | None) -> TsvCodec | JsonlCodec:
-    """The codec for a schema, picking the format by file extension when ``auto``."""
+    """The TSV or JSON-lines codec for a schema, picking the format by file extension when ``auto`` (TSV when it
+    says nothing). Any text format, a plugin's included: :func:`sidecar.textcodecs.text_codec`."""
     fmt: str = schema.format
     if fmt == "auto":
         fmt = format_from_path(path) or "tsv"
+    if fmt not in ("tsv", "jsonl"):
+        raise ConfigValueError("format", f"{fmt} records cannot be read here (tsv or jsonl only)")
     return TsvCodec(schema) if fmt == "tsv" else JsonlCodec(schema)
 
 

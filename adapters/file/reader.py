@@ -1,4 +1,4 @@
-"""Reading log files: TSV or JSON lines, plain or gzip (by extension), stdin as ``-``.
+"""Reading log files: TSV, JSON lines or another text format (access logs), plain or gzip, stdin as ``-``.
 
 The reader hands out batches of decoded text lines. Bad input never stops it:
 invalid UTF-8, oversized records and truncated or corrupt gzip streams become
@@ -18,9 +18,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from sidecar.api import ConfigValueError, DeadLetterSink, SchemaConfig
-from sidecar.codecs import JsonlCodec, TsvCodec, codec_for, format_from_path
+import structlog
+
+from sidecar.api import Codec, ConfigValueError, DeadLetterSink, SchemaConfig
+from sidecar.codecs import TsvCodec, format_from_path
 from sidecar.config import ConfigError
+from sidecar.textcodecs import sniff_format as sniff_line
+from sidecar.textcodecs import text_codec
 
 CHUNK = 1 << 20
 
@@ -262,7 +266,7 @@ class FileTsvCodec(TsvCodec):
 class LogInput:
     """An opened log: its codec (header accepted), the header line (with its newline) and the batches after it."""
 
-    codec: TsvCodec | JsonlCodec
+    codec: Codec
     header: str | None
     batches: Iterator[LineBatch]
     reader: LineReader
@@ -290,10 +294,11 @@ def open_log(
     assumed = ""
     if schema.format == "auto" and format_from_path(path) is None:  # stdin, a pipe, an unknown extension
         fmt, batches = sniff_format(batches)
-        schema = dataclasses.replace(schema, format=fmt)  # type: ignore[arg-type]  # tsv or jsonl
+        schema = dataclasses.replace(schema, format=fmt)  # type: ignore[arg-type]  # a text format's name
         assumed = f" (format {fmt} assumed from the first record: schema.format is auto and the input has no "
         assumed += "extension)"
-    codec = codec_for(schema, path)
+        structlog.get_logger().info("input_format_detected", format=fmt)  # the format's name, never a record
+    codec = text_codec(schema, path)
     if isinstance(codec, TsvCodec):
         codec = FileTsvCodec(codec.schema)
     header = None
@@ -308,15 +313,16 @@ def open_log(
 
 
 def sniff_format(batches: Iterator[LineBatch]) -> tuple[str, Iterator[LineBatch]]:
-    """The format of an input known by its content only: ``jsonl`` when its first non-blank line starts with
-    ``{`` (after whitespace), else ``tsv``; the batches are given back whole."""
+    """The format of an input known by its content only, by its first non-blank line
+    (:func:`sidecar.textcodecs.sniff_format`: ``jsonl``, ``access_log``, else ``tsv``); the batches are given back
+    whole."""
     seen: list[LineBatch] = []
     fmt = "tsv"
     for batch in batches:
         seen.append(batch)
         first = next((line.lstrip() for line in batch.lines if line.strip()), None)
         if first is not None:
-            fmt = "jsonl" if first.startswith("{") else "tsv"
+            fmt = sniff_line(first)
             break
     return fmt, _chain(seen, batches)
 

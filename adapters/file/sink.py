@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import gzip
 import io
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 from typing import IO, Any, Literal, TextIO
 
 from sidecar.api import BadRecord, BuildContext, Codec, ConfigValueError, Event, Sink, SinkConfig, option
-from sidecar.codecs import JsonlCodec, SchemaConfig, TsvCodec, format_from_path
+from sidecar.codecs import SchemaConfig, format_from_path
+from sidecar.textcodecs import text_codec
 
 
 class TextWriter:
@@ -153,7 +155,7 @@ class TextWriter:
             raise
 
 
-TEXT_FORMATS = ("tsv", "jsonl")
+TEXT_FORMATS = ("tsv", "jsonl", "access_log")
 
 
 def _create_sizes(db: Any) -> None:
@@ -165,10 +167,11 @@ class FileSinkConfig(SinkConfig):
     """Write events to a file (or `-` for stdout) in the input's schema."""
 
     path: str = option("-", "Output path; .gz compresses; `-` is stdout.")
-    format: Literal["auto", "tsv", "jsonl"] = option(
+    format: Literal["auto", "tsv", "jsonl", "access_log"] = option(
         "auto",
         "Output format; auto: the path's extension, else the schema's format, else each record in its own "
-        "source's text format (records from gRPC, forward or Vector as TSV).",
+        "source's text format (records from gRPC, forward or Vector as TSV). access_log writes access-log "
+        "records only (another format's record is dead-lettered: it has no request line).",
     )
     fsync: bool = option(False, "fsync on every flush (delivery then survives a power cut).")
     mode: Literal["append", "truncate", "resume"] = option(
@@ -221,7 +224,7 @@ class FileSink(Sink[FileSinkConfig]):
         if codec is not None and codec.format in TEXT_FORMATS and (fmt is None or codec.format == fmt):
             self.codec = codec  # the first source's layout (TSV columns) for the header and conversions
         else:
-            self.codec = JsonlCodec(self.schema) if fmt == "jsonl" else TsvCodec(self.schema)
+            self.codec = text_codec(dataclasses.replace(self.schema, format=fmt or "tsv"), None)  # type: ignore[arg-type]
             h = self.codec.header_for_output()
             header = h + "\n" if h is not None else None
         resume_at: int | None = None
@@ -339,7 +342,7 @@ class FileSink(Sink[FileSinkConfig]):
 class StdoutSinkConfig(SinkConfig):
     """Write events to standard output in the input's schema."""
 
-    format: Literal["auto", "tsv", "jsonl"] = option(
+    format: Literal["auto", "tsv", "jsonl", "access_log"] = option(
         "auto", "Output format; auto: the schema's format, else each record in its own source's text format."
     )
 

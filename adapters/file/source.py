@@ -41,7 +41,9 @@ class FileSourceConfig(SourceConfig):
     """Read a log file once, from start to end."""
 
     path: str = option(doc="Input path (relative to the config file); .gz is read compressed; `-` is stdin.")
-    format: Literal["auto", "tsv", "jsonl"] = option("auto", "Record format; auto: the schema's, else by extension.")
+    format: Literal["auto", "tsv", "jsonl", "access_log"] = option(
+        "auto", "Record format; auto: the schema's, else by extension, else by the first record."
+    )
     batch_size: int = option(1000, "Records per batch.", min=1, max=100_000)
     max_record_bytes: int = option(65536, "Longer records are dead-lettered.", min=16)
     resume: bool = option(

@@ -99,13 +99,35 @@ class FieldPolicy:
 class SchemaConfig:
     """How input records look. Output uses the same schema."""
 
-    format: Literal["auto", "tsv", "jsonl"] = option(
+    format: Literal["auto", "tsv", "jsonl", "access_log"] = option(
         "auto",
-        "Record format; auto picks by file extension (.tsv/.txt -> tsv, .jsonl/.json/.ndjson -> jsonl).",
+        "Record format; auto picks by file extension (.tsv/.txt -> tsv, .jsonl/.json/.ndjson -> jsonl), else by the "
+        "first record (`{`: jsonl; a `combined` access-log line: access_log; else tsv). access_log: nginx/Apache "
+        "access logs (log_format or apache_format; docs/STACK.md).",
     )
     header: bool = option(True, "TSV: the first line is a header naming the columns (kept in the output).")
     columns: tuple[str, ...] = option(AOL_COLUMNS, "TSV: column names when there is no header line.")
-    roles: RolesConfig = option(RolesConfig(), "Record field of each role.")
+    roles: RolesConfig = option(
+        RolesConfig(),
+        "Record field of each role. access_log: a variable of the format (`user: remote_addr`, `time: time_local`), "
+        "the query a URL parameter (`query: request.q`, or `request.q|query`: the first the URL has); roles left "
+        "at their TSV defaults read remote_addr, request.q, time_local.",
+    )
+    log_format: str = option(
+        "combined",
+        "access_log: the nginx `log_format` string of the log (`$remote_addr - $remote_user [$time_local] ...`), or "
+        "`combined`, nginx's own. Values escaped as nginx's escape=default does.",
+    )
+    apache_format: str | None = option(
+        None,
+        "access_log: the Apache `LogFormat` string of the log (`%h %l %u %t \\\"%r\\\" %>s %b`), or `common` / "
+        "`combined`, instead of log_format.",
+    )
+    search_path: str | None = option(
+        None,
+        "access_log: the path of search requests (`/search`); only a request to it, or a referer URL with it, has a "
+        "query. null: any URL that has the query parameter.",
+    )
     fields: Mapping[str, PolicyName | FieldPolicy] | None = option(
         None,
         "Policy of each non-role field by name (`client_ip: ip_encrypt`, or `{policy: ip_prefix, ipv4_prefix: "
@@ -122,7 +144,6 @@ class SchemaConfig:
     field_key_file: str | None = option(
         None, "File holding the key of the hash and ip_encrypt policies (relative to the config).", secret_ref=True
     )
-
 
     def __post_init__(self) -> None:
         if not self.header and len(set(self.columns)) != len(self.columns):

@@ -34,6 +34,7 @@ SHARED_SERVICES: dict[str, str] = {
     "sidecar.protowire": "protobuf wire scanning (count and size events before parsing) for the gRPC and Vector codecs",
     "sidecar.netsink": "the HTTP client, line batching and payload dead-lettering of the HTTP-based sinks",
     "sidecar.codecs": "the text codecs (TSV, JSON lines) that line-based formats (file, HTTP) read and write with",
+    "sidecar.textcodecs": "text formats by name (TSV, JSON lines, a plugin's access_log) for the file source and sink",
     "sidecar.records": "the framing rule of text outputs and a record rebuilt for another format, for every encoder",
     "sidecar.failures": "a failed batch's outcome for a client (busy, unavailable, internal), one for all servers",
 }
@@ -41,6 +42,8 @@ SHARED_SERVICES: dict[str, str] = {
 SERVICE_EXCEPTIONS: dict[str, set[str]] = {
     # a failed batch's outcome depends on the runtime's own errors: a full outbox, a state database, a sink
     "sidecar.failures": {"sidecar.outbox", "sidecar.state"},
+    # a text format other than TSV and JSON lines (access_log) is a codec registered under querylog.codecs
+    "sidecar.textcodecs": {"sidecar.registry"},
 }
 #: Plugin component modules that import more than the contract and the shared services, and why.
 PLUGIN_EXCEPTIONS: dict[str, set[str]] = {

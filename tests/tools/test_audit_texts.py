@@ -214,7 +214,8 @@ def test_word_senders_count_distinct_users_per_word() -> None:
 
 def test_ilr_histogram_spreads_the_users_on_a_log_axis(monkeypatch: pytest.MonkeyPatch) -> None:
     """95 users between 2% and 40% and 5 at 300-500%: a linear axis to 500% put nearly everyone in one bar; the
-    report's axis is logarithmic and no bar holds more than half of the users."""
+    report's axis is logarithmic and no bar holds more than half of the users; users under 0.1% (rounding noise
+    around 1e-13 % included) are counted in the axis label, not drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -225,6 +226,10 @@ def test_ilr_histogram_spreads_the_users_on_a_log_axis(monkeypatch: pytest.Monke
     plots.ilr_histogram(ax, [100 * v for v in values])
     heights = [p.get_height() for p in ax.patches]
     assert ax.get_xscale() == "log" and sum(heights) == 100 and max(heights) <= 50
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    plots.ilr_histogram(ax, [100 * v for v in values] + [1e-13, 0.0])  # rounding noise does not stretch the axis
+    assert ax.get_xlim()[0] > plots.ILR_FLOOR / 2 and "2 users under 0.1% not drawn" in ax.get_xlabel()
     plt.close(fig)
     fig, ax = plt.subplots()
     plots.ilr_histogram(ax, [10.0, 12.0, 15.0, 20.0, 0.0])  # nothing dwarfs the rest: linear, the zero drawn

@@ -135,6 +135,7 @@ def pel_ilr(result: dict[str, Any]) -> Plot:
     m = result["microaggregation"]
     k, _ = microaggregation_k(result)
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig.subplots_adjust(wspace=0.3)
     a.hist([100 * v for v in m["pel_values"]], bins=20, range=(0, 100), color="#4c72b0")
     a.axvline(100 * m["pel"]["mean"], color="#222222", linestyle="-", label=f"mean {100 * m['pel']['mean']:.1f}%")
     if k:
@@ -149,28 +150,31 @@ def pel_ilr(result: dict[str, Any]) -> Plot:
     return finish("PEL and ILR per user", fig)
 
 
+ILR_FLOOR = 0.1
+"""ILR per user (%) under which the histogram counts a user as unchanged (rounding noise of two equal entropies
+is around 1e-13 %; on a log axis it would stretch the axis over a dozen empty decades)."""
+
+
 def ilr_histogram(ax: Any, values: list[float]) -> None:
     """ILR per user (%) as a histogram whose bars split the users: ILR is unbounded, and a few users at hundreds of
     percent would squeeze everyone else into one bar of a linear axis, so when the largest value dwarfs the median
-    (:func:`needs_log`) the x axis is logarithmic with bins evenly spaced on it (users at exactly 0% cannot sit
-    on a log axis: the axis label counts them)."""
+    (:func:`needs_log`) the x axis is logarithmic with bins evenly spaced on it from :data:`ILR_FLOOR` (users
+    below it cannot sit on a log axis: the axis label counts them)."""
     import numpy as np
     from matplotlib.ticker import FuncFormatter
 
     label = "ILR per user (%): entropy lost or gained"
-    positive = [v for v in values if v > 0]
-    if not needs_log(values) or len(positive) < 2:
+    drawn = [v for v in values if v >= ILR_FLOOR]
+    ax.set_ylabel("users")
+    if not needs_log(values) or len(drawn) < 2 or max(drawn) <= min(drawn):
         ax.hist(values, bins=20, color="#55a868")
         ax.set_xlabel(label)
-        ax.set_ylabel("users")
         return
-    low, high = min(positive), max(positive)
-    ax.hist(positive, bins=np.geomspace(low, high * 1.0001, 25), color="#55a868")
+    ax.hist(drawn, bins=np.geomspace(min(drawn), max(drawn) * 1.0001, 25), color="#55a868")
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.10g}"))
-    zeros = len(values) - len(positive)
-    ax.set_xlabel(f"{label}, log scale" + (f" ({zeros:,} users at 0% not drawn)" if zeros else ""))
-    ax.set_ylabel("users")
+    under = len(values) - len(drawn)
+    ax.set_xlabel(f"{label},\nlog scale" + (f" ({under:,} users under {ILR_FLOOR:g}% not drawn)" if under else ""))
 
 
 def srp(result: dict[str, Any]) -> Plot:

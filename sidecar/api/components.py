@@ -134,12 +134,6 @@ class Sink(Generic[C]):
         /-/reload``) between batches, under the runtime's lock; an ``OSError`` is logged and the sink keeps
         writing where it was. Default: nothing (a sink that writes no file)."""
 
-    def reopen(self) -> None:
-        """Sinks that write files reopen them: open the file again by its path (after logrotate moved it away,
-        a new file), after writing what it buffered into the old one. Called on every reload (SIGHUP, ``POST
-        /-/reload``) between batches, under the runtime's lock; an ``OSError`` is logged and the sink keeps
-        writing where it was. Default: nothing (a sink that writes no file)."""
-
     def close(self) -> None:
         """Flush and release resources."""
 

@@ -38,6 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from sidecar.api import Listen
+from sidecar.liveaudit_metrics import live_audit_families
 
 StatsSource = Callable[[], dict[str, Any]]
 ReadySource = Callable[[], list[str]]
@@ -87,6 +88,7 @@ class PipelineCollector(Collector):
                 f_counts.add_metric([label, str(name)], n)
         yield from (f_in, f_out, f_held, f_counts)
         yield _category_k(s["filters"])
+        yield from live_audit_families(s, filter_labels(f["name"] for f in s["filters"]))
         yield _key_info(s["filters"])
         sink_stat = GaugeMetricFamily(
             "querylog_sink_stat",

@@ -32,7 +32,7 @@ from sidecar.building import build_component, codec_lookup, create_positions, re
 from sidecar.chain import Chain
 from sidecar.config import ComponentSpec, ErrorCollector, LoadedConfig
 from sidecar.deadletter import DeadLetters
-from sidecar.fieldpolicy import field_policies
+from sidecar.liveaudit import LiveAudit, NoAudit
 from sidecar.outbox import OutboxFull, backpressure, outbox_factory
 from sidecar.readiness import not_ready
 from sidecar.release import TimedRelease
@@ -82,8 +82,6 @@ class Pipeline:
         self.sinks: list[Sink[Any]] = []
         errors = ErrorCollector()  # each component is built on its own: report every one that fails
         try:
-            with errors.guard():
-                self.fields = field_policies(config, self.ctx, self.dead)
             for spec in config.filters:
                 with errors.guard():
                     try:
@@ -110,6 +108,7 @@ class Pipeline:
         self.timings = Timings()  # seconds per batch by source and by sink (the chain times its filters)
         #: config reloads by result (``success``, ``failure``): see :meth:`reload`
         self.reloads: Counter[str] = Counter()
+        self.audit: LiveAudit | NoAudit = NoAudit()  #: what was released, on /metrics (serve sets it)
         log.info("pipeline_built", filters=[f.NAME for f in filters], sinks=[s.NAME for s in self.sinks])
 
     # ---- the Runtime contract -------------------------------------------------------------------
@@ -136,8 +135,6 @@ class Pipeline:
             reasons[reason] += 1
         if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.records) - 1):
             events[-1].eol = ""
-        if self.fields is not None and events:  # every non-role field through its policy (schema.fields)
-            events = self.fields.apply(events, batch, bad, reasons)
         return events
 
     def receive(self, batch: RecordBatch) -> Receipt:
@@ -148,8 +145,10 @@ class Pipeline:
         reasons: Counter[str] = Counter()
         with self.transaction():  # state changes commit with the delivery
             events = self._decode(batch, reasons)
+            audited = self.audit.incoming(events)
             before = self.chain.held()
             out = self.chain.process(events) if events else []
+            self.audit.outgoing(out, audited)
             held = self.chain.held() - before
             self._deliver_flushed(out, batch.codec, reasons)
             if batch.checkpoint is not None:
@@ -183,14 +182,17 @@ class Pipeline:
             # nothing can be released, so nothing is delivered here to commit with: the filters' own savepoints
             # suffice (measured: bench passthrough's gRPC Filter at b=1000 lost 29% to a transaction per batch)
             with self._lock:
+                audited = self.audit.incoming(events)
                 out = self.chain.process(events) if events else []
+                self.audit.outgoing(out, audited)
             n = len(events)
             self.timings.source(batch.origin, time.perf_counter() - t0, n)
             return Receipt(n, sum(reasons.values()), [], 0, n - len(out), reasons), out
         own = {id(e) for e in events}
         with self.transaction():
-            before = self.chain.held()
+            audited, before = self.audit.incoming(events), self.chain.held()
             out = self.chain.process(events) if events else []
+            self.audit.outgoing(out, audited)
             held = self.chain.held() - before
             mine = [e for e in out if id(e) in own]
             released = [e for e in out if id(e) not in own] if len(mine) != len(out) else []
@@ -211,6 +213,7 @@ class Pipeline:
             return 0
         with self.transaction(check_outbox=not final):
             released = self.chain.flush(final)
+            self.audit.outgoing(released)
             if released and self.sinks:
                 self._deliver_flushed(released, None, Counter())
             for ev in released if not self.sinks else ():
@@ -352,11 +355,11 @@ class Pipeline:
             s = self.chain.stats()
             s["sinks"] = [sink_stats(sink) for sink in self.sinks]
             s["latency"] = self.timings.snapshot(self.chain.timers(), len(self.sinks))
+            s["live_audit"] = self.audit.stats()
         s["dead_letters"] = dict(self.dead.counts)
         s["events_dead_lettered"] = self.dead.total
         s["uptime_seconds"] = round(time.monotonic() - self.started, 3)
         s["config_reloads"] = dict(self.reloads)
-        s["fields"] = self.fields.stats() if self.fields is not None else {}
         return s
 
     def close(self) -> None:

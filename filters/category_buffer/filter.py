@@ -388,8 +388,9 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
         return out
 
     def stats(self) -> dict[str, Any]:
-        """Held events and current k per bucket (counts only)."""
+        """Held events, current k and its cap (max_k) per bucket (counts only)."""
         return {
             "held_per_category": {b.name: len(b.queries) for b in self.buckets.values() if b.queries},
             "k_per_category": {b.name: b.k for b in self.buckets.values()},
+            "max_k_per_category": {b.name: b.max_k for b in self.buckets.values()},
         }

@@ -295,6 +295,29 @@ class Ledger:
         self.conn.close()
 
 
+#: Users of a window whose spending the ledger's figures (/metrics) read at most: the first by hashed user, a
+#: uniform sample since the hash is keyed with the ledger's random salt
+SPENT_SAMPLE = 5000
+SPENT_QUANTILES = (0.5, 0.9, 0.99, 1.0)
+
+
+def spending(ledger: Ledger, window: int, epsilon: Fraction, cost: Fraction | None) -> dict[str, object]:
+    """The users of ``window`` in the ledger, the estimated number at their budget (one more concept at ``cost``
+    does not fit; ``cost`` None, batch mode: spent all of ``epsilon``) and the epsilon-spent quantiles, from
+    up to :data:`SPENT_SAMPLE` users (counts and epsilon figures only)."""
+    with ledger.lock:
+        users = ledger.conn.execute(f"SELECT COUNT(*) FROM {LEDGER} WHERE window = ?", (window,)).fetchone()[0]
+        rows = ledger.conn.execute(
+            f"SELECT spent FROM {LEDGER} WHERE window = ? ORDER BY user LIMIT ?", (window, SPENT_SAMPLE)
+        ).fetchall()
+    spent = sorted(Fraction(r[0]) for r in rows)
+    if not spent:
+        return {"users": 0, "users_at_budget": 0, "spent_quantiles": {}}
+    full = sum(1 for s in spent if (epsilon - s < cost if cost is not None else s >= epsilon))
+    quantiles = {str(q): float(spent[min(len(spent) - 1, math.ceil(q * len(spent)) - 1)]) for q in SPENT_QUANTILES}
+    return {"users": users, "users_at_budget": round(full * users / len(spent)), "spent_quantiles": quantiles}
+
+
 def read_ledger(conn: sqlite3.Connection) -> tuple[dict[str, str], list[tuple[bytes, int, Fraction, int, list[int]]]]:
     """The meta values (the salt left out) and every (hashed user, window, spent, units, outcomes) row, for the
     audit: hashed users let it add up a user's windows, and are never shown."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from filters.dp_replace.budget import Account, Ledger, float_below
+from filters.dp_replace.budget import Account, Ledger, float_below, spending
 from filters.dp_replace.config import DpReplaceConfig
 from filters.dp_replace.domains import Domains, UnknownSynset
 from filters.dp_replace.mapping import EMPTY, Mapped, Mapper
@@ -305,7 +305,8 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
         if not self._ready:
             return {}
         cfg = self.config
-        per = cfg.epsilon / cfg.max_queries if cfg.budget == "stream" else cfg.epsilon
+        stream = cfg.budget == "stream"
+        per = cfg.epsilon / cfg.max_queries if stream else cfg.epsilon
         return {
             "epsilon": cfg.epsilon,
             "budget": cfg.budget,
@@ -313,4 +314,7 @@ class DpReplaceFilter(Filter[DpReplaceConfig]):
             "domain": cfg.domain,
             "domains": len(self.domains.names),
             "float_overrun_per_query_max": overrun(min(per, 50.0)),
+            "ledger": spending(self.ledger, self._window_now(), self.epsilon, self._stream_cost if stream else None)
+            if self.ledger is not None
+            else {},
         }

@@ -34,6 +34,8 @@ ignores ``emptied``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from filters.hipaa_scrub.config import HipaaScrubConfig
 from filters.hipaa_scrub.scrubber import Scrubber
 from sidecar.api import BuildContext, Event, Filter
@@ -115,6 +117,20 @@ class HipaaScrubFilter(Filter[HipaaScrubConfig]):
                     counts["replaced_emptied_query"] += 1
             out.append(ev)
         return out
+
+    @classmethod
+    def identifier_detector(cls) -> Callable[[str], Mapping[str, int]]:
+        """The Safe Harbor detectors with the default options (every type), counting what a text holds by type:
+        the live audit's scan of queries in and out (``live_audit.detector: hipaa_scrub``)."""
+        detect = Scrubber(HipaaScrubConfig()).detect
+
+        def count(text: str) -> Mapping[str, int]:
+            found: dict[str, int] = {}
+            for span in detect(text):
+                found[span.kind] = found.get(span.kind, 0) + 1
+            return found
+
+        return count
 
 
 def _empty(query: object) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
@@ -70,6 +70,13 @@ class Filter(Generic[C]):
 
     def close(self) -> None:
         """Release resources. Held state stays in the state store."""
+
+    @classmethod
+    def identifier_detector(cls) -> Callable[[str], Mapping[str, int]] | None:
+        """A detector the live audit of ``serve`` (``live_audit.detector``, :mod:`sidecar.liveaudit`) runs on a
+        sample of the queries that come in and go out: a text -> the identifiers found in it, counted by type
+        (counts only, never the text). Built once per process. Default: None (this filter offers none)."""
+        return None
 
 
 @runtime_checkable

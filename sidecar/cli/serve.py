@@ -54,6 +54,7 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool, reload_fl
     acknowledged lost); a config it refuses is logged (FILE:LINE) and the running sources and chain go on.
     A state folder in use by another process: one line naming it and the holder's pid, exit 4."""
     from sidecar.gctune import tune_gc
+    from sidecar.liveaudit import build_live_audit
     from sidecar.pipeline import Pipeline
     from sidecar.signals import ReloadFlag, StopFlag
 
@@ -71,6 +72,7 @@ def serve_cmd(config_file: str, listen: str | None, reset_state: bool, reload_fl
         if reset_state and remove_state_database(cfg.state_dir):
             click.echo(f"state: removed the state database in {cfg.state_dir}", err=True)
         pipeline = Pipeline(cfg, with_sinks=True)
+        pipeline.audit = build_live_audit(cfg.sidecar.live_audit, cfg.sidecar.metrics_listen)
     except ConfigError as exc:
         fail_config(exc)
     except (StateError, StateInUse) as exc:

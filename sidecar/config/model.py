@@ -7,11 +7,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sidecar.api import FILTERS, SINKS, SOURCES, BearerToken, BuildContext, ConfigValueError, ServerTls, option
+from sidecar.api import (
+    FILTERS,
+    SINKS,
+    SOURCES,
+    BearerToken,
+    BuildContext,
+    ConfigValueError,
+    Filter,
+    ServerTls,
+    option,
+)
 from sidecar.codecs import SchemaConfig
+from sidecar.config.live_audit import LiveAuditConfig
 from sidecar.config.loader import ConfigError, ErrorCollector, Located, build_config, did_you_mean, load_yaml
 from sidecar.registry import PluginError, plugins
-from sidecar.textcodecs import BUILTIN_TEXT_FORMATS, text_codec
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,11 @@ class SidecarConfig:
         MetricsConfig(),
         "TLS (tls_cert_file, tls_key_file, tls_client_ca_file) and a bearer token (auth_token_file or "
         "auth_token_env: `Authorization: Bearer`, else 401) for the endpoint of metrics_listen.",
+    )
+    live_audit: LiveAuditConfig = option(
+        LiveAuditConfig(),
+        "The running audit `serve` keeps of what it releases, on /metrics: re-created pairs, identifiers in and "
+        "out, a sampled linkage estimate (docs/OPERATIONS.md, Live audit).",
     )
     schema: SchemaConfig = option(SchemaConfig(), "Record schema of the input (and so of the output).")
     limits: LimitsConfig = option(LimitsConfig(), "Input bounds and batching.")
@@ -230,7 +245,7 @@ def load_config(path: Path | str, text: str | None = None) -> LoadedConfig:
     with errors.guard():
         sources = _components(doc, "sources", _section(doc, sidecar_cfg, "sources"), SOURCES)
     with errors.guard():
-        _check_schema(doc, sidecar_cfg)
+        _check_detector(doc, sidecar_cfg)
     with errors.guard():
         server = sidecar_cfg.server if sidecar_cfg is not None else doc.data.get("server")
         if server is not None or not sources:
@@ -240,15 +255,23 @@ def load_config(path: Path | str, text: str | None = None) -> LoadedConfig:
     return LoadedConfig(Path(path).resolve(), sidecar_cfg, filters, sinks, sources, doc)
 
 
-def _check_schema(doc: Located, cfg: SidecarConfig | None) -> None:
-    """A plugin's text format (``access_log``) checks its own schema keys (a format string, the roles) here, so a
-    mistake is reported at its line before anything runs."""
-    if cfg is None or cfg.schema.format in BUILTIN_TEXT_FORMATS or cfg.schema.format == "auto":
+def _check_detector(doc: Located, cfg: SidecarConfig | None) -> None:
+    """``live_audit.detector`` names an installed filter that offers an identifier detector."""
+    name = cfg.live_audit.detector if cfg is not None else None
+    if name is None:
         return
     try:
-        text_codec(cfg.schema, None)
-    except ConfigValueError as exc:
-        raise doc.error(f"schema.{exc.key}", exc.problem, exc.allowed) from None
+        registry = plugins(FILTERS)
+    except PluginError as exc:
+        raise doc.error("live_audit.detector", str(exc)) from None
+    offering = sorted(n for n, cls in registry.items() if offers_detector(cls))
+    if name not in offering:
+        raise doc.error("live_audit.detector", "not a filter with an identifier detector", offering)
+
+
+def offers_detector(cls: Any) -> bool:
+    """Whether filter class ``cls`` overrides :meth:`Filter.identifier_detector` (the contract's offers none)."""
+    return any("identifier_detector" in vars(c) for c in getattr(cls, "__mro__", ()) if c is not Filter)
 
 
 def _section(doc: Located, cfg: SidecarConfig | None, key: str) -> tuple[Any, ...]:

@@ -18,7 +18,7 @@ CASES = [
         "filterz: []\n",
         "2: filterz: unknown key, did you mean filters? "
         "(allowed: dead_letter_file, dead_letter_max_bytes, drain_seconds, filters, flush_interval_seconds, limits, "
-        "logging, metrics, metrics_listen, schema, server, sinks, sources, state_dir)",
+        "live_audit, logging, metrics, metrics_listen, schema, server, sinks, sources, state_dir)",
     ),
     ("limits:\n  batch_size: 0\n", "3: limits.batch_size: must be >= 1, got 0"),
     ("limits:\n  max_record_bytes: lots\n", "3: limits.max_record_bytes: must be an integer, got 'lots'"),

@@ -30,6 +30,7 @@ SLOW_PATHS: dict[str, str] = {
     "tests/faults/": "fault injection: kill -9, full disks, 10,000-input fuzz runs (15-70 s each)",
     "tests/adapters/scale/": "Dask clusters and sidecar replicas in subprocesses (10 s and more)",
     "tests/adapters/clickhouse/": "a real clickhouse-server (4 s to start), inserts and restarts",
+    "tests/adapters/accesslog/test_nginx.py": "a real nginx, curl, and querylog replay subprocesses (2.5-5 s each)",
     "tests/adapters/grpc/test_ingest_kill9.py": "kill -9 of serve subprocesses (12 s)",
     "tests/adapters/microaggregate/test_blocks.py": "worker processes, the CLI in subprocesses (2-12 s each)",
     "tests/filters/dp_replace/test_release.py": "replay subprocesses, kill -9, the audit and bench commands (1-7 s)",

@@ -19,6 +19,7 @@ Finite sources are not rebound: a reload that adds, removes or changes one is re
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,9 +96,15 @@ class ServedSources:
             source.listen = self.listen
         return source
 
-    def start_one(self, spec: ComponentSpec, cfg: LoadedConfig) -> Served:
-        """Build and start one server source (it listens when this returns)."""
-        source = self.build(spec, cfg)
+    def start_one(self, spec: ComponentSpec, cfg: LoadedConfig, at: str | None = None) -> Served:
+        """Build and start one server source (it listens when this returns); ``at``: on this address instead of
+        its ``listen`` (a source started again binds the port it had, though its config says port 0)."""
+        built = spec
+        if at is not None and "listen" in {f.name for f in dataclasses.fields(spec.config)}:
+            built = dataclasses.replace(spec, config=dataclasses.replace(spec.config, listen=at))
+        source = self.build(built, cfg)
+        if at is not None and spec.name == "grpc":
+            source.listen = at
         source.start(self.runtime)
         self._log_listening(spec, source)
         return Served(spec, source)
@@ -164,11 +171,14 @@ def _same(a: ComponentSpec, b: ComponentSpec) -> bool:
     return (a.name, a.config) == (b.name, b.config)
 
 
-def wanted_ports(spec: ComponentSpec) -> set[int]:
-    """The fixed ports a source's options ask for (``listen``, ``metrics_listen``); port 0 asks for none."""
+def wanted_ports(spec: ComponentSpec, listen: str | None = None) -> set[int]:
+    """The fixed ports a source's options ask for (``listen``, ``metrics_listen``; ``listen``: serve's
+    ``--listen``, which the grpc source takes instead of its own); port 0 asks for none."""
     ports = set()
     for key in ("listen", "metrics_listen"):
         value = getattr(spec.config, key, None)
+        if key == "listen" and listen is not None and spec.name == "grpc":
+            value = listen
         if isinstance(value, str):
             ports.add(Listen.parse(value, key).port)
     return ports - {0}
@@ -190,7 +200,8 @@ class Rebind:
     removed: list[Served]
     added: list[ComponentSpec]
     started: list[Served] = field(default_factory=list)
-    stopped: list[Served] = field(default_factory=list)
+    #: the sources :meth:`apply` stopped, with the address each listened on (to start it again there)
+    stopped: list[tuple[Served, str | None]] = field(default_factory=list)
 
     @property
     def changes(self) -> bool:
@@ -204,15 +215,16 @@ class Rebind:
         if not self.changes:
             return
         taken: set[int] = set().union(*(bound_ports(s.source) for s in self.removed))
-        first = [spec for spec in self.added if not wanted_ports(spec) & taken]
+        first = [spec for spec in self.added if not wanted_ports(spec, self.owner.listen) & taken]
         after = [spec for spec in self.added if spec not in first]
         self.owner._replacing |= {id(s.source) for s in self.removed}
         try:
             for spec in first:
                 self._start(spec)
             for served in reversed(self.removed):
+                bound = served.source.listening()
                 served.source.stop()
-                self.stopped.append(served)
+                self.stopped.append((served, str(bound[0]) if bound else None))
             for spec in after:
                 self._start(spec)
         except ConfigError:
@@ -248,10 +260,10 @@ class Rebind:
         for served in reversed(self.started):
             served.source.stop()
         self.started.clear()
-        for served in self.stopped:
+        for served, bound in self.stopped:
             index = self.owner.servers.index(served)
             try:
-                self.owner.servers[index] = self.owner.start_one(served.spec, self.old)
+                self.owner.servers[index] = self.owner.start_one(served.spec, self.old, at=bound)
             except Exception as exc:
                 log.error("source_restart_failed", source=served.spec.path, error=type(exc).__name__)
         self.stopped.clear()

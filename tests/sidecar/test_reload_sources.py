@@ -236,3 +236,51 @@ def test_a_finite_source_cannot_change_on_reload(tmp_path: Path) -> None:
 
 def _events(serve: Served, name: str) -> list[dict[str, Any]]:
     return events(serve.log.snapshot(), name)
+
+
+def _in_process(tmp_path: Path, sources: str) -> tuple[Path, Pipeline]:
+    config = tmp_path / "c.yaml"
+    config.write_text(f"state_dir: state\nsources:\n{sources}sinks:\n  - file: {{path: out.jsonl}}\n", encoding="utf-8")
+    return config, Pipeline(load_config(config))
+
+
+def test_a_source_that_cannot_start_after_the_old_one_stopped_gets_the_old_one_back(tmp_path: Path) -> None:
+    """In process: the http source on the port it holds, now with a certificate that cannot be read: the old one
+    stops first (same port), the new one fails, the old one is started again on that port (a new instance of the
+    old spec) and takes input; the error is located at the TLS key; readiness names nothing."""
+    config, pipeline = _in_process(tmp_path, "  - http: {listen: '127.0.0.1:0'}\n")
+    sources = ServedSources(pipeline)
+    try:
+        sources.start(load_config(config))
+        (first,) = sources.sources
+        port = first.listening()[0].port
+        config.write_text(
+            config.read_text(encoding="utf-8").replace(
+                "listen: '127.0.0.1:0'", f"listen: '127.0.0.1:{port}', tls_cert_file: no.pem, tls_key_file: no.pem"
+            ),
+            encoding="utf-8",
+        )
+        rebind = sources.plan(load_config(config))
+        with pytest.raises(ConfigError, match="cannot load the TLS certificate") as refused:
+            rebind.apply()
+        assert refused.value.key == "sources[0].http.tls_cert_file" and refused.value.line == 3
+        (again,) = sources.sources
+        assert again is not first and not first.listening()
+        assert [a.port for a in again.listening()] == [port]
+        assert post(port, lines(ONE)).status == 200
+        assert sources.not_listening() == []
+    finally:
+        sources.stop_all()
+        pipeline.close()
+    assert JsonlOutput.read(tmp_path / "out.jsonl").ids == {"x1": 1}
+
+
+def test_serve_listen_counts_as_the_grpc_sources_port() -> None:
+    """A grpc source run with ``serve --listen`` binds that address: a rebind compares that port, not the
+    config's (else a changed token on the same --listen would try to bind the port the old one holds)."""
+    from sidecar.served_sources import wanted_ports
+
+    cfg = load_config("c.yaml", "sources:\n  - grpc: {listen: '127.0.0.1:0'}\n  - http: {listen: '127.0.0.1:8081'}\n")
+    grpc, http = cfg.sources
+    assert wanted_ports(grpc) == set() and wanted_ports(grpc, "127.0.0.1:7000") == {7000}
+    assert wanted_ports(http, "127.0.0.1:7000") == {8081}

@@ -284,3 +284,31 @@ def test_serve_listen_counts_as_the_grpc_sources_port() -> None:
     grpc, http = cfg.sources
     assert wanted_ports(grpc) == set() and wanted_ports(grpc, "127.0.0.1:7000") == {7000}
     assert wanted_ports(http, "127.0.0.1:7000") == {8081}
+
+
+def test_a_chain_that_cannot_be_built_undoes_the_rebind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process, through reload_file: the http source changes (new first) and a filter is added whose key is
+    not in the environment: the new source had started and the old one stopped, then the chain's build fails;
+    the new source is stopped, the old one listens again on its port, the chain is the old one, counted."""
+    from sidecar.reload import reload_file
+
+    monkeypatch.delenv("QUERYLOG_TEST_UNSET_KEY", raising=False)
+    config, pipeline = _in_process(tmp_path, "  - http: {listen: '127.0.0.1:0'}\n")
+    sources = ServedSources(pipeline)
+    try:
+        sources.start(load_config(config))
+        (first,) = sources.sources
+        port = first.listening()[0].port
+        text = config.read_text(encoding="utf-8").replace(
+            "listen: '127.0.0.1:0'", "listen: '127.0.0.1:0', retry_after_seconds: 3"
+        )
+        config.write_text(text + "filters:\n  - pseudonymize: {key_env: QUERYLOG_TEST_UNSET_KEY}\n", encoding="utf-8")
+        assert not reload_file(pipeline, config, sources=sources)
+        (again,) = sources.sources
+        assert again is not first and [a.port for a in again.listening()] == [port]
+        assert pipeline.filters == [] and pipeline.reloads == {"failure": 1}
+        assert post(port, lines(ONE)).status == 200
+        assert sources.not_listening() == []
+    finally:
+        sources.stop_all()
+        pipeline.close()

@@ -3,8 +3,9 @@
 rsyslogd (Debian's 8.2302, unpacked beside syslog-ng; its own config, pid file and work folder in tmp, no network
 port, the system instance untouched) tails a TSV query log with ``imfile`` and hands each line to ``omprog`` with
 ``confirmMessages="on"``: the program is ``querylog filter --confirm`` (hipaa_scrub, a file sink), which answers
-``OK`` per message once it is durable. The sidecar is SIGKILLed mid-stream; rsyslog starts it again and sends
-the unconfirmed message again (``action.resumeRetryCount="-1"``: it never gives a message up). Every line must
+``OK`` per message once it is durable. The sidecar is SIGKILLed mid-stream (at a seeded point of each part of the
+log; the next part is written after the kill); rsyslog starts it again and sends the unconfirmed message again
+(``action.resumeRetryCount="-1"``: it never gives a message up). Every line must
 arrive, scrubbed (the planted phone numbers, emails and SSNs gone); duplicates are counted: at most one per kill,
 since rsyslog sends one message at a time and waits for its ``OK``.
 """
@@ -75,8 +76,11 @@ def test_rsyslog_omprog_confirm_survives_kill9(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     work = tmp_path / "rsyslog-work"
     work.mkdir()
+    # the log grows in KILLS + 1 parts, the next one written after each kill: rsyslog always has a message to
+    # send to the killed sidecar, so it starts it again even when the kill came after the part's last line
+    ends = [LINES * (i + 1) // (KILLS + 1) for i in range(KILLS + 1)]
     source = tmp_path / "queries.tsv"
-    source.write_text("".join(log_line(seq) for seq in range(LINES)), encoding="utf-8")
+    source.write_text("".join(log_line(seq) for seq in range(ends[0])), encoding="utf-8")
     out = tmp_path / "scrubbed.tsv"
     config = tmp_path / "querylog.yaml"
     body = {
@@ -102,10 +106,13 @@ def test_rsyslog_omprog_confirm_survives_kill9(tmp_path: Path) -> None:
     args = [str(RSYSLOGD), "-n", "-f", str(conf), "-i", str(tmp_path / "rsyslogd.pid"), "-M", str(MODULES)]
     started = time.monotonic()
     rsyslogd = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    kill_points = sorted(rng.sample(range(LINES // 10, LINES * 8 // 10), KILLS))
+    begins = [0, *ends[:-1]]
+    kill_points = [
+        rng.randrange(begin + (end - begin) // 10, end) for begin, end in zip(begins[:-1], ends[:-1], strict=True)
+    ]
     killed: list[int] = []
     try:
-        for point in kill_points:
+        for point, end, following in zip(kill_points, ends[:-1], ends[1:], strict=True):
             child = wait_until(
                 lambda p=point: sum(delivered_ids(out).values()) >= p and _children(rsyslogd),
                 what=f"{point} lines written by a running sidecar",
@@ -114,7 +121,9 @@ def test_rsyslog_omprog_confirm_survives_kill9(tmp_path: Path) -> None:
             child.send_signal(signal.SIGKILL)
             child.wait(30)
             killed.append(sum(delivered_ids(out).values()))
-            # rsyslog starts a new one for the unconfirmed message (after action.resumeInterval)
+            with source.open("a", encoding="utf-8") as more:
+                more.write("".join(log_line(seq) for seq in range(end, following)))
+            # rsyslog starts a new one for the unconfirmed (or the next) message, after action.resumeInterval
             wait_until(
                 lambda pid=child.pid: [k for k in _children(rsyslogd) if k.pid != pid],
                 what="rsyslog to start the sidecar again",
@@ -135,7 +144,8 @@ def test_rsyslog_omprog_confirm_survives_kill9(tmp_path: Path) -> None:
     lost = sorted(set(range(LINES)) - set(got))
     duplicates = sum(n - 1 for n in got.values())
     print(
-        f"rsyslog omprog -> filter --confirm: lines={LINES} kill -9 after {killed} lines written; "
+        f"rsyslog omprog -> filter --confirm: lines={LINES} in parts ending at {ends}, kill -9 after {killed} "
+        f"lines written; "
         f"delivered={sum(got.values())} distinct={len(got)} lost={len(lost)} duplicates={duplicates} "
         f"({LINES / seconds:,.0f} lines/s overall, kills and restarts included)"
     )

@@ -118,13 +118,9 @@ def run_audit(
     protected, bad_p = read_log(protected_path, schema, instance_field)
     if instance_field and all(r.instance is None for r in original):
         raise AuditInputError(f"--instance-field {instance_field}: no original record has this field")
-    cache = {} if cache is None else cache
-    path_cache: dict[str, tuple[str, ...]] = {}
-    path_o = paths_of(original, categorise, path_cache)
-    path_p = paths_of(protected, categorise, path_cache)
+    path_o, path_p = _paths(original, protected, categorise, {} if cache is None else cache)
     cat_o = [p[0] if p else UNKNOWN for p in path_o]
     cat_p = [p[0] if p else UNKNOWN for p in path_p]
-    cache.update((q, p[0] if p else UNKNOWN) for q, p in path_cache.items())
     prov = provenance.provenance(original_path, protected_path, config_file=config_file, params=params)
     rk, rk_source = provenance.release_k(params, prov["config"]["text"] if "config" in prov else None)
     k = rk if k is None else k
@@ -155,19 +151,36 @@ def run_audit(
     result["microaggregation"] = _microaggregation(original, protected, path_o, path_p, seed, params)
     _guard_texts(result["microaggregation"], original, rk, include_texts)
     if identifiers:
-        result["identifiers"] = {
-            "original": identifier_counts(r.query for r in original),
-            "protected": identifier_counts(r.query for r in protected),
-            "protected_origin": identifier_origins(
-                ((r.user, r.query) for r in original), ((r.user, r.query) for r in attacked)
-            ),
-        }
+        result["identifiers"] = _identifiers(original, protected, attacked)
     result["events"] = provenance.events_accounting(result)
     if config_file is not None and "category_buffer" in result["events"]["filters"]:
         from sidecar.tools.audit.held import held_in_state
 
         result["events"]["held_in_state"] = held_in_state(config_file, state_dir)
     return result
+
+
+def _paths(
+    original: list[Record], protected: list[Record], categorise: Categorise, cache: dict[str, str]
+) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """Each record's category path in both logs; ``cache`` (query -> L1 category) is filled."""
+    path_cache: dict[str, tuple[str, ...]] = {}
+    path_o = paths_of(original, categorise, path_cache)
+    path_p = paths_of(protected, categorise, path_cache)
+    cache.update((q, p[0] if p else UNKNOWN) for q, p in path_cache.items())
+    return path_o, path_p
+
+
+def _identifiers(original: list[Record], protected: list[Record], attacked: list[Record]) -> dict[str, Any]:
+    """The scrubber's detections in both logs' queries (counts per type) and, per protected record under the
+    linked ids, where its identifiers come from."""
+    return {
+        "original": identifier_counts(r.query for r in original),
+        "protected": identifier_counts(r.query for r in protected),
+        "protected_origin": identifier_origins(
+            ((r.user, r.query) for r in original), ((r.user, r.query) for r in attacked)
+        ),
+    }
 
 
 def _attacks(

@@ -29,17 +29,18 @@ from typing import Any
 import msgpack
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
-from adapters.otlp.values import RoleKey, plain, role_key, set_value, to_hex_ids, to_python
-from adapters.otlp.wire import Piece, frame
+from adapters.otlp.values import RoleKey, plain, record_text, role_key, set_value, to_python
+from adapters.otlp.wire import Piece
 from sidecar.api import ROLES, BadRecord, Codec, Event, FieldError, SchemaConfig
 from sidecar.records import escape_breaks, foreign_record
 
 __all__ = ["OtlpCodec", "OtlpRecord"]
 
 _PACK_VERSION = 1
+_SLOT = "\x00record\x00"  # where a record goes in the cached OTLP/JSON of its resource and scope
+_FRAMES = 256  # resource/scope pairs whose OTLP/JSON is cached
 
 
 class OtlpRecord:
@@ -117,15 +118,24 @@ class OtlpCodec(Codec):
         mapping = self.schema.roles.mapping()
         self.names: tuple[str | None, ...] = tuple(mapping[r] for r in ROLES)
         self.pairs = tuple((role, key) for role, key in mapping.items() if key is not None)
+        #: the OTLP/JSON around a record, by (resource, scope) parts
+        self._frames: dict[tuple[bytes, bytes], tuple[str, str]] = {}
 
     # ---- decoding -------------------------------------------------------------------------------
     def decode_many(self, records: Sequence[Any], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
         """Events for :class:`Piece` records, in order; bad ones go to ``bad`` by reason."""
         names = self.names
         keys = tuple(role_key(n) if n is not None else None for n in names)
-        needs_resource = any(k is not None and k.kind == "resource" for k in keys)
-        attr_keys = {k.name: i for i, k in enumerate(keys) if k is not None and k.kind == "attr"}
+        on_record = [(j, k) for j, k in enumerate(keys) if k is not None and k.kind in ("body", "time")]
+        on_resource = [(j, k.name) for j, k in enumerate(keys) if k is not None and k.kind == "resource"]
+        attr_keys: dict[str, tuple[int, ...]] = {}  # an attribute key -> the roles it plays (one, as a rule)
+        for j, k in enumerate(keys):
+            if k is not None and k.kind == "attr":
+                attr_keys[k.name] = (*attr_keys.get(k.name, ()), j)
+        attr_get = attr_keys.get
+        resources: dict[bytes, Any] = {}  # the resource attributes of this batch's resources, parsed once each
         out: list[Event] = []
+        append = out.append
         from_string = LogRecord.FromString
         for i, piece in enumerate(records):
             try:
@@ -133,37 +143,37 @@ class OtlpCodec(Codec):
             except (DecodeError, ValueError, TypeError):
                 bad.append((i, "invalid_log_record"))
                 continue
-            values: list[Any] = [None] * 5
+            values: list[Any] = [None, None, None, None, None]
             if attr_keys:
                 for kv in msg.attributes:
-                    j = attr_keys.get(kv.key)
-                    if j is not None and values[j] is None:
-                        values[j] = to_python(kv.value)
-            for j, key in enumerate(keys):
-                if key is not None and key.kind in ("body", "time"):
-                    values[j] = _read(msg, piece.resource, key)
-            if needs_resource:
-                try:
-                    attrs = _resource_attrs(piece.resource)
-                except (DecodeError, ValueError):
-                    bad.append((i, "invalid_resource"))
-                    continue
-                for j, key in enumerate(keys):
-                    if key is not None and key.kind == "resource":
-                        kv = _find(attrs, key.name)
-                        values[j] = None if kv is None else to_python(kv.value)
+                    js = attr_get(kv.key)
+                    if js is not None and values[js[0]] is None:  # the first of a repeated key
+                        v = kv.value
+                        value = v.string_value if v.WhichOneof("value") == "string_value" else to_python(v)
+                        for j in js:
+                            values[j] = value
+            for j, key in on_record:
+                values[j] = _read(msg, b"", key)
+            if on_resource:
+                attrs = resources.get(piece.resource)
+                if attrs is None:
+                    try:
+                        attrs = resources[piece.resource] = _resource_attrs(piece.resource)
+                    except (DecodeError, ValueError):
+                        bad.append((i, "invalid_resource"))
+                        continue
+                for j, name in on_resource:
+                    kv = _find(attrs, name)
+                    values[j] = None if kv is None else to_python(kv.value)
             user, query, time, rank, url = values
-            if query is None:
-                bad.append((i, "missing_query"))
-                continue
             if type(query) is not str:
-                bad.append((i, "query_not_string"))
+                bad.append((i, "missing_query" if query is None else "query_not_string"))
                 continue
             if user is None:
                 bad.append((i, "missing_user"))
                 continue
             record = OtlpRecord(piece, msg, names, (user, query, time, rank, url))
-            out.append(Event(user, query, time, rank, url, record, None, self, eol))
+            append(Event(user, query, time, rank, url, record, None, self, eol))
         return out
 
     # ---- encoding -------------------------------------------------------------------------------
@@ -234,11 +244,26 @@ class OtlpCodec(Codec):
 
     def json_line(self, event: Event) -> str:
         """The event as one line of OTLP/JSON: an ``ExportLogsServiceRequest`` of its one record, with its resource
-        and scope (ids as hex, enums as numbers), as the OpenTelemetry Collector's file exporter writes."""
-        request = ExportLogsServiceRequest.FromString(frame([self.encode(event)]))
-        data = json_format.MessageToDict(request, use_integers_for_enums=True)
-        to_hex_ids(data)
-        return escape_breaks(json.dumps(data, separators=(",", ":"), ensure_ascii=False))
+        and scope (ids as hex, enums as numbers, 64-bit integers as strings), as the OpenTelemetry Collector's
+        file exporter writes."""
+        piece = self.encode(event)
+        head, tail = self._frames.get((piece.resource, piece.scope)) or self._frame_json(piece)
+        return head + escape_breaks(record_text(LogRecord.FromString(piece.log))) + tail
+
+    def _frame_json(self, piece: Piece) -> tuple[str, str]:
+        """The OTLP/JSON around a record of ``piece``'s resource and scope (cached: a batch shares a few)."""
+        resource = json_format.MessageToDict(ResourceLogs.FromString(piece.resource))
+        scope = json_format.MessageToDict(ScopeLogs.FromString(piece.scope))
+        text = json.dumps(
+            {"resourceLogs": [{**resource, "scopeLogs": [{**scope, "logRecords": [_SLOT]}]}]},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        head, _, tail = escape_breaks(text).partition(json.dumps(_SLOT))
+        if len(self._frames) >= _FRAMES:
+            self._frames.clear()
+        self._frames[(piece.resource, piece.scope)] = (head, tail)
+        return head, tail
 
     # ---- fields ---------------------------------------------------------------------------------
     def fields(self, event: Event) -> Mapping[str, Any]:

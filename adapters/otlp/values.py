@@ -14,13 +14,16 @@ list a dict (arrays and lists become text in other formats). A value written bac
 from __future__ import annotations
 
 import base64
+import json
+import math
+from json.encoder import encode_basestring as _quote  # a JSON string, non-ASCII kept (the C encoder)
 from typing import Any, NamedTuple
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from sidecar.api import BadRecord
 
-__all__ = ["BODY", "RoleKey", "from_hex_ids", "plain", "role_key", "set_value", "to_hex_ids", "to_python"]
+__all__ = ["BODY", "RoleKey", "any_json", "from_hex_ids", "plain", "record_text", "role_key", "set_value", "to_python"]
 
 BODY = "body"
 TIMES = ("time_unix_nano", "observed_time_unix_nano")
@@ -107,6 +110,84 @@ def set_value(v: AnyValue, value: Any, like: str | None = None) -> None:
         v.string_value = str(value)
 
 
+def any_json(v: AnyValue) -> dict[str, Any]:
+    """An ``AnyValue`` in the OTLP/JSON mapping (64-bit integers as strings, bytes as base64)."""
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return {"stringValue": v.string_value}
+    if kind == "int_value":
+        return {"intValue": str(v.int_value)}
+    if kind == "bool_value":
+        return {"boolValue": v.bool_value}
+    if kind == "double_value":
+        return {"doubleValue": v.double_value}
+    if kind == "bytes_value":
+        return {"bytesValue": base64.b64encode(v.bytes_value).decode("ascii")}
+    if kind == "array_value":
+        items = [any_json(x) for x in v.array_value.values]
+        return {"arrayValue": {"values": items} if items else {}}
+    if kind == "kvlist_value":
+        pairs = [{"key": kv.key, "value": any_json(kv.value)} for kv in v.kvlist_value.values]
+        return {"kvlistValue": {"values": pairs} if pairs else {}}
+    return {}
+
+
+def _double(x: float) -> str:
+    if math.isfinite(x):
+        return repr(x)
+    return '"NaN"' if math.isnan(x) else ('"Infinity"' if x > 0 else '"-Infinity"')
+
+
+def any_text(v: AnyValue) -> str:
+    """:func:`any_json` as JSON text (the scalar kinds written directly: the hot path of a file of OTLP/JSON)."""
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return '{"stringValue":' + _quote(v.string_value) + "}"
+    if kind == "int_value":
+        return f'{{"intValue":"{v.int_value}"}}'
+    if kind == "bool_value":
+        return '{"boolValue":true}' if v.bool_value else '{"boolValue":false}'
+    if kind == "double_value":
+        return '{"doubleValue":' + _double(v.double_value) + "}"
+    if kind is None:
+        return "{}"
+    return json.dumps(any_json(v), separators=(",", ":"), ensure_ascii=False)
+
+
+def record_text(r: Any) -> str:
+    """A ``LogRecord`` in the OTLP/JSON mapping, as JSON text (fields in field-number order, defaults left out,
+    64-bit integers as strings, ids as hex). Unknown fields, which JSON cannot name, are left out."""
+    parts: list[str] = []
+    add = parts.append
+    if r.time_unix_nano:
+        add(f'"timeUnixNano":"{r.time_unix_nano}"')
+    if r.severity_number:
+        add(f'"severityNumber":{r.severity_number}')
+    if r.severity_text:
+        add('"severityText":' + _quote(r.severity_text))
+    if r.HasField("body"):
+        add('"body":' + any_text(r.body))
+    if r.attributes:
+        add(
+            '"attributes":['
+            + ",".join(['{"key":' + _quote(kv.key) + ',"value":' + any_text(kv.value) + "}" for kv in r.attributes])
+            + "]"
+        )
+    if r.dropped_attributes_count:
+        add(f'"droppedAttributesCount":{r.dropped_attributes_count}')
+    if r.flags:
+        add(f'"flags":{r.flags}')
+    if r.trace_id:
+        add('"traceId":"' + r.trace_id.hex() + '"')
+    if r.span_id:
+        add('"spanId":"' + r.span_id.hex() + '"')
+    if r.observed_time_unix_nano:
+        add(f'"observedTimeUnixNano":"{r.observed_time_unix_nano}"')
+    if r.event_name:
+        add('"eventName":' + _quote(r.event_name))
+    return "{" + ",".join(parts) + "}"
+
+
 _ID_KEYS = ("traceId", "spanId", "trace_id", "span_id")
 
 
@@ -126,12 +207,3 @@ def from_hex_ids(request: Any) -> None:
             value = record.get(key)
             if isinstance(value, str):
                 record[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
-
-
-def to_hex_ids(request: Any) -> None:
-    """The inverse of :func:`from_hex_ids` (protobuf's base64 ids as OTLP/JSON's hex), in place."""
-    for record in _each_record(request):
-        for key in _ID_KEYS:
-            value = record.get(key)
-            if isinstance(value, str):
-                record[key] = base64.b64decode(value).hex()

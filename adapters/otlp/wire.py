@@ -31,30 +31,37 @@ class TooMany(ValueError):
     """The request holds more log records than allowed (counted before any is taken)."""
 
 
+def _skip(data: bytes, pos: int) -> tuple[int, int, int]:
+    """The field whose tag starts at ``pos``: ``(field number, wire type, end of the field)``; ValueError when its
+    framing is broken."""
+    tag, pos = read_varint(data, pos)
+    number, wire_type = tag >> 3, tag & 7
+    if number == 0:
+        raise ValueError("field number 0")
+    if wire_type == 0:
+        _, pos = read_varint(data, pos)
+    elif wire_type == 1:
+        pos += 8
+    elif wire_type == 2:
+        size, pos = read_varint(data, pos)
+        pos += size
+    elif wire_type == 5:
+        pos += 4
+    else:
+        raise ValueError("unsupported wire type")
+    if pos > len(data):
+        raise ValueError("truncated field")
+    return number, wire_type, pos
+
+
 def _fields(data: bytes) -> Iterable[tuple[int, int, int, int]]:
     """``(field number, wire type, start of the field's tag, end of the field)`` of each top-level field, with the
     payload of a length-delimited field at ``end - size``; ValueError when the framing is broken."""
     pos, end = 0, len(data)
     while pos < end:
-        start = pos
-        tag, pos = read_varint(data, pos)
-        number, wire_type = tag >> 3, tag & 7
-        if number == 0:
-            raise ValueError("field number 0")
-        if wire_type == 0:
-            _, pos = read_varint(data, pos)
-        elif wire_type == 1:
-            pos += 8
-        elif wire_type == 2:
-            size, pos = read_varint(data, pos)
-            pos += size
-        elif wire_type == 5:
-            pos += 4
-        else:
-            raise ValueError("unsupported wire type")
-        if pos > end:
-            raise ValueError("truncated field")
-        yield number, wire_type, start, pos
+        number, wire_type, stop = _skip(data, pos)
+        yield number, wire_type, pos, stop
+        pos = stop
 
 
 def _payload(data: bytes, start: int, stop: int) -> bytes:
@@ -62,6 +69,35 @@ def _payload(data: bytes, start: int, stop: int) -> bytes:
     _, pos = read_varint(data, start)
     _, pos = read_varint(data, pos)
     return data[pos:stop]
+
+
+def _split(data: bytes) -> tuple[bytes, list[bytes]]:
+    """A ``ResourceLogs`` or ``ScopeLogs`` message cut into its own fields (every field but field 2, in their
+    order, as bytes) and the payloads of its field 2 (scope logs, or log records), in order. ValueError when the
+    framing is broken. The common case (one-byte tag 0x12, a length under 128) takes no call."""
+    head: list[bytes] = []
+    items: list[bytes] = []
+    append = items.append
+    pos, end = 0, len(data)
+    while pos < end:
+        if data[pos] == 0x12:  # field 2, length-delimited
+            size = data[pos + 1] if pos + 1 < end else 0x80
+            if size < 0x80:
+                start = pos + 2
+            else:
+                size, start = read_varint(data, pos + 1)
+            stop = start + size
+            if stop > end:
+                raise ValueError("truncated field")
+            append(data[start:stop])
+            pos = stop
+            continue
+        start = pos
+        number, _, pos = _skip(data, pos)
+        if number == 2:
+            raise ValueError("field 2 is not length-delimited")
+        head.append(data[start:pos])
+    return b"".join(head), items
 
 
 def split_request(data: bytes, max_records: int) -> list[Piece]:
@@ -73,27 +109,12 @@ def split_request(data: bytes, max_records: int) -> list[Piece]:
             continue  # a field a later OTLP version may add: not a record
         if wire_type != 2:
             raise ValueError("resource_logs is not a message")
-        resource_logs = _payload(data, start, stop)
-        head: list[bytes] = []
-        scopes: list[bytes] = []
-        for n, wt, s, e in _fields(resource_logs):
-            if n == 2 and wt == 2:
-                scopes.append(_payload(resource_logs, s, e))
-            else:
-                head.append(resource_logs[s:e])
-        resource = b"".join(head)
+        resource, scopes = _split(_payload(data, start, stop))
         for scope_logs in scopes:
-            scope_head: list[bytes] = []
-            logs: list[bytes] = []
-            for n, wt, s, e in _fields(scope_logs):
-                if n == 2 and wt == 2:
-                    logs.append(_payload(scope_logs, s, e))
-                else:
-                    scope_head.append(scope_logs[s:e])
+            scope, logs = _split(scope_logs)
             if len(out) + len(logs) > max_records:
                 raise TooMany(f"more than {max_records} log records")
-            scope = b"".join(scope_head)
-            out.extend(Piece(resource, scope, log) for log in logs)
+            out.extend([Piece(resource, scope, log) for log in logs])
     return out
 
 

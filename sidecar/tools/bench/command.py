@@ -13,6 +13,7 @@ from sidecar.tools.bench import (
     forward,
     http_source,
     microaggregate,
+    otlp,
     passthrough,
     profile,
     scale,
@@ -26,7 +27,20 @@ def bench() -> None:
     """Benchmarks: print throughput and memory figures."""
 
 
-for _module in (passthrough, buffer, profile, classify, scrub, anonymity, default, dp, forward, vector, http_source):
+for _module in (
+    passthrough,
+    buffer,
+    profile,
+    classify,
+    scrub,
+    anonymity,
+    default,
+    dp,
+    forward,
+    vector,
+    http_source,
+    otlp,
+):
     bench.add_command(_module.COMMAND)
 bench.add_command(scale.COMMAND)
 bench.add_command(microaggregate.COMMAND)

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from google.protobuf import json_format
 from helpers.otlp import export_request, log_record
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,7 +17,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from adapters.otlp.codec import OtlpCodec
-from adapters.otlp.values import role_key
+from adapters.otlp.values import from_hex_ids, role_key
 from adapters.otlp.wire import Piece, TooMany, frame, split_request
 from sidecar.api import RolesConfig, SchemaConfig
 
@@ -247,3 +248,39 @@ def test_split_never_raises_anything_but_value_error_on_garbage(data: bytes) -> 
     except ValueError:
         return
     OtlpCodec(SCHEMA).decode_many(pieces, "\n", [])  # bad records are reported, never raised
+
+
+def parsed(line: str) -> ExportLogsServiceRequest:
+    """An OTLP/JSON line read back by protobuf's own JSON mapping (hex ids turned to its base64 first)."""
+    data = json.loads(line)
+    from_hex_ids(data)
+    return json_format.ParseDict(data, ExportLogsServiceRequest())
+
+
+def test_json_line_reads_back_as_the_very_request_of_the_sdk() -> None:
+    codec = OtlpCodec(SCHEMA)
+    pieces = split_request(golden("sdk_request.bin", sdk_request()), 100)
+    for event, piece in zip(codec.decode_many(pieces, "\n", []), pieces, strict=True):
+        assert parsed(codec.json_line(event)) == ExportLogsServiceRequest.FromString(frame([piece]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    body=st.one_of(st.text(max_size=8), st.lists(_values, max_size=3)),
+    attrs=st.dictionaries(st.text(max_size=5), st.one_of(_values, st.floats(allow_nan=False)), max_size=4),
+    resource=st.dictionaries(st.text(max_size=5), _values, max_size=3),
+    ids=st.booleans(),
+)
+def test_json_line_reads_back_as_the_record_with_its_resource_and_scope(
+    body: object, attrs: dict, resource: dict, ids: bool
+) -> None:  # type: ignore[type-arg]
+    fields = {"trace_id": TRACE, "span_id": SPAN, "flags": 1, "severity_number": 5} if ids else {}
+    record = log_record(
+        body, {**attrs, "user_id": "u", "q": "query"}, time_unix_nano=7, observed_time_unix_nano=8, **fields
+    )
+    (piece,) = split_request(export_request([(resource, "scope", [record])]).SerializeToString(), 10)
+    schema = SchemaConfig(
+        roles=RolesConfig(user="attributes.user_id", query="attributes.q", time=None, rank=None, url=None)
+    )
+    (event,) = OtlpCodec(schema).decode_many([piece], "\n", [])
+    assert parsed(OtlpCodec(schema).json_line(event)) == ExportLogsServiceRequest.FromString(frame([piece]))

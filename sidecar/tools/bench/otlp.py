@@ -1,0 +1,192 @@
+"""``querylog bench otlp``: events/s from the OpenTelemetry SDK's OTLP log exporter through the otlp source ->
+chain -> file sink (OTLP/JSON lines).
+
+The sidecar (``querylog serve``, its own process) has an ``otlp`` source (gRPC, and HTTP on a second port) and a
+``file`` sink; the file is the downstream (the lines are in it before each export is answered, so they are
+counted once every export returned). Records are AOL records as log-record attributes (``AnonID``, ``Query``...:
+the schema's default roles, bare names being attribute keys), with a resource and scope as the SDK writes them.
+
+``--client sdk`` (the default): ``--concurrency`` threads, each with its own ``OTLPLogExporter`` (gRPC or HTTP),
+call ``export(batch)`` with batches of ``--batch`` SDK log records, the SDK encoding each batch as it sends it;
+an export that returns SUCCESS is the sidecar's acknowledgement. ``--client encoded``: the same requests, encoded
+once ahead by the SDK's own encoder and sent as bytes (gRPC ``Export`` or an HTTP POST), so the client's encoding
+does not compete with the sidecar for the two cores. See :mod:`sidecar.tools.bench.network` for what is printed.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sidecar.tools.bench.common import peak_rss_mib
+from sidecar.tools.bench.network import (
+    CHAINS,
+    IO_TIMEOUT,
+    Run,
+    aol_records,
+    free_port,
+    print_run,
+    sidecar,
+    temp_folder,
+)
+
+METHOD = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+
+
+def sdk_batches(records: list[dict[str, str]], batch: int) -> list[list[Any]]:
+    """The records as the SDK's readable log records, in batches of ``batch``."""
+    from opentelemetry._logs import LogRecord, SeverityNumber
+    from opentelemetry.sdk._logs import ReadableLogRecord
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    resource = Resource.create({"service.name": "search-frontend", "host.name": "web-1"})
+    scope = InstrumentationScope("search.querylog", "1.0")
+    now = time.time_ns()
+    made = [
+        ReadableLogRecord(
+            LogRecord(
+                timestamp=now + i,
+                observed_timestamp=now + i,
+                severity_number=SeverityNumber.INFO,
+                severity_text="INFO",
+                attributes=r,
+            ),
+            resource,
+            scope,
+        )
+        for i, r in enumerate(records)
+    ]
+    return [made[i : i + batch] for i in range(0, len(made), batch)]
+
+
+class _Client:
+    """Sends its share of the batches one after another; counts the records of acknowledged exports."""
+
+    def __init__(self, mode: str, protocol: str, grpc_port: int, http_port: int, share: list[list[Any]]) -> None:
+        self.mode, self.protocol = mode, protocol
+        self.grpc_port, self.http_port = grpc_port, http_port
+        self.share = share
+        self.acked = 0
+        self.errors: set[str] = set()
+        if mode == "encoded":
+            from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+
+            self.payloads = [encode_logs(b).SerializeToString() for b in share]
+
+    def run(self) -> None:
+        try:
+            if self.mode == "sdk":
+                self._run_sdk()
+            elif self.protocol == "grpc":
+                self._run_grpc()
+            else:
+                self._run_http()
+        except Exception as exc:  # reported with the figures
+            self.errors.add(type(exc).__name__)
+
+    def _run_sdk(self) -> None:
+        from opentelemetry.sdk._logs.export import LogRecordExportResult
+
+        if self.protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcExporter
+
+            exporter: Any = GrpcExporter(endpoint=f"127.0.0.1:{self.grpc_port}", insecure=True, timeout=IO_TIMEOUT)
+        else:
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpExporter
+
+            exporter = HttpExporter(endpoint=f"http://127.0.0.1:{self.http_port}/v1/logs", timeout=IO_TIMEOUT)
+        try:
+            for batch in self.share:
+                if exporter.export(batch) == LogRecordExportResult.SUCCESS:
+                    self.acked += len(batch)
+                else:
+                    self.errors.add("export failed")
+        finally:
+            exporter.shutdown()
+
+    def _run_grpc(self) -> None:
+        import grpc
+
+        with grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}") as chan:
+            export: Any = chan.unary_unary(METHOD)
+            for payload, batch in zip(self.payloads, self.share, strict=True):
+                export(payload, timeout=IO_TIMEOUT)
+                self.acked += len(batch)
+
+    def _run_http(self) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=IO_TIMEOUT)
+        headers = {"Content-Type": "application/x-protobuf"}
+        try:
+            for payload, batch in zip(self.payloads, self.share, strict=True):
+                conn.request("POST", "/v1/logs", body=payload, headers=headers)
+                response = conn.getresponse()
+                response.read()
+                if response.status == 200:
+                    self.acked += len(batch)
+                else:
+                    self.errors.add(f"HTTP {response.status}")
+        finally:
+            conn.close()
+
+
+def run_once(events: int, batch: int, chain: str, seed: int, concurrency: int, protocol: str, mode: str) -> Run:
+    batches = sdk_batches(aol_records(events, seed), batch)
+    total = sum(len(b) for b in batches)
+    with temp_folder() as tmp:
+        out = Path(tmp) / "out.jsonl"
+        http_port = free_port()
+        source = {"otlp": {"http_listen": f"127.0.0.1:{http_port}"}}
+        with sidecar(Path(tmp), chain, source, [{"file": {"path": str(out)}}]) as sc:
+            clients = [_Client(mode, protocol, sc.port, http_port, batches[i::concurrency]) for i in range(concurrency)]
+            threads = [threading.Thread(target=c.run) for c in clients]
+            t0 = time.time()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            acked_at = time.time()
+            with out.open("rb") as fh:
+                received = sum(1 for _ in fh)
+            sidecar_rss = sc.peak_rss()
+    errors = sorted(set().union(*(c.errors for c in clients)))
+    note = "in the file before each export's answer"
+    return Run(
+        sent=total,
+        acked=sum(c.acked for c in clients),
+        seconds_acked=acked_at - t0,
+        received=received,
+        seconds_received=acked_at - t0,
+        batch=batch,
+        sidecar_rss=sidecar_rss,
+        client_rss=peak_rss_mib(),
+        downstream_rss=0.0,
+        note=f"{note}; client errors: {', '.join(errors)}" if errors else note,
+    )
+
+
+@click.command("otlp")
+@click.option("--events", default=200_000, show_default=True, help="Log records to send.")
+@click.option("--batch", default=1000, show_default=True, help="Log records per export request.")
+@click.option("--chain", type=click.Choice(CHAINS), default="passthrough", show_default=True, help="Filters to run.")
+@click.option("--seed", default=1, show_default=True, help="Seed of the generated records.")
+@click.option("--concurrency", default=2, show_default=True, type=click.IntRange(1, 64), help="Client threads.")
+@click.option("--protocol", type=click.Choice(["grpc", "http"]), default="grpc", show_default=True)
+@click.option(
+    "--client",
+    "mode",
+    type=click.Choice(["sdk", "encoded"]),
+    default="sdk",
+    show_default=True,
+    help="sdk: the SDK's OTLPLogExporter encodes and sends; encoded: the SDK's encoder runs ahead, bytes are sent.",
+)
+def COMMAND(events: int, batch: int, chain: str, seed: int, concurrency: int, protocol: str, mode: str) -> None:
+    """Events/s from the OpenTelemetry SDK's OTLP log exporter through otlp source -> chain -> file sink (OTLP/JSON),
+    sidecar in its own process."""
+    run = run_once(events, batch, chain, seed, concurrency, protocol, mode)
+    print_run(f"otlp {protocol} ({mode} client) -> {chain} -> file ({concurrency} clients)", run)

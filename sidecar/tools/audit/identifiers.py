@@ -43,45 +43,44 @@ it, e.g. a WordNet person name a DP mechanism picked: not a disclosure about the
 
 
 def _norm(text: str) -> str:
-    return " " + " ".join(text.lower().split()) + " "
+    return " ".join(text.lower().split())
 
 
 def identifier_origins(original: Iterable[tuple[str, str]], protected: Iterable[tuple[str, str]]) -> dict[str, Any]:
-    """Protected (user, query) records holding an identifier, by the identifier text's origin (:data:`ORIGINS`).
+    """Protected (user, query) records holding an identifier, by the identifier's origin (:data:`ORIGINS`).
 
-    A record counts once, under its most serious origin (own, then copied, then introduced). An identifier
-    comes from a user's queries when its text (lower case, spaces collapsed, whole words) occurs in one of
-    them, detected there or not. Protected users must be original ids (kept, or linked by the linkage attack).
-    Counts per origin and type only, never a value.
+    An identifier is a detected span's text (lower case, spaces collapsed); it comes from a user's queries when
+    the detectors found the same text in one of them (a word the detectors do not call an identifier in the
+    user's own query, "lincoln" of a car model, is not that user's identifier). A record counts once, under
+    its most serious origin (own, then copied, then introduced). Protected users must be original ids (kept,
+    or linked by the linkage attack). Counts per origin and type only, never a value.
     """
     from filters.hipaa_scrub.scrubber import Scrubber
 
     scrubber = Scrubber()
-    own_texts: dict[str, set[str]] = {}
-    for user, query in original:
-        own_texts.setdefault(user, set()).add(_norm(query))
-    everyone = "\n".join({t for texts in own_texts.values() for t in texts})
-    joined = {user: "\n".join(texts) for user, texts in own_texts.items()}
     spans: dict[str, list[tuple[str, str]]] = {}
-    in_any: dict[str, bool] = {}
+
+    def found(query: str) -> list[tuple[str, str]]:
+        if query not in spans:
+            spans[query] = [(s.kind, _norm(query[s.start : s.end])) for s in scrubber.detect(query)]
+        return spans[query]
+
+    owners: dict[str, set[str]] = {}
+    for user, query in original:
+        for _, value in found(query) if query.strip() else ():
+            owners.setdefault(value, set()).add(user)
     records: Counter[str] = Counter()
     by_type: dict[str, Counter[str]] = {o: Counter() for o in ORIGINS}
     for user, query in protected:
-        if not query.strip():
-            continue
-        if query not in spans:
-            spans[query] = [(s.kind, _norm(query[s.start : s.end])) for s in scrubber.detect(query)]
-        found = spans[query]
-        if not found:
-            continue
+        hits = found(query) if query.strip() else []
         origins = []
-        for kind, value in found:
-            if value not in in_any:
-                in_any[value] = value in everyone
-            origin = "own" if value in joined.get(user, "") else "copied" if in_any[value] else "introduced"
+        for kind, value in hits:
+            who = owners.get(value, set())
+            origin = "own" if user in who else "copied" if who else "introduced"
             origins.append(origin)
             by_type[origin][kind] += 1
-        records[min(origins, key=ORIGINS.index)] += 1
+        if origins:
+            records[min(origins, key=ORIGINS.index)] += 1
     return {
         "records_by_origin": {o: records[o] for o in ORIGINS},
         "found_by_origin": {o: dict(sorted(by_type[o].items())) for o in ORIGINS},

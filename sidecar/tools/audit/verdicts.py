@@ -187,11 +187,23 @@ def _linkage_bound(result: dict[str, Any]) -> tuple[float, str]:
     if k_anonymous:
         k = int(result.get("release_k", DEFAULT_RELEASE_K))
         return 1 / k, f"1/k = {100 / k:.2f}% (k = {k})"
-    from scipy.stats import binom  # type: ignore[import-untyped]  # scipy ships no stubs
-
     n, p = link["users_protected"], link["chance"]
-    bound = max(p, float(binom.ppf(LINKAGE_CONFIDENCE, n, p)) / n) if n else p
+    bound = max(p, _binomial_quantile(n, p, LINKAGE_CONFIDENCE) / n) if n else p
     return bound, f"chance ({100 * p:.2f}% = 1 in {link['users_original']:,}; {100 * bound:.2f}% with its spread)"
+
+
+def _binomial_quantile(n: int, p: float, q: float) -> int:
+    """The smallest m with P(Binomial(n, p) <= m) >= q (pmf by recurrence from (1 - p)^n; p = 1/users keeps the
+    mean near 1, so a few terms do)."""
+    if p >= 1:
+        return n
+    pmf = (1 - p) ** n
+    cdf, m = pmf, 0
+    while cdf < q and m < n:
+        pmf *= (n - m) / (m + 1) * p / (1 - p)
+        m += 1
+        cdf += pmf
+    return m
 
 
 def linkage_verdict(result: dict[str, Any]) -> dict[str, str] | None:

@@ -235,3 +235,22 @@ def test_ilr_histogram_spreads_the_users_on_a_log_axis(monkeypatch: pytest.Monke
     plots.ilr_histogram(ax, [10.0, 12.0, 15.0, 20.0, 0.0])  # nothing dwarfs the rest: linear, the zero drawn
     assert ax.get_xscale() == "linear" and sum(p.get_height() for p in ax.patches) == 5
     plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        ({"provenance": {"params": {"k": "3"}}, "release_k": 3, "release_k_source": "--params"}, (3, "from --params")),
+        (
+            {"provenance": {"params": {}}, "release_k": 7, "release_k_source": "the config's category_buffer k"},
+            (7, "the config's category_buffer k"),
+        ),
+        ({"provenance": {"params": {}}, "release_k": 5, "release_k_source": "the default"}, (None, "")),
+    ],
+)
+def test_pel_and_srp_lines_use_the_releases_k_when_stated(
+    result: dict[str, Any], expected: tuple[int | None, str]
+) -> None:
+    """PEL's and SRP's 1/k lines: the microaggregation's k, else the k the config states; never a default nobody
+    stated (the reference then says the k is unknown)."""
+    assert plots.reference_k(result) == expected

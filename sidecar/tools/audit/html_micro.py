@@ -7,7 +7,7 @@ from html import escape
 from typing import Any
 
 from sidecar.tools.audit import glossary, texts
-from sidecar.tools.audit.verdicts import microaggregation_k
+from sidecar.tools.audit.plots import reference_k
 
 
 def named(key: str) -> str:
@@ -32,7 +32,7 @@ def micro_section(result: dict[str, Any]) -> str:
     m = result.get("microaggregation")
     if not m or not m["users_compared"]:
         return ""
-    k, source = microaggregation_k(result)
+    k, source = reference_k(result)
     ref = f"1/k = {100 / k:.1f}% (k = {k}, {escape(source)})" if k else "k unknown (give --params k=K)"
     p, i, g = m["pel"], m["ilr"], m["identical_groups"]
     rows = [

@@ -16,6 +16,16 @@ DWARF = 10.0
 Plot = tuple[str, str]
 
 
+def reference_k(result: dict[str, Any]) -> tuple[int | None, str]:
+    """The k of the 1/k reference lines of PEL and SRP: the microaggregation's (``--params k=``, else the smallest
+    group of identical profiles of a microaggregated log), else the release's k when a config names it (never
+    the default 5 for a release whose k nobody stated)."""
+    k, source = microaggregation_k(result)
+    if k is None and result.get("release_k_source", "the default") != "the default":
+        return int(result["release_k"]), str(result["release_k_source"])
+    return k, source
+
+
 def png(fig: Any) -> str:
     """A figure as base64 PNG (tight bounding box, so a legend below the axes is kept)."""
     buf = io.BytesIO()
@@ -133,7 +143,7 @@ def categories(result: dict[str, Any]) -> Plot:
 def pel_ilr(result: dict[str, Any]) -> Plot:
     plt = _pyplot()
     m = result["microaggregation"]
-    k, _ = microaggregation_k(result)
+    k, _ = reference_k(result)
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4))
     fig.subplots_adjust(wspace=0.3)
     a.hist([100 * v for v in m["pel_values"]], bins=20, range=(0, 100), color="#4c72b0")
@@ -180,7 +190,7 @@ def ilr_histogram(ax: Any, values: list[float]) -> None:
 def srp(result: dict[str, Any]) -> Plot:
     plt = _pyplot()
     m = result["microaggregation"]
-    k, _ = microaggregation_k(result)
+    k, _ = reference_k(result)
     levels = list(m["srp"])
     fig, ax = plt.subplots(figsize=(8, 3.4))
     ax.bar(levels, [100 * m["srp"][lvl]["mean"] for lvl in levels], color="#8172b2", label="mean SRP over users")

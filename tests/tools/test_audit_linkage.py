@@ -156,6 +156,8 @@ def test_default_chain_release_is_relinked_and_not_ok(released: dict[str, Path])
     assert rows["Users not linkable above chance"]["status"] == "attention"
     pairs = rows["No original"]
     assert pairs["status"] == "attention" and "scored on the ids the linkage attack found" in pairs["figure"]
+    page = report.render_html(result)
+    assert "User linkage attack" in page and "linked with confidence" in page and "ids replaced" in page
 
 
 def test_random_ids_are_relinked(released: dict[str, Path]) -> None:

@@ -122,6 +122,18 @@ def _facts(result: dict[str, Any]) -> str:
     )
 
 
+def _linkage_fact(link: dict[str, Any]) -> str:
+    """The linkage attack's figures (HTML): linked shares against chance, which evidence, ids kept or replaced."""
+    exact = link["reidentified_share"]
+    ids = "ids kept" if link["ids_comparable"] else "ids replaced: the pair rows below are scored on the linked ids"
+    shown = f"{100 * exact:.1f}% of users re-identified; " if exact is not None else ""
+    return (
+        f"{shown}{100 * link['confident_share']:.1f}% linked with confidence, by "
+        f"{escape('+'.join(link['evidence']))}; chance {100 * link['chance']:.2f}% "
+        f"(1 in {link['users_original']:,}); {ids}"
+    )
+
+
 def _attack_facts(result: dict[str, Any]) -> list[tuple[str, str]]:
     """The log matcher's and the attacks' rows of the facts table (values are HTML)."""
     best = result["best_deanonymizer"]
@@ -133,6 +145,9 @@ def _attack_facts(result: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("Protected records identical to an original record", f"{result['matching_full_records']:,}"),
     ]
+    link = result.get("linkage")
+    if link is not None:
+        facts.insert(0, ("User linkage attack (ids linked by queries, times, click hosts)", _linkage_fact(link)))
     if "matching_own_sender_records" in result:
         facts.append(
             (

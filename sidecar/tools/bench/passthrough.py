@@ -133,8 +133,9 @@ def _wait_port(address: str) -> bool:
     return False
 
 
-def _start_server(tmp: Path, echo: bool) -> tuple[subprocess.Popen[bytes], str]:
-    """The sidecar (passthrough chain) or the bare echo, in a subprocess on a free port."""
+def _start_server(tmp: Path, echo: bool, live_audit: bool = False) -> tuple[subprocess.Popen[bytes], str]:
+    """The sidecar (passthrough chain; ``live_audit``: with its live audit on) or the bare echo, in a subprocess on a
+    free port."""
     from adapters.grpc.client import channel, wait_serving
 
     address = f"127.0.0.1:{_free_port()}"
@@ -142,7 +143,8 @@ def _start_server(tmp: Path, echo: bool) -> tuple[subprocess.Popen[bytes], str]:
         cmd = [sys.executable, "-c", _ECHO, address]
     else:
         cfg = tmp / "grpc-passthrough.yaml"
-        cfg.write_text("state_dir: grpc-state\nlogging: {level: warning}\nfilters: []\n")
+        audit = "live_audit: {enabled: 'on'}\n" if live_audit else ""
+        cfg.write_text("state_dir: grpc-state\nlogging: {level: warning}\nfilters: []\n" + audit)
         cmd = [
             sys.executable,
             "-c",
@@ -206,7 +208,7 @@ def bench_grpc_filter(address: str, events: list[Event], batch_size: int, rounds
     return {"events": total, "seconds": seconds, "events_per_s": total / seconds}
 
 
-def bench_grpc(events: int, seed: int, repeat: int, echo: bool) -> list[str]:
+def bench_grpc(events: int, seed: int, repeat: int, echo: bool, live_audit: bool = False) -> list[str]:
     """Lines of figures: Filter with batches of 100 and 1000 (and the echo ceiling), server peak RSS."""
     out = []
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -215,7 +217,7 @@ def bench_grpc(events: int, seed: int, repeat: int, echo: bool) -> list[str]:
         tune_gc()  # as `serve` and `send` do; the decoded events live through the run
         rounds = max(1, events // len(decoded))
         for label, is_echo in [("sidecar", False)] + ([("echo", True)] if echo else []):
-            proc, address = _start_server(tmp, is_echo)
+            proc, address = _start_server(tmp, is_echo, live_audit)
             try:
                 for batch_size in (100, 1000):
                     runs = [bench_grpc_filter(address, decoded, batch_size, rounds) for _ in range(repeat)]
@@ -242,10 +244,16 @@ def bench_grpc(events: int, seed: int, repeat: int, echo: bool) -> list[str]:
 @click.option("--file/--no-file", "do_file", default=True, show_default=True, help="File replay part.")
 @click.option("--grpc/--no-grpc", "do_grpc", default=True, show_default=True, help="gRPC Filter part.")
 @click.option("--echo/--no-echo", default=False, show_default=True, help="Also a bare gRPC echo (the ceiling).")
-def COMMAND(events: int, seed: int, repeat: int, do_file: bool, do_grpc: bool, echo: bool) -> None:
+@click.option(
+    "--live-audit/--no-live-audit",
+    default=False,
+    show_default=True,
+    help="The gRPC sidecar runs its live audit (live_audit.enabled: on, its defaults): its cost.",
+)
+def COMMAND(events: int, seed: int, repeat: int, do_file: bool, do_grpc: bool, echo: bool, live_audit: bool) -> None:
     """Events/s of the passthrough chain: file replay (output checked byte-identical) and gRPC Filter."""
     if do_grpc:
-        for line in bench_grpc(events, seed, repeat, echo):
+        for line in bench_grpc(events, seed, repeat, echo, live_audit):
             click.echo(line)
         click.echo(f"{'client peak RSS':<22}: {peak_rss_mib():.1f} MiB")
     if do_file:

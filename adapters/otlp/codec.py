@@ -128,11 +128,16 @@ class OtlpCodec(Codec):
         keys = tuple(role_key(n) if n is not None else None for n in names)
         on_record = [(j, k) for j, k in enumerate(keys) if k is not None and k.kind in ("body", "time")]
         on_resource = [(j, k.name) for j, k in enumerate(keys) if k is not None and k.kind == "resource"]
-        attr_keys: dict[str, tuple[int, ...]] = {}  # an attribute key -> the roles it plays (one, as a rule)
+        attr_keys: dict[str, int] = {}  # an attribute key -> the role it plays
+        copies: list[tuple[int, int]] = []  # (from, to): a key that plays two roles
         for j, k in enumerate(keys):
             if k is not None and k.kind == "attr":
-                attr_keys[k.name] = (*attr_keys.get(k.name, ()), j)
+                if k.name in attr_keys:
+                    copies.append((attr_keys[k.name], j))
+                else:
+                    attr_keys[k.name] = j
         attr_get = attr_keys.get
+        wanted = len(attr_keys)
         resources: dict[bytes, Any] = {}  # the resource attributes of this batch's resources, parsed once each
         out: list[Event] = []
         append = out.append
@@ -145,13 +150,18 @@ class OtlpCodec(Codec):
                 continue
             values: list[Any] = [None, None, None, None, None]
             if attr_keys:
+                left = wanted
                 for kv in msg.attributes:
-                    js = attr_get(kv.key)
-                    if js is not None and values[js[0]] is None:  # the first of a repeated key
+                    j = attr_get(kv.key)
+                    if j is not None and values[j] is None:  # the first of a repeated key
                         v = kv.value
-                        value = v.string_value if v.WhichOneof("value") == "string_value" else to_python(v)
-                        for j in js:
-                            values[j] = value
+                        value = values[j] = v.string_value if v.WhichOneof("value") == "string_value" else to_python(v)
+                        if value is not None:
+                            left -= 1
+                            if not left:  # every role found: the other attributes are not read
+                                break
+                for a, b in copies:
+                    values[b] = values[a]
             for j, key in on_record:
                 values[j] = _read(msg, b"", key)
             if on_resource:
@@ -248,7 +258,9 @@ class OtlpCodec(Codec):
         file exporter writes."""
         piece = self.encode(event)
         head, tail = self._frames.get((piece.resource, piece.scope)) or self._frame_json(piece)
-        return head + escape_breaks(record_text(LogRecord.FromString(piece.log))) + tail
+        rec = event.record
+        msg = rec.msg if type(rec) is OtlpRecord and rec.piece is piece else LogRecord.FromString(piece.log)
+        return head + escape_breaks(record_text(msg)) + tail
 
     def _frame_json(self, piece: Piece) -> tuple[str, str]:
         """The OTLP/JSON around a record of ``piece``'s resource and scope (cached: a batch shares a few)."""

@@ -168,11 +168,14 @@ def record_text(r: Any) -> str:
     if r.HasField("body"):
         add('"body":' + any_text(r.body))
     if r.attributes:
-        add(
-            '"attributes":['
-            + ",".join(['{"key":' + _quote(kv.key) + ',"value":' + any_text(kv.value) + "}" for kv in r.attributes])
-            + "]"
-        )
+        items = []
+        for kv in r.attributes:
+            v = kv.value
+            if v.WhichOneof("value") == "string_value":  # the common kind, written here
+                items.append('{"key":' + _quote(kv.key) + ',"value":{"stringValue":' + _quote(v.string_value) + "}}")
+            else:
+                items.append('{"key":' + _quote(kv.key) + ',"value":' + any_text(v) + "}")
+        add('"attributes":[' + ",".join(items) + "]")
     if r.dropped_attributes_count:
         add(f'"droppedAttributesCount":{r.dropped_attributes_count}')
     if r.flags:

@@ -31,6 +31,7 @@ SLOW_PATHS: dict[str, str] = {
     "tests/adapters/scale/": "Dask clusters and sidecar replicas in subprocesses (10 s and more)",
     "tests/adapters/clickhouse/": "a real clickhouse-server (4 s to start), inserts and restarts",
     "tests/adapters/accesslog/test_nginx.py": "a real nginx, curl, and querylog replay subprocesses (2.5-5 s each)",
+    "tests/adapters/accesslog/test_stack_doc.py": "docs/STACK.md's recipes: nginx, curl, querylog replay (5-7 s each)",
     "tests/adapters/grpc/test_ingest_kill9.py": "kill -9 of serve subprocesses (12 s)",
     "tests/adapters/microaggregate/test_blocks.py": "worker processes, the CLI in subprocesses (2-12 s each)",
     "tests/filters/dp_replace/test_release.py": "replay subprocesses, kill -9, the audit and bench commands (1-7 s)",
@@ -40,6 +41,8 @@ SLOW_PATHS: dict[str, str] = {
 
 #: Single tests (every parametrisation) left out, by file: ``name`` or ``Class::name`` -> seconds.
 SLOW_TESTS: dict[str, dict[str, str]] = {
+    "tests/tools/test_audit_linkage.py": {"test_linkage_on_the_real_sample_renamed": "2-11 (39k real lines)"},
+    "tests/tools/test_audit_verdicts.py": {"test_microaggregation_copies_identifiers_unless_scrubbed_first": "12-21"},
     "tests/adapters/file/test_filter_command.py": {"test_a_buffered_release_reaches_stdout_while_stdin_is_idle": "31"},
     "tests/adapters/file/test_prescan.py": {
         "test_cli_prescans_by_default_and_says_when_it_cannot": "6",

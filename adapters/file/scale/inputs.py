@@ -74,7 +74,10 @@ def plan(files: list[str], workers: int) -> list[Chunk]:
 
 def read_header(files: list[str], schema: SchemaConfig) -> tuple[str, str | None]:
     """The format of the files and the header line they share (None: no header); every file must agree."""
-    formats = {codec_for(schema, p).format for p in files}
+    try:
+        formats = {codec_for(schema, p).format for p in files}
+    except ConfigValueError as exc:  # a plugin's text format (access_log): the partitioned replay reads TSV/JSONL
+        raise InputError(f"schema.{exc.key}: {exc.problem}") from None
     if len(formats) > 1:
         raise InputError("the input files mix formats (TSV and JSON lines): replay them apart")
     fmt = formats.pop()

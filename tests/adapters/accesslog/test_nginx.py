@@ -9,19 +9,16 @@ requests and from the referers that carried them.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import QUERYLOG, wait_until
-from helpers.waiting import exited
+from helpers import QUERYLOG
+from helpers.nginx import NGINX, nginx_access_log
 
 from adapters.accesslog.codec import AccessLogCodec
 from sidecar.api import RolesConfig, SchemaConfig
 
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 LOG_FORMAT = (
     '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" '
     '"$http_user_agent" "$http_x_user_id"'
@@ -53,41 +50,11 @@ pytestmark = pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is not i
 
 
 @pytest.fixture(scope="module")
-def nginx_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def nginx_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The access log nginx wrote for :data:`REQUESTS`."""
-    d = tmp_path_factory.mktemp("nginx")
-    sock = d / "nginx.sock"
-    temps = " ".join(f"{k}_temp_path {d}/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    (d / "nginx.conf").write_text(
-        f"""daemon off; master_process off; pid {d}/nginx.pid; error_log {d}/error.log;
-events {{}}
-http {{
-  {temps}
-  access_log off;
-  log_format search '{LOG_FORMAT}';
-  server {{
-    listen unix:{sock};
-    access_log {d}/access.log search;
-    location /search {{ default_type text/plain; return 200 "results\\n"; }}
-    location / {{ return 404; }}
-  }}
-}}
-""",
-        encoding="utf-8",
-    )
-    proc = subprocess.Popen([NGINX, "-p", str(d), "-c", str(d / "nginx.conf"), "-e", str(d / "error.log")])
-    try:
-        wait_until(sock.exists, what="nginx's socket", abort=exited(proc))
-        for user, target, referer in REQUESTS:
-            cmd = ["curl", "-sS", "-o", "/dev/null", "--unix-socket", str(sock), "-H", f"X-User-Id: {user}"]
-            cmd += ["-e", referer] if referer else []
-            subprocess.run([*cmd, f"http://localhost{target}"], check=True, timeout=30)
-        log = d / "access.log"
-        wait_until(lambda: log.read_bytes().count(b"\n") == len(REQUESTS), what="nginx's log lines")
-        yield log
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    requests = [(t, ["-H", f"X-User-Id: {u}", *(["-e", r] if r else [])]) for u, t, r in REQUESTS]
+    logging = f"log_format search '{LOG_FORMAT}';\n  access_log {{log}} search;"
+    return nginx_access_log(tmp_path_factory.mktemp("nginx"), logging, requests)
 
 
 def replay(tmp_path: Path, log: Path, filters: str) -> bytes:

@@ -28,11 +28,15 @@ STYLES = st.builds(
         lambda extra: frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~") | extra
     ),
 )
-#: what a logged variable may hold: any bytes, escaped by the server
+#: what a logged variable may hold: any bytes, escaped by the server; outside quotes, no space or bracket (a value
+#: with the next separator in it, as a status or a byte count never has, could be split two ways)
 RAW_VALUES = st.binary(max_size=20)
+UNQUOTED = RAW_VALUES.map(lambda b: b.replace(b" ", b"_").replace(b"]", b"_"))
+QUOTED = ("request", "http_referer", "http_user_agent")
 WORD = st.text(st.sampled_from("abcxyz019-_.~"), min_size=1, max_size=8)
 
 
+@settings(deadline=None)  # a shared, noisy machine: no per-example time limit
 @given(data=st.binary(max_size=40), dialect=DIALECTS)
 def test_escape_round_trips_any_bytes(data: bytes, dialect: str) -> None:
     logged = escape(data, dialect)
@@ -41,6 +45,7 @@ def test_escape_round_trips_any_bytes(data: bytes, dialect: str) -> None:
     assert unescape(logged, dialect) == data
 
 
+@settings(deadline=None)
 @given(text=TEXTS, style=STYLES, dialect=DIALECTS)
 def test_the_style_read_from_a_value_writes_it_again(text: str, style: Style, dialect: str) -> None:
     logged = encode_value(text, style, dialect)
@@ -48,6 +53,7 @@ def test_the_style_read_from_a_value_writes_it_again(text: str, style: Style, di
     assert encode_value(text, style_of(logged, dialect), dialect) == logged
 
 
+@settings(deadline=None)
 @given(old=TEXTS, new=TEXTS, style=STYLES, dialect=DIALECTS)
 def test_a_new_text_is_written_in_the_old_ones_style(old: str, new: str, style: Style, dialect: str) -> None:
     """The old text has a space and a byte written as hex with a letter (a line feed: %0A or %0a)."""
@@ -74,7 +80,7 @@ def logged_lines(draw: st.DrawFn, apache: bool) -> tuple[AccessLogCodec, str, di
     schema = SchemaConfig(format="access_log", apache_format="combined" if apache else None)
     codec = AccessLogCodec(schema)
     dialect = codec.dialect
-    values = {name: escape(draw(RAW_VALUES), dialect) for name in codec.names}
+    values = {name: escape(draw(RAW_VALUES if name in QUOTED else UNQUOTED), dialect) for name in codec.names}
     params = draw(st.lists(st.tuples(WORD, st.one_of(st.just(""), WORD)), max_size=3))
     query = encode_value(draw(TEXTS), draw(STYLES), dialect)
     at = draw(st.integers(0, len(params)))
@@ -86,7 +92,7 @@ def logged_lines(draw: st.DrawFn, apache: bool) -> tuple[AccessLogCodec, str, di
     return codec, _line(codec, values), values
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(case=logged_lines(apache=False) | logged_lines(apache=True), crlf=st.booleans())
 def test_any_logged_line_decodes_and_comes_back_byte_for_byte(
     case: tuple[AccessLogCodec, str, dict[str, str]], crlf: bool
@@ -101,7 +107,7 @@ def test_any_logged_line_decodes_and_comes_back_byte_for_byte(
         assert codec.get_field(ev, name) == unescape(values[name], codec.dialect).decode("utf-8", "replace")
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(case=logged_lines(apache=False) | logged_lines(apache=True), new=TEXTS)
 def test_a_changed_query_changes_only_its_parameter(case: tuple[AccessLogCodec, str, dict[str, str]], new: str) -> None:
     codec, line, values = case

@@ -152,10 +152,12 @@ class OtlpCodec(Codec):
             if attr_keys:
                 left = wanted
                 for kv in msg.attributes:
-                    j = attr_get(kv.key)
-                    if j is not None and values[j] is None:  # the first of a repeated key
+                    slot = attr_get(kv.key)
+                    if slot is not None and values[slot] is None:  # the first of a repeated key
                         v = kv.value
-                        value = values[j] = v.string_value if v.WhichOneof("value") == "string_value" else to_python(v)
+                        value = values[slot] = (
+                            v.string_value if v.WhichOneof("value") == "string_value" else to_python(v)
+                        )
                         if value is not None:
                             left -= 1
                             if not left:  # every role found: the other attributes are not read

@@ -3,7 +3,10 @@
 **Where.** A stage of the runtime, right after a batch is decoded and before the chain (``Pipeline._decode``),
 for every source and format whose codec implements the field methods (TSV by column name, JSON lines, forward,
 Vector, gRPC attributes, the access log): the chain, the state store (held events) and every sink only ever see
-a record whose non-role fields went through their policies. Roles are not fields here: the filters own them.
+a record whose non-role fields went through their policies. The query's field takes no policy (the filters own
+it); the field of another role may take a value policy (``hash``, ``ip_prefix``, ``ip_encrypt``, ``user_agent``),
+which sets the role's value before any filter (an access log's user is its client address: ``remote_addr:
+ip_encrypt``); the codec writes the role back as it writes any changed role.
 
 **What.** Each non-role field gets its policy (:class:`~sidecar.api.config.FieldPolicy`): ``keep``; ``drop``
 (``codec.remove_field``: removed from a JSON object, forward or Vector map; a format with fixed columns writes
@@ -48,6 +51,8 @@ EMPTY = (None, "", "-")
 #: A field name counted under its own name (anything else, or past MAX_NAMES distinct ones, is ``_other``).
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
 MAX_NAMES = 64
+#: Distinct user agents whose generalised form is remembered.
+AGENTS_KEPT = 10_000
 #: What a transform returns for a value it cannot read: the field is removed.
 UNREADABLE = object()
 #: What a transform returns to remove the field.
@@ -64,6 +69,12 @@ class FieldPolicies:
         self.dead = dead
         self.counts: Counter[tuple[str, str]] = Counter()
         self._names: set[str] = set()
+        self._agents: dict[str, str] = {}  # user agent -> its family and version (a log repeats a few hundred)
+        role_of = {name: role for role, name in schema.roles.mapping().items() if name is not None}
+        #: (role, its field's name, policy): a value policy on a role's field (not the query's) sets the role
+        self._roles = [
+            (role_of[name], name, p) for name, p in self.policies.items() if name in role_of and p.policy != "keep"
+        ]
         used = {p.policy for p in self.policies.values()}
         key = self._key(schema, ctx) if used & KEYED_POLICIES else b""
         self._hash_key = derive_key(key, "field hash") if key else b""
@@ -112,6 +123,8 @@ class FieldPolicies:
         later: dict[str, list[tuple[Event, str]]] = {}  # url/scrub: run through their filter once per batch
         refused: list[tuple[int, str, str]] = []
         for i, ev in enumerate(events):
+            if self._roles:
+                self._set_roles(ev)
             codec = ev.codec
             fields = codec.fields(ev) if codec is not None else None
             if not fields:
@@ -185,6 +198,22 @@ class FieldPolicies:
             self.counts[(self._label(name), outcome)] += 1
         return None
 
+    def _set_roles(self, ev: Event) -> None:
+        """The value policies of role fields, on the event's role values (an unreadable value becomes None)."""
+        for role, name, policy in self._roles:
+            value = getattr(ev, role)
+            if _empty(value):
+                continue
+            new = self._transform(policy, value)
+            if new is UNREADABLE:
+                new, outcome = None, "unreadable_removed"
+            elif new == value:
+                continue
+            else:
+                outcome = "changed"
+            setattr(ev, role, new)
+            self.counts[(name, outcome)] += 1
+
     def _transform(self, policy: FieldPolicy, value: Any) -> Any:
         """The new value of a field under a value policy (REMOVE, UNREADABLE, or the value)."""
         kind = policy.policy
@@ -195,7 +224,13 @@ class FieldPolicies:
         if not isinstance(value, str):
             return UNREADABLE
         if kind == "user_agent":
-            return generalise(value)
+            out = self._agents.get(value)
+            if out is None:
+                out = generalise(value)
+                if len(self._agents) >= AGENTS_KEPT:
+                    self._agents.clear()
+                self._agents[value] = out
+            return out
         if kind == "ip_prefix":
             out = ip_prefix(value, policy.ipv4_prefix, policy.ipv6_prefix)
         else:
@@ -222,7 +257,10 @@ class FieldPolicies:
                 if new == value:
                     continue
                 try:
-                    ev.codec.set_field(ev, name, new)
+                    if _empty(new) or (type(new) is str and new.isspace()):  # emptied: the format's placeholder
+                        ev.codec.remove_field(ev, name)
+                    else:
+                        ev.codec.set_field(ev, name, new)
                 except FieldError:
                     failed[id(ev)] = self._label(name)
                     continue

@@ -20,13 +20,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import yacryptopan  # type: ignore[import-untyped]  # no type information shipped (a single-module package)
+from Cryptodome.Cipher import AES
 
 __all__ = ["MIN_KEY_BYTES", "IpEncrypt", "derive_key", "hash_value", "ip_prefix", "map_addresses"]
 
 #: Shortest field key accepted (as pseudonymize's): a shorter one can be guessed, and every hash reversed.
 MIN_KEY_BYTES = 16
-#: Distinct addresses whose pseudonyms one :class:`IpEncrypt` remembers (Crypto-PAn costs about 0.1 ms each).
+#: Distinct addresses whose pseudonyms one :class:`IpEncrypt` remembers (Crypto-PAn: about 10 us each).
 CACHE_SIZE = 200_000
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -100,21 +100,44 @@ def ip_prefix(value: str, ipv4_bits: int, ipv6_bits: int) -> str | None:
 
 
 class IpEncrypt:
-    """Crypto-PAn (Xu, Fan, Ammar, Moon, ICNP 2002; ``yacryptopan``): a keyed bijection on addresses that keeps
-    prefixes, so two addresses sharing exactly their first n bits map to two sharing exactly their first n
-    bits (subnets stay subnets, an address never appears as it was, except by chance for one in 2^32)."""
+    """Crypto-PAn (Xu, Fan, Ammar, Moon, ICNP 2002): a keyed bijection on addresses that keeps prefixes, so two
+    addresses sharing exactly their first n bits map to two sharing exactly their first n bits (subnets stay
+    subnets; an address is written as it came only by chance, one in 2^32).
+
+    Output bit i is input bit i XOR the first bit of AES(the first i input bits, then the padding's bits), the
+    AES key and padding the halves of a 32-byte key (here derived from the field key). The algorithm and key
+    schedule are those of PyPI ``yacryptopan`` (the tests check every output against it); its loop calls AES once
+    per bit from Python (0.1 ms an IPv4 address, 0.4 ms an IPv6 one), so the blocks of one address are encrypted
+    here in one ECB call (pycryptodomex's AES, what ``yacryptopan`` uses), about ten times faster."""
 
     def __init__(self, key: bytes) -> None:
-        self._pan = yacryptopan.CryptoPAn(derive_key(key, "ip_encrypt"))
+        material = derive_key(key, "ip_encrypt")
+        self._cipher = AES.new(material[:16], AES.MODE_ECB)
+        self._pad = int.from_bytes(self._cipher.encrypt(material[16:]), "big")
         self._cache: dict[str, str] = {}
+
+    def anonymize(self, value: int, bits: int) -> int:
+        """The pseudonym of an address as an integer of ``bits`` (32 or 128) bits."""
+        ext = value << (128 - bits)
+        pad = self._pad
+        blocks = b"".join(
+            ((ext >> (128 - pos) << (128 - pos)) | (pad & (_ALL >> pos))).to_bytes(16, "big") for pos in range(bits)
+        )
+        out = self._cipher.encrypt(blocks)
+        flips = 0
+        for pos in range(bits):
+            flips = (flips << 1) | (out[16 * pos] >> 7)
+        return value ^ flips
 
     def address(self, address: Address) -> str:
         """The pseudonym address of one address (IPv4 stays IPv4, IPv6 stays IPv6)."""
         text = str(address)
         out = self._cache.get(text)
         if out is None:
-            number = int(self._pan.anonymize_bin(int(address), address.version))
-            out = str(ipaddress.ip_address(number) if address.version == 4 else ipaddress.IPv6Address(number))
+            if address.version == 4:
+                out = str(ipaddress.IPv4Address(self.anonymize(int(address), 32)))
+            else:
+                out = str(ipaddress.IPv6Address(self.anonymize(int(address), 128)))
             if len(self._cache) >= CACHE_SIZE:
                 self._cache.clear()
             self._cache[text] = out
@@ -123,3 +146,6 @@ class IpEncrypt:
     def encrypt(self, value: str) -> str | None:
         """``value`` with each address pseudonymized; None when not addresses."""
         return map_addresses(value, self.address)
+
+
+_ALL = (1 << 128) - 1

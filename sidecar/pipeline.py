@@ -32,6 +32,7 @@ from sidecar.building import build_component, codec_lookup, create_positions, re
 from sidecar.chain import Chain
 from sidecar.config import ComponentSpec, ErrorCollector, LoadedConfig
 from sidecar.deadletter import DeadLetters
+from sidecar.fieldpolicy import field_policies
 from sidecar.liveaudit import LiveAudit, NoAudit
 from sidecar.outbox import OutboxFull, backpressure, outbox_factory
 from sidecar.readiness import not_ready
@@ -82,6 +83,8 @@ class Pipeline:
         self.sinks: list[Sink[Any]] = []
         errors = ErrorCollector()  # each component is built on its own: report every one that fails
         try:
+            with errors.guard():
+                self.fields = field_policies(config, self.ctx, self.dead)
             for spec in config.filters:
                 with errors.guard():
                     try:
@@ -135,6 +138,8 @@ class Pipeline:
             reasons[reason] += 1
         if batch.last_eol == "" and events and (not bad or bad[-1][0] != len(batch.records) - 1):
             events[-1].eol = ""
+        if self.fields is not None and events:  # every non-role field through its policy (schema.fields)
+            events = self.fields.apply(events, batch, bad, reasons)
         return events
 
     def receive(self, batch: RecordBatch) -> Receipt:
@@ -360,6 +365,7 @@ class Pipeline:
         s["events_dead_lettered"] = self.dead.total
         s["uptime_seconds"] = round(time.monotonic() - self.started, 3)
         s["config_reloads"] = dict(self.reloads)
+        s["fields"] = self.fields.stats() if self.fields is not None else {}
         return s
 
     def close(self) -> None:

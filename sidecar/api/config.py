@@ -72,6 +72,8 @@ PolicyName = Literal["keep", "drop", "hash", "ip_prefix", "ip_encrypt", "user_ag
 POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
 #: Field policies that need the field key (``schema.field_key_env`` / ``field_key_file``).
 KEYED_POLICIES = frozenset({"hash", "ip_encrypt"})
+#: Policies a role's field may have (not the query's): applied to the role's value before any filter.
+ROLE_POLICIES = ("keep", "hash", "ip_prefix", "ip_encrypt", "user_agent")
 
 
 @dataclass(frozen=True)
@@ -148,10 +150,15 @@ class SchemaConfig:
     def __post_init__(self) -> None:
         if not self.header and len(set(self.columns)) != len(self.columns):
             raise ConfigValueError("columns", "column names must be unique")
-        roles = {name for name in self.roles.mapping().values() if name is not None}
-        for name in self.fields or {}:
-            if name in roles:
-                raise ConfigValueError(f"fields.{name}", "is a role's field: its filters decide, not a field policy")
+        roles = {name: role for role, name in self.roles.mapping().items() if name is not None}
+        for name, spec in (self.fields or {}).items():
+            role = roles.get(name)
+            if role == "query":
+                raise ConfigValueError(f"fields.{name}", "is the query's field: its filters decide, not a field policy")
+            if role is not None and policy_of(spec).policy not in ROLE_POLICIES:
+                raise ConfigValueError(
+                    f"fields.{name}", f"is the {role} role's field: a role takes a value policy only", ROLE_POLICIES
+                )
         keyed = sorted(n for n, spec in (self.fields or {}).items() if policy_of(spec).policy in KEYED_POLICIES)
         if self.field_key_env is not None and self.field_key_file is not None:
             raise ConfigValueError("field_key_env", "Set field_key_env or field_key_file, not both")

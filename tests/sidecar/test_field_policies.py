@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yacryptopan  # type: ignore[import-untyped]
 import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -26,7 +27,7 @@ from adapters.forward.protocol import Entry
 from sidecar.api import Event, RecordBatch
 from sidecar.cli.core import check_config
 from sidecar.config import ConfigError, load_config
-from sidecar.fieldvalues import IpEncrypt, hash_value, ip_prefix
+from sidecar.fieldvalues import IpEncrypt, derive_key, hash_value, ip_prefix
 from sidecar.pipeline import Pipeline
 from sidecar.useragent import generalise
 
@@ -150,6 +151,17 @@ def test_address_lists_ports_and_zones(tmp_path: Path) -> None:
     assert out is not None and ipaddress.ip_address(out).version == 6 and out != "2001:db8::1"
 
 
+def test_a_value_policy_on_a_role_field_sets_the_role(tmp_path: Path, pipelines: list[Pipeline]) -> None:
+    """The user role's field with ip_encrypt: the chain sees (and the output holds) the pseudonym address."""
+    schema = {"fields": {"uid": "ip_encrypt"}, "format": "jsonl"}
+    lines = [_line(uid="192.0.2.1"), _line(uid="not an address"), _line(uid="")]
+    out = run(tmp_path, pipelines, schema, lines)
+    assert json.loads(out[0])["uid"] == IpEncrypt(KEY.encode()).encrypt("192.0.2.1")
+    assert json.loads(out[1])["uid"] is None  # unreadable: removed, never written as it came
+    assert out[2] == lines[2]
+    assert pipelines[0].stats()["fields"]["uid"] == {"changed": 1, "unreadable_removed": 1}
+
+
 # ---- unlisted ------------------------------------------------------------------------------------------------
 def test_unlisted_drop_removes_what_is_not_declared(tmp_path: Path, pipelines: list[Pipeline]) -> None:
     schema = {"fields": {"page": "keep"}, "unlisted": "drop", "format": "jsonl"}
@@ -213,7 +225,8 @@ def test_forward_records(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("schema", "key", "problem"),
     [
-        ({"fields": {"q": "hash"}}, "schema.fields.q", "is a role's field"),
+        ({"fields": {"q": "hash"}}, "schema.fields.q", "is the query's field"),
+        ({"fields": {"uid": "drop"}}, "schema.fields.uid", "a role takes a value policy only"),
         ({"fields": {"ip": "ip_crypt"}}, "schema.fields.ip", "unknown value"),
         (
             {"fields": {"ip": {"policy": "hash", "ipv4_prefix": 8}}},
@@ -300,6 +313,16 @@ def test_ip_encrypt_preserves_ipv6_prefixes(a: int, b: int) -> None:
     enc = IpEncrypt(KEY.encode())
     ex, ey = (int(ipaddress.IPv6Address(enc.address(ipaddress.IPv6Address(v)))) for v in (a, b))
     assert _common_prefix(ex, ey, 128) == _common_prefix(a, b, 128)
+
+
+@settings(max_examples=100, deadline=None)
+@given(v4=st.integers(0, 2**32 - 1), v6=st.integers(0, 2**128 - 1))
+def test_ip_encrypt_is_yacryptopan(v4: int, v6: int) -> None:
+    """The batched Crypto-PAn writes what PyPI yacryptopan (the reference implementation) writes."""
+    reference = yacryptopan.CryptoPAn(derive_key(KEY.encode(), "ip_encrypt"))
+    enc = IpEncrypt(KEY.encode())
+    assert enc.anonymize(v4, 32) == reference.anonymize_bin(v4, 4)
+    assert enc.anonymize(v6, 128) == reference.anonymize_bin(v6, 6)
 
 
 @settings(max_examples=100, deadline=None)

@@ -189,8 +189,10 @@ def test_cpu_share_bounds_the_time_spent() -> None:
         audited += sampled
         sum(i * i for i in range(20000))  # the rest of the pipeline's work on the batch
     elapsed = time.perf_counter() - t0
-    assert 0 < audited < 300
-    assert audit.seconds <= 0.02 * elapsed + 0.05 + 0.05
+    assert 0 < audited <= 100  # auditing a batch costs more than the rest of its work: 1 in 3 would be 2% alone
+    # the share of the wall time, the bucket's 50 ms of credit at the start, and the last batch's overrun (a batch
+    # costs about 3 ms; every batch audited would be about 1 s)
+    assert audit.seconds <= 0.02 * elapsed + 0.05 + 0.1
 
 
 def test_no_audit_does_nothing() -> None:

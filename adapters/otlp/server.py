@@ -39,8 +39,9 @@ SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 HTTP_PATH = "/v1/logs"
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-#: how long a body may take to arrive (between two pieces), else 408
+#: how long a body may pause between two pieces, and take in all, else 408
 IDLE_SECONDS = 30.0
+BODY_SECONDS = 120.0
 
 
 def failure_kind(exc: BaseException) -> str:
@@ -235,15 +236,16 @@ class OtlpServers:
     async def _read(self, request: web.BaseRequest, limit: int) -> bytes:
         parts: list[bytes] = []
         size = 0
-        while True:
-            async with asyncio.timeout(IDLE_SECONDS):
-                chunk = await request.content.readany()
-            if not chunk:
-                return b"".join(parts)
-            size += len(chunk)
-            if size > limit:
-                raise TooLarge
-            parts.append(chunk)
+        async with asyncio.timeout(BODY_SECONDS):  # however slowly the body trickles in
+            while True:
+                async with asyncio.timeout(IDLE_SECONDS):
+                    chunk = await request.content.readany()
+                if not chunk:
+                    return b"".join(parts)
+                size += len(chunk)
+                if size > limit:
+                    raise TooLarge
+                parts.append(chunk)
 
     def _refuse(self, status: int, reason: str, as_json: bool, *, retry: bool = False) -> web.Response:
         """A refusal: counted by reason, the reason as the message (nothing of the request echoed)."""

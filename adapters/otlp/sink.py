@@ -9,7 +9,8 @@ runtime's batch. The outbox's sender thread exports each batch, oldest first:
 * **delivered**: HTTP 2xx, gRPC OK. A ``partial_success`` with rejected records is counted
   (``records_rejected_by_peer``): the peer took the request and will not take those records again.
 * **throttled** (HTTP 429, 502, 503, 504; gRPC RESOURCE_EXHAUSTED, UNAVAILABLE): sent again after the peer's
-  ``Retry-After`` when it gives one (at most ``retry_max_seconds``), else after the outbox's backoff.
+  ``Retry-After`` when it gives one (at least 0.1 s, at most ``retry_max_seconds``), else after the outbox's
+  backoff.
 * **refused for good** (another 4xx, gRPC INVALID_ARGUMENT...): the batch goes to the dead-letter file (reason
   ``otlp_rejected``) and the sender goes on; any other failure is retried with backoff, at least once.
 """
@@ -47,6 +48,8 @@ RETRY_GRPC = frozenset(
         grpc.StatusCode.DATA_LOSS,
     }
 )
+#: the shortest wait after a throttling answer (a `Retry-After: 0` must not make a busy loop)
+THROTTLE_FLOOR_SECONDS = 0.1
 _FRAMING = 12  # bytes a record may add to a request besides its own (tags and lengths, at most)
 
 
@@ -159,7 +162,7 @@ class OtlpSink(Sink[OtlpSinkConfig]):
             # the peer throttles and said when to come back: wait that long (not the backoff), then again
             self.counts["throttled"] += 1
             log.info("otlp_export_throttled", sink=self.NAME, retry_after_seconds=round(wait, 3))
-            self._closing.wait(min(wait, self.config.retry_max_seconds))
+            self._closing.wait(min(max(wait, THROTTLE_FLOOR_SECONDS), self.config.retry_max_seconds))
 
     def _send_http(self, payload: bytes) -> float | None:
         """One POST; None when done, else the ``Retry-After`` of a throttling answer."""

@@ -149,3 +149,23 @@ def test_a_batch_refused_for_good_is_dead_lettered_and_partial_success_counted(t
     assert stats["batches_refused"] == 1 and stats["sent_batches"] == 2
     dead = (tmp_path / "a" / "state" / "dead-letter.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["reason"] for line in dead] == ["otlp_rejected"]
+
+
+def test_grpc_with_tls_and_a_bearer_token_into_a_second_otlp_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from helpers.certs import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    monkeypatch.setenv("OTLP_SINK_TOKEN", "t0ken-for-b")
+    (tmp_path / "b").mkdir()
+    options = {"tls_cert_file": str(pki.server.cert), "tls_key_file": str(pki.server.key)}
+    with otlp_sidecar(write_config(tmp_path / "b"), auth_token_env="OTLP_SINK_TOKEN", **options) as b:
+        sink = (
+            f"{{endpoint: '{b.grpc_endpoint}', protocol: grpc, tls_ca_file: '{pki.ca}',"
+            f" bearer_token_env: OTLP_SINK_TOKEN, {QUICK}}}"
+        )
+        with sending_sidecar(tmp_path, sink) as a:
+            send(a, request_bytes())
+            wait_until(lambda: b.source.stats().get("records_accepted", 0) == 6, what="B to take A's batch")
+    assert len((tmp_path / "b" / "out.jsonl").read_text(encoding="utf-8").splitlines()) == 6

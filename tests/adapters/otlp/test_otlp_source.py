@@ -287,3 +287,26 @@ def test_a_full_outbox_answers_resource_exhausted_and_503_with_retry_after(tmp_p
         status, headers, _ = http_post(sc.http_endpoint, bad_batch(), "application/x-protobuf")
         assert status == 503 and headers["Retry-After"] == "2"
     assert len(records_of(tmp_path / "out.jsonl")) == 3  # the first request only
+
+
+def test_mutual_tls_takes_a_client_certificate_of_the_ca_only(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki")
+    options = {
+        "tls_cert_file": str(pki.server.cert),
+        "tls_key_file": str(pki.server.key),
+        "tls_client_ca_file": str(pki.ca),
+    }
+    with otlp_sidecar(write_config(tmp_path), **options) as sc:
+        assert sc.source.authentication() == ["mtls"]
+        ca = pki.ca.read_bytes()
+        for pair, ok in ((pki.client, True), (pki.stranger, False), (None, False)):
+            cert = (pair.key.read_bytes(), pair.cert.read_bytes()) if pair is not None else (None, None)
+            creds = grpc.ssl_channel_credentials(ca, private_key=cert[0], certificate_chain=cert[1])
+            with grpc.secure_channel(sc.grpc_endpoint, creds) as chan:
+                export: Any = chan.unary_unary(METHOD)
+                if ok:
+                    ExportLogsServiceResponse.FromString(export(bad_batch(), timeout=10))
+                else:
+                    with pytest.raises(grpc.RpcError):
+                        export(bad_batch(), timeout=10)
+    assert len(records_of(tmp_path / "out.jsonl")) == 3

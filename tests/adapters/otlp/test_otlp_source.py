@@ -310,3 +310,25 @@ def test_mutual_tls_takes_a_client_certificate_of_the_ca_only(tmp_path: Path) ->
                     with pytest.raises(grpc.RpcError):
                         export(bad_batch(), timeout=10)
     assert len(records_of(tmp_path / "out.jsonl")) == 3
+
+
+def test_a_body_nested_past_protobufs_depth_limit_is_rejected_and_the_others_go_on(tmp_path: Path) -> None:
+    """Arrays nested 300 deep (a few KiB): the record is rejected as invalid_log_record, never a crash or a hang;
+    OTLP/JSON nested 100,000 deep is a 400."""
+    from adapters.otlp.wire import Piece, frame, varint
+
+    inner = b"\x0a\x01x"  # AnyValue{string_value: "x"}
+    for _ in range(300):
+        array = b"\x0a" + varint(len(inner)) + inner  # ArrayValue{values: [inner]}
+        inner = b"\x2a" + varint(len(array)) + array  # AnyValue{array_value: ...}
+    user = log_record(None, {"user_id": "u"}).SerializeToString()
+    deep = b"\x2a" + varint(len(inner)) + inner + user  # LogRecord{body: ..., attributes: [user_id]}
+    good = log_record("fine", {"user_id": "u"}).SerializeToString()
+    request = frame([Piece(b"", b"", deep), Piece(b"", b"", good)])
+    deep_json = b'{"resourceLogs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with otlp_sidecar(write_config(tmp_path)) as sc:
+        reply = grpc_export(sc.grpc_endpoint, request)
+        assert http_post(sc.http_endpoint, deep_json, "application/json")[0] == 400
+    assert reply.partial_success.rejected_log_records == 1
+    assert "invalid_log_record: 1" in reply.partial_success.error_message
+    assert [r["body"]["stringValue"] for r in records_of(tmp_path / "out.jsonl")] == ["fine"]

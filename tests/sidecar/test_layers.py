@@ -52,6 +52,9 @@ PLUGIN_EXCEPTIONS: dict[str, set[str]] = {
     "adapters.file.reader": {"sidecar.config"},
     # the grpc source's own metrics_listen, kept for configs that set it (serve's sidecar.metrics_listen is the one)
     "adapters.grpc.source": {"sidecar.metrics"},
+    # the nats publisher routes users with the one partition function of `replay --workers` (same key, same
+    # ranges), so a user's events land on the partition whose replica holds the user's state
+    "adapters.nats.partition": {"adapters.file.scale.partition"},
 }
 #: Driver modules shipped in plugin packages: they build runtimes (commands, the partitioned replay, batch tools).
 DRIVERS = ("adapters.file.scale", "adapters.microaggregate")

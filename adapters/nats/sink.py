@@ -1,0 +1,211 @@
+"""The ``nats`` sink: events published to NATS JetStream through a durable outbox, acknowledged by JetStream.
+
+``write`` encodes each event as one line in the input's text format (the input's own codec: an unchanged
+record leaves byte for byte; an event of another format as a JSON line), picks its subject (``subject``, or
+``<subject>.<p>`` with ``p`` the partition of its user among ``partition_count``) and a ``Nats-Msg-Id``
+(this sink's random run id and a counter), and cuts batches of ``batch_size``; ``flush`` puts them into the
+outbox (``ctx.outbox``), committed with the runtime's batch. The outbox's sender thread publishes a batch
+with ``publish_async`` and waits for every JetStream publish acknowledgement:
+
+* every message stored (or reported a duplicate: JetStream saw its ``Nats-Msg-Id`` within the stream's
+  ``duplicate_window``, 2 minutes by default): delivered;
+* any message without an acknowledgement in ``timeout_seconds`` (no server, no stream for the subject, a
+  stream refusing it for now): the whole batch is sent again after the outbox's backoff, with the same
+  message ids, so JetStream stores a message twice only when the retry comes after the duplicate window;
+* a message larger than the server's ``max_payload``: dead-lettered (``nats_max_payload``), the others sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+import structlog
+
+from adapters.nats.config import NatsSinkConfig
+from adapters.nats.jetstream import LoopThread, ensure_stream
+from adapters.nats.partition import partition_key, subject_for
+from sidecar.api import Backpressure, BadRecord, BuildContext, Codec, Event, Outbox, Sink
+from sidecar.netsink import PeerUnavailable, dead_letter_event, outbox_stats
+from sidecar.records import breaks_framing
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.js import JetStreamContext
+
+log = structlog.get_logger("querylog.nats")
+
+#: Text formats whose codec writes one line per event (kept as they are); others are written as JSON lines.
+TEXT_FORMATS = frozenset({"tsv", "jsonl", "access_log"})
+
+
+class NatsSink(Sink[NatsSinkConfig]):
+    """Events to NATS JetStream (publish acks), partitioned by user when asked, through a durable outbox."""
+
+    NAME = "nats"
+    Config = NatsSinkConfig
+    SUMMARY = "NATS JetStream publisher (publish acks, Nats-Msg-Id dedup), partitioned by user hash, via an outbox"
+
+    def __init__(self, config: NatsSinkConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        self.options = config.connect_options(ctx)
+        self.key = partition_key() if config.partition_count else b""
+        #: counts only: events dead-lettered by reason, batches published, duplicates JetStream reported
+        self.counts: Counter[str] = Counter()
+        self.codec: Codec | None = None
+        self._pending: list[tuple[str, str, bytes]] = []
+        self._run_id = ctx.token_bytes(8).hex()
+        self._seq = 0
+        self._closing = threading.Event()
+        self._nc: Client | None = None
+        self._js: JetStreamContext | None = None
+        self._loop: LoopThread | None = None
+        self.outbox: Outbox | None = None
+        if ctx.validate_only:
+            return
+        self._loop = LoopThread("nats-sink")
+        name = config.outbox_name or "nats_" + "".join(c if c.isalnum() else "_" for c in config.subject)[-59:]
+        self.outbox = ctx.outbox(name, config)
+        self.outbox.start(self.send)  # batches an earlier run left go out at once
+
+    # ---- the runtime's side -----------------------------------------------------------------------
+    def start(self, header: str | None, codec: Codec | None) -> None:
+        """A text input keeps its codec (lines leave as they came); any other is written as JSON lines."""
+        self.codec = codec if codec is not None and codec.format in TEXT_FORMATS else self.ctx.codec_for("jsonl")
+        if self.codec is None:
+            raise RuntimeError("the nats sink needs the runtime's JSON-lines codec (ctx.codec_for('jsonl'))")
+
+    def write(self, events: list[Event]) -> None:
+        if not events:
+            return
+        if self.outbox is None:
+            raise RuntimeError("the nats sink was built to check a config only")
+        if self.codec is None:
+            self.start(None, None)
+        assert self.codec is not None
+        encode, cfg = self.codec.encode, self.config
+        for ev in events:
+            try:
+                text = encode(ev)
+            except (BadRecord, TypeError, ValueError) as exc:
+                self._reject(ev, exc.reason if isinstance(exc, BadRecord) else "unencodable_record")
+                continue
+            if breaks_framing(text):  # the consumer reads a message's lines as records
+                self._reject(ev, "field_breaks_framing")
+                continue
+            subject = (
+                subject_for(ev.user, cfg.subject, cfg.partition_count, self.key) if cfg.partition_count else cfg.subject
+            )
+            self._seq += 1
+            self._pending.append((subject, f"{self._run_id}-{self._seq}", text.encode("utf-8")))
+            self.written += 1
+        self._put(partial=False)
+
+    def _reject(self, ev: Event, reason: str) -> None:
+        self.counts[reason] += 1
+        dead_letter_event(self.ctx.dead_letters, reason, f"sink:{self.NAME}", ev)
+
+    def _put(self, partial: bool) -> None:
+        """Full batches (``partial``: the last one too) into the outbox; on Backpressure the rest stays pending."""
+        assert self.outbox is not None
+        size = self.config.batch_size
+        while self._pending and (partial or len(self._pending) >= size):
+            chunk = self._pending[:size]
+            self.outbox.put(msgpack.packb(chunk), len(chunk))
+            del self._pending[: len(chunk)]
+
+    def flush(self) -> None:
+        """Put everything pending into the outbox: durable when this returns."""
+        if self.outbox is not None:
+            self._put(partial=True)
+
+    # ---- the sender thread ------------------------------------------------------------------------
+    def send(self, payload: bytes) -> None:
+        """Publish one batch; returns once JetStream acknowledged every message, raises to have it retried."""
+        if self._closing.is_set() or self._loop is None:
+            raise PeerUnavailable("the sink is closing")  # the batch stays in the outbox for the next start
+        items = [(str(s), str(m), bytes(d)) for s, m, d in msgpack.unpackb(payload)]
+        wait = self.config.timeout_seconds + self.config.connect_timeout_seconds + 5.0
+        try:
+            self._loop.call(self._publish(items), timeout=wait)
+        except PeerUnavailable:
+            raise
+        except Exception as exc:  # no server, a timeout...: retried with the same message ids
+            raise PeerUnavailable(f"nats: {type(exc).__name__}") from None
+
+    async def _connect(self) -> JetStreamContext:
+        import nats
+
+        if self._nc is not None and not self._nc.is_closed and self._js is not None:
+            return self._js
+        self._nc = await asyncio.wait_for(
+            nats.connect(**self.options, error_cb=self._error), self.config.connect_wait()
+        )
+        self._js = self._nc.jetstream()
+        cfg = self.config
+        if cfg.create_stream and cfg.stream is not None:
+            await ensure_stream(self._js, cfg.stream, [cfg.subject, f"{cfg.subject}.*"])
+        return self._js
+
+    async def _publish(self, items: list[tuple[str, str, bytes]]) -> None:
+        from nats.errors import MaxPayloadError
+
+        js = await self._connect()
+        futures: list[asyncio.Future[Any]] = []
+        for subject, msg_id, data in items:
+            try:
+                futures.append(
+                    await js.publish_async(subject, data, headers={"Nats-Msg-Id": msg_id}, stream=self.config.stream)
+                )
+            except MaxPayloadError:
+                self.counts["nats_max_payload"] += 1
+                if self.ctx.dead_letters is not None:
+                    self.ctx.dead_letters.add("nats_max_payload", f"sink:{self.NAME}", None, data)
+        try:
+            acks = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), self.config.timeout_seconds)
+        except TimeoutError:
+            for future in futures:
+                future.cancel()
+            self.counts["batches_timed_out"] += 1
+            raise PeerUnavailable("nats: publish acknowledgements timed out") from None
+        failed = [a for a in acks if isinstance(a, BaseException)]
+        if failed:
+            self.counts["batches_failed"] += 1
+            raise PeerUnavailable(f"nats: {len(failed)} messages not stored ({type(failed[0]).__name__})")
+        self.counts["batches_published"] += 1
+        self.counts["duplicates_reported"] += sum(1 for a in acks if getattr(a, "duplicate", False))
+        if self.ctx.dead_letters is not None and self.counts["nats_max_payload"]:
+            self.ctx.dead_letters.flush()
+
+    async def _error(self, exc: Exception) -> None:
+        self.counts["connection_errors"] += 1
+        log.warning("nats_connection_error", sink=self.NAME, error=type(exc).__name__)
+
+    def stats(self) -> dict[str, Any]:
+        """The outbox's counters and this sink's (counts only)."""
+        return outbox_stats(self.counts, self.outbox)
+
+    def close(self) -> None:
+        """Put what is pending into the outbox, keep sending for ``close_drain_seconds``, stop the sender."""
+        outbox, loop = self.outbox, self._loop
+        if outbox is None or loop is None:
+            return
+        try:
+            self.flush()
+        except Backpressure:
+            log.error("events_not_stored_at_close", sink=self.NAME, events=len(self._pending), reason="outbox_full")
+        if self.config.close_drain_seconds:
+            outbox.drain(self.config.close_drain_seconds)
+        self._closing.set()
+        outbox.close(timeout=self.config.timeout_seconds)
+        self.outbox = None
+        nc = self._nc
+        if nc is not None:
+            with contextlib.suppress(Exception):
+                loop.call(nc.close(), timeout=5.0)
+        loop.close()
+        self._loop = None

@@ -101,11 +101,12 @@ class FieldPolicy:
 class SchemaConfig:
     """How input records look. Output uses the same schema."""
 
-    format: Literal["auto", "tsv", "jsonl", "access_log"] = option(
+    format: Literal["auto", "tsv", "jsonl", "access_log", "ubi"] = option(
         "auto",
         "Record format; auto picks by file extension (.tsv/.txt -> tsv, .jsonl/.json/.ndjson -> jsonl), else by the "
         "first record (`{`: jsonl; a `combined` access-log line: access_log; else tsv). access_log: nginx/Apache "
-        "access logs (log_format or apache_format; docs/STACK.md).",
+        "access logs (log_format or apache_format); ubi: UBI query and event records, events follow their query "
+        "(docs/STACK.md).",
     )
     header: bool = option(True, "TSV: the first line is a header naming the columns (kept in the output).")
     columns: tuple[str, ...] = option(AOL_COLUMNS, "TSV: column names when there is no header line.")

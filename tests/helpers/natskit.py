@@ -103,7 +103,8 @@ def output(folder: Path) -> list[dict[str, Any]]:
     path = folder / "out.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    whole = path.read_text(encoding="utf-8").split("\n")[:-1]  # a line being written is not one yet
+    return [json.loads(line) for line in whole]
 
 
 def seqs(folder: Path) -> Counter[int]:

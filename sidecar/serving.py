@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import gc
 import ssl
 import threading
 import time
@@ -175,7 +176,11 @@ class ServerHost:
         loop.call_soon_threadsafe(loop.stop)
         if thread is not None:
             thread.join()
+        with contextlib.suppress(Exception):  # the callbacks still due (a transport closing its socket) run: else
+            for _ in range(3):  # a connection accepted while stopping stays open, its client waiting for an answer
+                loop.run_until_complete(asyncio.sleep(0))
         loop.close()
+        gc.collect()  # a socket accepted by a task cancelled before it ran is freed (closed) only with its cycle
         self._loop = self._thread = None
 
     # ---- work ------------------------------------------------------------------------------------

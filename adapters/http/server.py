@@ -178,6 +178,8 @@ class HttpServer:
         self.endpoint.stopping = True
         for server in self._listeners:
             server.close()
+        for _ in range(3):  # connections accepted just before the close get their handler (then shut down below)
+            await asyncio.sleep(0)
         if self._web is not None:
             self._web.pre_shutdown()  # idle keep-alive connections end now, busy ones once answered
             await self._web.shutdown(grace)

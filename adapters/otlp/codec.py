@@ -93,8 +93,14 @@ def _read(msg: LogRecord, resource: bytes, key: RoleKey | None) -> Any:
 
 
 def _write(attrs: Any, key: str, value: Any) -> None:
-    """Set attribute ``key`` (in its place, keeping its kind where it fits), add it at the end, or remove it."""
-    kv = _find(attrs, key)
+    """Set attribute ``key`` (in its place, keeping its kind where it fits), add it at the end, or remove it (None).
+
+    A key the record repeats (OTLP forbids it; a sender may do it anyway) keeps only its first place: the later
+    copies are removed, so an old value (a query before scrubbing) never stays behind in one of them."""
+    found = [kv for kv in attrs if kv.key == key]
+    for extra in found[1:]:
+        attrs.remove(extra)
+    kv = found[0] if found else None
     if value is None:
         if kv is not None:
             attrs.remove(kv)

@@ -284,3 +284,20 @@ def test_json_line_reads_back_as_the_record_with_its_resource_and_scope(
     )
     (event,) = OtlpCodec(schema).decode_many([piece], "\n", [])
     assert parsed(OtlpCodec(schema).json_line(event)) == ExportLogsServiceRequest.FromString(frame([piece]))
+
+
+def test_a_repeated_role_key_keeps_no_old_value_once_changed() -> None:
+    """OTLP forbids repeated attribute keys; a sender may repeat one anyway. Decoding reads the first; a changed
+    role leaves the record with one copy of the key, the new value, in the first one's place."""
+    record = log_record("q", {"user_id": "u"})
+    record.attributes.extend([kv for kv in log_record("x", {"user_id": "second", "z": 1}).attributes])
+    (piece,) = split_request(export_request([({}, "s", [record])]).SerializeToString(), 10)
+    codec = OtlpCodec(SCHEMA)
+    (event,) = codec.decode_many([piece], "\n", [])
+    assert event.user == "u"
+    event.user = "pseudonym"
+    changed = LogRecord.FromString(codec.encode(event).log)
+    assert [(kv.key, kv.value.string_value) for kv in changed.attributes if kv.key == "user_id"] == [
+        ("user_id", "pseudonym")
+    ]
+    assert [kv.key for kv in changed.attributes] == ["user_id", "z"]

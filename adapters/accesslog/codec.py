@@ -12,7 +12,7 @@ A line whose URL has none of the parameters (a static file, a product page), or 
 ``schema.search_path`` when that is set, is an event with the empty query; a filter that gives it a query makes it
 a dead letter (``query_on_non_search_request``: there is no parameter to write it into).
 
-The record is the list of the line's variable values as logged (escapes included), each name once, then the
+The record is the sequence of the line's variable values as logged (escapes included), each name once, then the
 decoded query. An unchanged event is written back as its line, byte for byte; a changed query is re-encoded in the
 style it came in (:mod:`adapters.accesslog.urlparams`) in place, the rest of the URL untouched; a changed user or
 time is escaped as the server escapes. The referer's query follows the request's (:mod:`adapters.accesslog.referer`).
@@ -38,6 +38,7 @@ __all__ = ["AccessLogCodec", "layout_of"]
 _ACCESS_DEFAULTS = {"user": "remote_addr", "query": "request.q", "time": "time_local", "rank": None, "url": None}
 _QUERY_STRING_VARS = ("args", "query_string")
 REFERER = "http_referer"
+_VALUE_END = re.compile(r"[^ &#]*")
 
 
 def layout_of(schema: SchemaConfig) -> Layout:
@@ -78,6 +79,11 @@ class AccessLogCodec(Codec):
         self._fast, self._slow = _regexes(layout, index)
         self._ref = index.get(REFERER)
         self._ref_keys = tuple(p + "=" for p in self._params)
+        self._ref_key = self._ref_keys[0] if len(self._ref_keys) == 1 else None
+        self._role_pairs = tuple((r, i) for r, i in self._role_idx.items() if i is not None)
+        #: the one query parameter of the request line as ``NAME=`` (None: several, or another variable)
+        self._request_key = self._ref_key if self._query_var == "request" else None
+        self._amp_key = f"&{self._request_key}"
         self.referer_memo = ReleasedQueries()
 
     def _roles(self, schema: SchemaConfig, index: Mapping[str, int]) -> dict[str, str | None]:
@@ -97,7 +103,39 @@ class AccessLogCodec(Codec):
     # ---- decoding ---------------------------------------------------------------------------------------------
 
     def _query(self, value: str) -> str:
-        span = self._span(value)
+        """The query text of the query variable's value ("" when it is no search or has none of the parameters)."""
+        key = self._request_key
+        if key is not None:  # one parameter of the request line, the usual line: str.find; else the general path
+            if key not in value:
+                return ""
+            q = value.find("?")
+            at = q + 1 if value.startswith(key, q + 1) else value.find(self._amp_key, q) + 1
+            if q > 0 and at > 0:
+                start = at + len(key)
+                end = _VALUE_END.match(value, start).end()  # type: ignore[union-attr]  # matches the empty text
+                if (
+                    "#" not in value[q:start]
+                    and " " not in value[q:start]
+                    and (value[end : end + 1] != " " or value.find(" ", end + 1) < 0)  # no space in the target
+                    and (self._search_path is None or value[value.find(" ") + 1 : q] == self._search_path)
+                ):
+                    return decode_value(value[start:end], self.dialect)
+        if self._query_var == "request":  # METHOD TARGET PROTOCOL
+            first = value.find(" ")
+            q = value.find("?", first + 1) if first >= 0 else -1
+            if q < 0:
+                return ""
+            end = value.rfind(" ")
+            if end < q:
+                end = len(value)
+            span: tuple[int, int, int] | None = (first + 1, q + 1, end)
+            h = value.find("#", q, end)
+            if h >= 0:
+                span = (first + 1, q + 1, h)
+            if self._search_path is not None and value[first + 1 : q] != self._search_path:
+                span = None if path_of(value, first + 1, q + 1) != self._search_path else span
+        else:
+            span = self._span(value)
         if span is None:
             return ""
         p = find_param(value, span[1], span[2], self._params)
@@ -114,7 +152,8 @@ class AccessLogCodec(Codec):
 
     def decode_many(self, lines: Sequence[str], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
         out: list[Event] = []
-        fast, slow, qi = self._fast.fullmatch, self._slow.fullmatch, self._qi
+        append = out.append
+        fast, slow, qi, dialect = self._fast.fullmatch, self._slow.fullmatch, self._qi, self.dialect
         ui, ti, ri, li = (self._role_idx[r] for r in ("user", "time", "rank", "url"))
         query_of = self._query
         for i, line in enumerate(lines):
@@ -123,16 +162,19 @@ class AccessLogCodec(Codec):
             if m is None:
                 bad.append((i, "line_does_not_match_format"))
                 continue
-            values: list[Any] = list(m.groups())
-            query = query_of(values[qi])
-            values.append(query)
-            out.append(
+            groups = m.groups()
+            query = query_of(groups[qi])
+            values = (*groups, query)
+            user = values[ui] if ui is not None else None
+            if user is not None and "\\" in user:
+                user = to_text(user, dialect)
+            append(
                 Event(
-                    to_text(values[ui], self.dialect) if ui is not None else None,
+                    user,
                     query,
                     values[ti] if ti is not None else None,
-                    to_text(values[ri], self.dialect) if ri is not None else None,
-                    to_text(values[li], self.dialect) if li is not None else None,
+                    to_text(values[ri], dialect) if ri is not None else None,
+                    to_text(values[li], dialect) if li is not None else None,
                     values,
                     line,
                     self,
@@ -146,17 +188,24 @@ class AccessLogCodec(Codec):
     def encode(self, event: Event) -> str:
         if event.codec is not self:
             raise BadRecord("not_an_access_log_record")
-        values: list[str] = event.record
+        values: Sequence[str] = event.record
         original = values[self._n]
         query = event.query
         if not isinstance(query, str):
             raise BadRecord("query_not_string")
         same_query = query is original or query == original
-        same_roles = all(self._same(event, r, i) for r, i in self._role_idx.items() if i is not None)
+        same_roles = True
+        for role, i in self._role_pairs:
+            now = getattr(event, role)
+            if now is not values[i] and not self._same(event, role, i):
+                same_roles = False
+                break
         referer = None
         if self._ref is not None:
             self.referer_memo.remember(original, query)
-            referer = self._referer(values[self._ref])
+            ref = values[self._ref]
+            if self._ref_key in ref if self._ref_key is not None else any(k in ref for k in self._ref_keys):
+                referer = self._referer(ref)
         raw = event.raw
         if same_query and same_roles and referer is None and raw is not None:
             return raw
@@ -164,8 +213,8 @@ class AccessLogCodec(Codec):
         if not same_query:
             new[self._qi] = self._with_query(new[self._qi], query)
         if not same_roles:
-            for role, i in self._role_idx.items():
-                if i is not None and not self._same(event, role, i):
+            for role, i in self._role_pairs:
+                if not self._same(event, role, i):
                     value = getattr(event, role)
                     new[i] = "-" if value is None else escape(str(value).encode("utf-8"), self.dialect)
         if referer is not None:

@@ -6,11 +6,13 @@ text -> released text); then a search query in its referer is written as the rel
 text, if one was released (kept as it was when the chain kept it), and as the empty text otherwise (a text the chain
 dropped, still holds, or never saw). So a referer shows only texts the chain released for a request.
 
-The memory is bounded (:data:`MEMO_SIZE` texts, the oldest forgotten first) and lives in the process: a referer to a
-search older than that, from before a restart, or released by another process, is emptied.
+The memory is bounded (:data:`MEMO_SIZE` texts, the least recently requested forgotten first) and lives in the
+process: a referer to a search older than that, from before a restart, or released by another process, is emptied.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 __all__ = ["MEMO_SIZE", "ReleasedQueries"]
 
@@ -23,20 +25,27 @@ class ReleasedQueries:
 
     def __init__(self, size: int = MEMO_SIZE) -> None:
         self.size = size
-        self._released: dict[str, str] = {}
+        #: original text -> released text, in the order first remembered
+        self.texts: OrderedDict[str, str] = OrderedDict()
         #: referer queries written as their request's released text / emptied as unknown
         self.followed = 0
         self.emptied = 0
 
     def remember(self, original: str, released: str) -> None:
-        memo = self._released
-        if memo.pop(original, None) is None and len(memo) >= self.size:
-            del memo[next(iter(memo))]
-        memo[original] = released
+        """Remember what was released for ``original`` as the newest text; past :attr:`size` texts the least
+        recently remembered goes (a popular text stays)."""
+        memo = self.texts
+        if original in memo:
+            memo[original] = released
+            memo.move_to_end(original)
+        else:
+            memo[original] = released
+            if len(memo) > self.size:
+                memo.popitem(last=False)
 
     def released(self, original: str) -> str:
         """What a referer shows for ``original``: its released text, else ``""``."""
-        out = self._released.get(original)
+        out = self.texts.get(original)
         if out is None:
             self.emptied += 1
             return ""
@@ -45,4 +54,4 @@ class ReleasedQueries:
         return out
 
     def __len__(self) -> int:
-        return len(self._released)
+        return len(self.texts)

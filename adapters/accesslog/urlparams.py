@@ -13,7 +13,9 @@ it replaces.
 from __future__ import annotations
 
 import re
+from codecs import escape_decode  # undocumented, in CPython since 2.x (typeshed has it)
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import unquote_to_bytes
 
 from adapters.accesslog.escapes import escape, unescape
@@ -81,9 +83,20 @@ def find_param(value: str, start: int, end: int, names: tuple[str, ...]) -> tupl
 
 def decode_value(raw: str, dialect: str) -> str:
     """The text of a logged parameter value."""
-    if "%" not in raw and "+" not in raw and "\\" not in raw:
-        return raw
+    if "%" not in raw and "\\" not in raw:
+        return raw.replace("+", " ") if "+" in raw else raw
+    return _decoded(raw, dialect)
+
+
+@lru_cache(maxsize=4096)
+def _decoded(raw: str, dialect: str) -> str:
+    """Memoized: a referer repeats the value its search request had a few lines before."""
     data = unescape(raw, dialect).replace(b"+", b" ")
+    if b"\\" not in data:
+        try:  # %XX as \xXX: CPython's escape decoder, 3x urllib's; a % without two hex digits raises
+            return escape_decode(data.replace(b"%", b"\\x"))[0].decode("utf-8", "replace")
+        except ValueError:
+            pass
     return unquote_to_bytes(data).decode("utf-8", "replace")
 
 

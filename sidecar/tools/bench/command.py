@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from sidecar.tools.bench import (
+    accesslog,
     anonymity,
     buffer,
     classify,
@@ -40,6 +41,7 @@ for _module in (
     vector,
     http_source,
     otlp,
+    accesslog,
 ):
     bench.add_command(_module.COMMAND)
 bench.add_command(scale.COMMAND)

@@ -87,7 +87,7 @@ def test_the_memory_is_bounded() -> None:
     for text in "abcd":
         memo.remember(text, text.upper())
     assert len(memo) == 3 and memo.released("a") == "" and memo.released("d") == "D"
-    memo.remember("b", "B2")  # refreshed: now the newest
+    memo.remember("b", "B2")  # requested again: now the newest
     memo.remember("e", "E")
     assert memo.released("b") == "B2" and memo.released("c") == ""
 

@@ -110,11 +110,24 @@ class NatsSource(Source[NatsSourceConfig]):
         self._stopping = stopping = asyncio.Event()
         attempt = 0
         while not stopping.is_set():
-            try:
-                nc = await asyncio.wait_for(
+            connecting = asyncio.ensure_future(
+                asyncio.wait_for(
                     nats.connect(**self.options, error_cb=self._error, disconnected_cb=self._gone),
                     self.config.connect_wait(),
                 )
+            )
+            stop = asyncio.ensure_future(stopping.wait())
+            await asyncio.wait({connecting, stop}, return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            if stopping.is_set():  # stopped while connecting: nothing to take
+                connecting.cancel()
+                await asyncio.gather(connecting, return_exceptions=True)
+                with contextlib.suppress(Exception):
+                    if connecting.done() and not connecting.cancelled() and connecting.exception() is None:
+                        await connecting.result().close()
+                return
+            try:
+                nc = connecting.result()
             except Exception as exc:
                 self.counts["connect_failed"] += 1
                 log.warning("nats_connect_failed", error=type(exc).__name__, attempt=attempt + 1)

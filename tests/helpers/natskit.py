@@ -33,7 +33,13 @@ def record(seq: int, users: int = 50) -> tuple[str, bytes]:
 
 
 def publish(
-    url: str, records: Iterable[tuple[str, bytes]], partitions: int, raw: Iterable[tuple[str, bytes]] = ()
+    url: str,
+    records: Iterable[tuple[str, bytes]],
+    partitions: int,
+    raw: Iterable[tuple[str, bytes]] = (),
+    *,
+    stream: str = STREAM,
+    prefix: str = PREFIX,
 ) -> int:
     """Publish records to their partitions (the stream created first if missing); ``raw``: (subject, data)
     messages as they are. Waits for every JetStream acknowledgement."""
@@ -45,8 +51,8 @@ def publish(
         nc = await nats.connect(url)
         try:
             js = nc.jetstream()
-            await ensure_stream(js, STREAM, [f"{PREFIX}.*"])
-            n = await publish_partitioned(js, records, PREFIX, partitions, partition_key())
+            await ensure_stream(js, stream, [f"{prefix}.*"])
+            n = await publish_partitioned(js, records, prefix, partitions, partition_key())
             for subject, data in raw:
                 await js.publish(subject, data)
                 n += 1
@@ -91,7 +97,8 @@ def pipeline(folder: Path, **kw: Any) -> Pipeline:
 
 
 def source(pipe: Pipeline, url: str, **options: Any) -> NatsSource:
-    config = NatsSourceConfig(servers=(url,), stream=STREAM, subject_prefix=PREFIX, pull_wait_seconds=0.2, **options)
+    options = {"stream": STREAM, "subject_prefix": PREFIX, "pull_wait_seconds": 0.2, **options}
+    config = NatsSourceConfig(servers=(url,), **options)
     return NatsSource(config, pipe.ctx)
 
 

@@ -203,6 +203,8 @@ def source_options(name: str, cls: Any, folder: Path) -> dict[str, Any]:
     if name == "file":
         (folder / "in.tsv").write_text(HEADER + "\n" + "\n".join(tsv_lines()) + "\n", encoding="utf-8")
         return {"path": "in.tsv"}
+    if name == "nats":  # a client of a server that is down here: starts and stops (test_nats_lifecycle.py: a real one)
+        return {"servers": ["nats://127.0.0.1:9"], "connect_timeout_seconds": 0.2}
     fields = getattr(cls.Config, "__dataclass_fields__", {})
     return {"listen": "127.0.0.1:0"} if "listen" in fields else {}
 
@@ -264,6 +266,7 @@ def sink_options(name: str, port: int) -> dict[str, Any]:
         "http": {"url": f"http://{peer}/ingest", "timeout_seconds": 1, **quick},
         "otlp": {"endpoint": f"http://{peer}/v1/logs", "timeout_seconds": 1, **quick},
         "clickhouse": {"table": "events", "url": f"http://{peer}", "timeout_seconds": 1, **quick},
+        "nats": {"servers": [f"nats://{peer}"], "connect_timeout_seconds": 0.5, "timeout_seconds": 1, **quick},
     }
     if name not in options:
         pytest.fail(f"sink {name} is registered but has no minimal config here: add one to sink_options")

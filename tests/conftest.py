@@ -32,6 +32,7 @@ SLOW_PATHS: dict[str, str] = {
     "tests/adapters/clickhouse/": "a real clickhouse-server (4 s to start), inserts and restarts",
     "tests/adapters/accesslog/test_nginx.py": "a real nginx, curl, and querylog replay subprocesses (2.5-5 s each)",
     "tests/adapters/accesslog/test_stack_doc.py": "docs/STACK.md's recipes: nginx, curl, querylog replay (5-7 s each)",
+    "tests/adapters/accesslog/test_real_queries.py": "39k real queries through the access-log codec three times (5 s)",
     "tests/adapters/grpc/test_ingest_kill9.py": "kill -9 of serve subprocesses (12 s)",
     "tests/adapters/nats/test_nats_replicas.py": "a real nats-server, replica subprocesses killed -9 (6-9 s each)",
     "tests/adapters/microaggregate/test_blocks.py": "worker processes, the CLI in subprocesses (2-12 s each)",

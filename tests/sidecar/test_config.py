@@ -22,7 +22,7 @@ CASES = [
     ),
     ("limits:\n  batch_size: 0\n", "3: limits.batch_size: must be >= 1, got 0"),
     ("limits:\n  max_record_bytes: lots\n", "3: limits.max_record_bytes: must be an integer, got 'lots'"),
-    ("schema:\n  format: csv\n", "3: schema.format: unknown value 'csv' (allowed: auto, tsv, jsonl, access_log)"),
+    ("schema:\n  format: csv\n", "3: schema.format: unknown value 'csv' (allowed: auto, tsv, jsonl, access_log, ubi)"),
     (
         "schema:\n  roles:\n    agent: ua\n",
         "4: schema.roles.agent: unknown key (allowed: query, rank, time, url, user)",

@@ -190,6 +190,7 @@ def flush_into_sinks(pipeline: Pipeline, removed: list[Filter[Any]], new: Loaded
     try:
         with pipeline.transaction():
             released = flush_removed(pipeline.chain, removed)
+            pipeline.audit.outgoing(released)  # the live audit counts them as it counts a release
             if released:
                 pipeline.deliver(released)
                 pipeline.flush_sinks()

@@ -6,8 +6,9 @@ and none learns about UBI. The codec says what joins what: a codec with ``join_o
 None`` (:class:`adapters.ubi.codec.UbiCodec`) makes the schema's format a joined one. A query event goes through
 the chain; an *attached* event (a click: ``is_query`` false) never does. When the chain releases a query (at once,
 or later from a buffer such as ``category_buffer``, under a reassigned or pseudonymized user), its attached events
-are released right after it carrying the **released query's user**; when the query is dropped, they are dropped
-with it (counted ``dropped_with_query``).
+are released right after it carrying the **released query's user** (and its released time when the chain moved
+the query's time, as ``category_buffer`` ``time: release`` does; otherwise each keeps its own time); when the
+query is dropped, they are dropped with it (counted ``dropped_with_query``).
 
 **What happens to an attached event**, by what is known of its query (state keyed by the join key in the state
 store, written in the batch's transaction: a restart keeps the join):
@@ -43,7 +44,7 @@ import structlog
 from sidecar.api import Codec, Event, SchemaConfig
 from sidecar.chain import Chain
 from sidecar.deadletter import DeadLetters
-from sidecar.joinstore import DROPPED, HeldRow, JoinStore
+from sidecar.joinstore import DROPPED, HeldRow, JoinStore, Released
 from sidecar.state import StateStore
 
 __all__ = ["JoinBounds", "Joins", "NoJoins", "build_joins"]
@@ -119,16 +120,16 @@ class Joins:
         now = self.clock()
         into: list[Event] = []
         attached: list[tuple[str, Event]] = []
-        queries: set[str] = set()
+        queries: dict[str, Any] = {}  # key -> the query's time as it enters the chain
         for ev in events:
             joined = _join_of(ev)
             if joined is not None and not joined[1]:
                 attached.append((joined[0], ev))
                 continue
             if joined is not None:
-                queries.add(joined[0])
+                queries[joined[0]] = ev.time
             into.append(ev)
-        self.store.add_pending(queries, now)
+        self.store.add_pending(queries.items(), now)
         later: list[Event] = []
         for key, ev in attached:
             self._place(key, ev, now, later)
@@ -166,8 +167,7 @@ class Joins:
         if outcome is DROPPED:
             self.counts["dropped_with_query"] += 1
         elif outcome is not None:
-            ev.user = outcome
-            self.counts["released_with_query"] += 1
+            self._follow(ev, outcome)
             out.append(ev)
         else:
             codec = ev.codec
@@ -185,15 +185,21 @@ class Joins:
             joined = _join_of(ev)
             if joined is None or not joined[1]:
                 continue
-            self.store.set_outcome(joined[0], ev.user, now)
+            outcome = self.store.released(joined[0], ev.user, ev.time, now)
             for follower in self._events(self.store.take(joined[0])):
-                follower.user = ev.user
-                self.counts["released_with_query"] += 1
+                self._follow(follower, outcome)
                 result.append(follower)
         return result
 
+    def _follow(self, ev: Event, outcome: Released) -> None:
+        """An attached event takes its query's released user, and its released time when the chain moved it."""
+        ev.user = outcome.user
+        if outcome.moved:
+            ev.time = outcome.time
+        self.counts["released_with_query"] += 1
+
     def _dropped(self, key: str, now: float) -> None:
-        self.store.set_outcome(key, DROPPED, now)
+        self.store.dropped(key, now)
         n = len(self.store.take(key))
         self.counts["dropped_with_query"] += n
 
@@ -220,7 +226,7 @@ class Joins:
             return
         self._checked = now
         for key in self.store.pending_before(now - b.pending_seconds, b.max_pending):
-            self.store.set_outcome(key, DROPPED, now)
+            self.store.dropped(key, now)
             self._dead("query_not_released", self.store.take(key))
         self._dead("query_unknown", self.store.unknown_before(now - b.hold_seconds))
         for row in self.store.oldest_beyond(b.max_held):

@@ -14,16 +14,26 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlite_utils import Database
 
 from sidecar.state import StateStore
 
-__all__ = ["DROPPED", "HeldRow", "JoinStore"]
+__all__ = ["DROPPED", "HeldRow", "JoinStore", "Released"]
 
 DROPPED: Any = object()
 """The outcome of a query that was dropped (:meth:`JoinStore.outcome`)."""
+
+
+class Released(NamedTuple):
+    """The outcome of a released query: its released user, and its released time when the chain moved it (its
+    events then take it too; ``moved`` false: the events keep their own times)."""
+
+    user: Any
+    time: Any = None
+    moved: bool = False
+
 
 HeldRow = tuple[int, str, float, str, str, str]
 """``(id, key, since, format, line, eol)`` of a held attached event."""
@@ -41,28 +51,50 @@ def _create(db: Database) -> None:
     db.execute("CREATE INDEX join_outcome_at ON join_outcome(at)")
 
 
+def _add_times(db: Database) -> None:
+    """The query's time as it entered the chain (pending) and as released when the chain moved it (outcome)."""
+    db.execute("ALTER TABLE join_pending ADD COLUMN time TEXT")
+    db.execute("ALTER TABLE join_outcome ADD COLUMN time TEXT")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=str, sort_keys=True)
+
+
 class JoinStore:
     """The three tables; user values are kept as JSON (``user`` NULL: the query was dropped)."""
 
     def __init__(self, state: StateStore) -> None:
-        state.migrate("joins", [_create])
+        state.migrate("joins", [_create, _add_times])
         self.conn: sqlite3.Connection = state.conn
 
     # ---- outcomes ----------------------------------------------------------------------------------
-    def outcome(self, key: str) -> Any:
-        """The released user of query ``key``, :data:`DROPPED`, or None when no outcome is recorded."""
-        row = self.conn.execute("SELECT user FROM join_outcome WHERE key = ?", (key,)).fetchone()
+    def outcome(self, key: str) -> Released | Any:
+        """Query ``key``'s :class:`Released`, :data:`DROPPED`, or None when no outcome is recorded."""
+        row = self.conn.execute("SELECT user, time FROM join_outcome WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
-        return DROPPED if row[0] is None else json.loads(row[0])
+        if row[0] is None:
+            return DROPPED
+        return Released(json.loads(row[0]), *((json.loads(row[1]), True) if row[1] is not None else ()))
 
-    def set_outcome(self, key: str, user: Any, at: float) -> None:
-        """Record ``user`` (or :data:`DROPPED`) as query ``key``'s outcome; the query is no longer pending."""
-        value = None if user is DROPPED else json.dumps(user)
+    def released(self, key: str, user: Any, time: Any, at: float) -> Released:
+        """Record query ``key`` released under ``user`` at ``time``: the time is kept (moved) when it is not the
+        one the query entered the chain with; the query is no longer pending."""
+        row = self.conn.execute("SELECT time FROM join_pending WHERE key = ?", (key,)).fetchone()
+        moved = row is not None and row[0] != _dumps(time)
+        self._set(key, json.dumps(user, default=str), _dumps(time) if moved else None, at)
+        return Released(user, time if moved else None, moved)
+
+    def dropped(self, key: str, at: float) -> None:
+        """Record query ``key`` dropped; it is no longer pending."""
+        self._set(key, None, None, at)
+
+    def _set(self, key: str, user: str | None, time: str | None, at: float) -> None:
         self.conn.execute(
-            "INSERT INTO join_outcome(key, user, at) VALUES (?, ?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET user = excluded.user, at = excluded.at",
-            (key, value, at),
+            "INSERT INTO join_outcome(key, user, time, at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET user = excluded.user, time = excluded.time, at = excluded.at",
+            (key, user, time, at),
         )
         self.conn.execute("DELETE FROM join_pending WHERE key = ?", (key,))
 
@@ -77,10 +109,11 @@ class JoinStore:
         return n
 
     # ---- pending queries ---------------------------------------------------------------------------
-    def add_pending(self, keys: Iterable[str], since: float) -> None:
+    def add_pending(self, queries: Iterable[tuple[str, Any]], since: float) -> None:
+        """Queries ``(key, time)`` sent into the chain (a key already pending keeps its first entry)."""
         self.conn.executemany(
-            "INSERT INTO join_pending(key, since) VALUES (?, ?) ON CONFLICT(key) DO NOTHING",
-            [(k, since) for k in keys],
+            "INSERT INTO join_pending(key, since, time) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING",
+            [(k, since, _dumps(t)) for k, t in queries],
         )
 
     def is_pending(self, key: str) -> bool:

@@ -35,10 +35,11 @@ ACTIONS = ("click", "click", "click", "add_to_cart")
 
 @dataclass
 class UbiStream:
-    """The lines, and the truth: each query id's original client, each event's query id."""
+    """The lines, and the truth: each query id's original client and time, the empty queries."""
 
     lines: list[str] = field(default_factory=list)
     query_client: dict[str, str] = field(default_factory=dict)
+    query_time: dict[str, str] = field(default_factory=dict)
     empty_queries: set[str] = field(default_factory=set)
     unknown_events: int = 0
 
@@ -73,6 +74,7 @@ def ubi_stream(
         elif rng.random() < email:
             text = f"{text} mail {client}@example.com"
         out.query_client[qid] = client
+        out.query_time[qid] = _ts(n)
         query = {
             "application": "gen",
             "query_id": qid,

@@ -91,6 +91,12 @@ def test_the_k_anonymity_chain_releases_clicks_only_with_their_query_and_its_use
     )
     assert reassigned > counts["queries"] // 2  # category_buffer gave most queries another user: clicks follow it
     assert "session_id" not in "".join(lines)
+    times = {r["query_id"]: r["timestamp"] for r in map(json.loads, lines) if "user_query" in r}
+    clicks = [r for r in map(json.loads, lines) if "action_name" in r]
+    moved = [r for r in clicks if times[r["query_id"]] != stream.query_time[r["query_id"]]]
+    assert moved and all(r["timestamp"] == times[r["query_id"]] for r in moved)  # time: release moved the query's
+    kept = [r for r in clicks if times[r["query_id"]] == stream.query_time[r["query_id"]]]
+    assert kept and all(r["timestamp"] > times[r["query_id"]] for r in kept)  # released at once: own times
     print(f"ubi k-anonymity: {dict(counts)} queries_held={held_queries} joins={joins} reassigned={reassigned}")
 
 

@@ -163,3 +163,66 @@ class Puller:
             with contextlib.suppress(Exception):  # the connection closed meanwhile
                 await self.sub.unsubscribe()
             self.sub = None
+
+
+class Publisher:
+    """JetStream publishing of a batch on one reply subscription: every message published with a reply subject
+    of its own (``<inbox>.<batch>-<i>``), the publish acknowledgements counted by one callback (nats-py's
+    ``publish_async`` waits on a semaphore with a timer per message, the cost that mattered here)."""
+
+    def __init__(self, nc: Client) -> None:
+        self.nc = nc
+        self.inbox = nc.new_inbox()
+        self.sub: Subscription | None = None
+        self._batch = 0
+        self._want = 0
+        self._acks: dict[int, bool | None] = {}  # message index -> duplicate (False: stored), None: refused
+        self._done = asyncio.Event()
+
+    async def start(self) -> None:
+        self.sub = await self.nc.subscribe(f"{self.inbox}.*", cb=self._on_ack, pending_msgs_limit=1_000_000)
+
+    async def _on_ack(self, msg: Msg) -> None:
+        batch, _, index = msg.subject.rpartition(".")[2].partition("-")
+        if batch != str(self._batch) or not index.isdigit():
+            return  # the answer to an earlier batch that timed out
+        ok: bool | None = None
+        if msg.data and is_status(msg) is None:
+            try:
+                answer = json.loads(msg.data)
+            except ValueError:
+                answer = {"error": True}
+            if isinstance(answer, dict) and "error" not in answer and "seq" in answer:
+                ok = bool(answer.get("duplicate", False))
+        self._acks[int(index)] = ok  # a status message (503: no stream for the subject) is a refusal
+        if len(self._acks) >= self._want:
+            self._done.set()
+
+    async def publish(
+        self, items: list[tuple[str, str, bytes]], stream: str | None, timeout: float
+    ) -> tuple[int, int, int]:
+        """Publish ``(subject, message id, data)`` items; ``(stored, duplicates, refused)`` once every one was
+        answered. TimeoutError when answers are missing after ``timeout`` seconds."""
+        self._batch += 1
+        self._want, self._acks = len(items), {}
+        self._done.clear()
+        prefix = f"{self.inbox}.{self._batch}-"
+        publish = self.nc.publish
+        for i, (subject, msg_id, data) in enumerate(items):
+            headers = {"Nats-Msg-Id": msg_id}
+            if stream is not None:
+                headers["Nats-Expected-Stream"] = stream
+            await publish(subject, data, reply=f"{prefix}{i}", headers=headers)
+        if items:
+            await self.nc.flush(timeout=max(1, int(timeout)))
+            await asyncio.wait_for(self._done.wait(), timeout)
+        answers = list(self._acks.values())
+        refused = sum(1 for a in answers if a is None)
+        duplicates = sum(1 for a in answers if a)
+        return len(answers) - refused - duplicates, duplicates, refused
+
+    async def stop(self) -> None:
+        if self.sub is not None:
+            with contextlib.suppress(Exception):
+                await self.sub.unsubscribe()
+            self.sub = None

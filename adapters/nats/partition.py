@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from adapters.file.scale.partition import owner, partition_key
 
 if TYPE_CHECKING:
-    from nats.js import JetStreamContext
+    from nats.aio.client import Client
+
+    from adapters.nats.jetstream import Publisher
 
 __all__ = ["owner", "partition_key", "publish_partitioned", "subject_for"]
 
@@ -25,12 +27,38 @@ def subject_for(user: Any, prefix: str, n: int, key: bytes) -> str:
 
 
 async def publish_partitioned(
-    js: JetStreamContext, records: Iterable[tuple[Any, bytes]], prefix: str, n: int, key: bytes | None = None
+    nc: Client,
+    records: Iterable[tuple[Any, bytes]],
+    prefix: str,
+    n: int,
+    key: bytes | None = None,
+    *,
+    chunk: int = 4000,
 ) -> int:
-    """Publish ``(user, record line)`` pairs to their partitions' subjects, waiting for every JetStream ack;
-    returns how many were stored. ``key``: the partition key (default: the environment's, as the replay)."""
+    """Publish ``(user, record line)`` pairs to their partitions' subjects with JetStream, ``chunk`` at a time,
+    waiting for every acknowledgement; returns how many were stored. ``key``: the partition key (default: the
+    environment's, as ``replay --workers``). A message JetStream did not store raises RuntimeError."""
+    from adapters.nats.jetstream import Publisher
+
     key = partition_key() if key is None else key
-    futures = [await js.publish_async(subject_for(user, prefix, n, key), data) for user, data in records]
-    for future in futures:
-        await future
-    return len(futures)
+    publisher = Publisher(nc)
+    await publisher.start()
+    stored = 0
+    batch: list[tuple[str, str, bytes]] = []
+    prefix_id = nc.new_inbox().rpartition(".")[2]
+    for i, (user, data) in enumerate(records):
+        batch.append((subject_for(user, prefix, n, key), f"{prefix_id}-{i}", data))
+        if len(batch) >= chunk:
+            stored += await _send(publisher, batch)
+            batch = []
+    if batch:
+        stored += await _send(publisher, batch)
+    await publisher.stop()
+    return stored
+
+
+async def _send(publisher: Publisher, batch: list[tuple[str, str, bytes]]) -> int:
+    stored, duplicates, refused = await publisher.publish(batch, None, 60.0)
+    if refused:
+        raise RuntimeError(f"{refused} messages not stored (no stream for the subjects?)")
+    return stored + duplicates

@@ -27,7 +27,7 @@ import msgpack
 import structlog
 
 from adapters.nats.config import NatsSinkConfig
-from adapters.nats.jetstream import LoopThread, ensure_stream
+from adapters.nats.jetstream import LoopThread, Publisher, ensure_stream
 from adapters.nats.partition import partition_key, subject_for
 from sidecar.api import Backpressure, BadRecord, BuildContext, Codec, Event, Outbox, Sink
 from sidecar.netsink import PeerUnavailable, dead_letter_event, outbox_stats
@@ -35,7 +35,6 @@ from sidecar.records import breaks_framing
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
-    from nats.js import JetStreamContext
 
 log = structlog.get_logger("querylog.nats")
 
@@ -62,7 +61,7 @@ class NatsSink(Sink[NatsSinkConfig]):
         self._seq = 0
         self._closing = threading.Event()
         self._nc: Client | None = None
-        self._js: JetStreamContext | None = None
+        self._publisher: Publisher | None = None
         self._loop: LoopThread | None = None
         self.outbox: Outbox | None = None
         if ctx.validate_only:
@@ -137,49 +136,44 @@ class NatsSink(Sink[NatsSinkConfig]):
         except Exception as exc:  # no server, a timeout...: retried with the same message ids
             raise PeerUnavailable(f"nats: {type(exc).__name__}") from None
 
-    async def _connect(self) -> JetStreamContext:
+    async def _connect(self) -> Publisher:
         import nats
 
-        if self._nc is not None and not self._nc.is_closed and self._js is not None:
-            return self._js
+        if self._nc is not None and not self._nc.is_closed and self._publisher is not None:
+            return self._publisher
         self._nc = await asyncio.wait_for(
             nats.connect(**self.options, error_cb=self._error), self.config.connect_wait()
         )
-        self._js = self._nc.jetstream()
         cfg = self.config
         if cfg.create_stream and cfg.stream is not None:
-            await ensure_stream(self._js, cfg.stream, [cfg.subject, f"{cfg.subject}.*"])
-        return self._js
+            await ensure_stream(self._nc.jetstream(), cfg.stream, [cfg.subject, f"{cfg.subject}.*"])
+        self._publisher = Publisher(self._nc)
+        await self._publisher.start()
+        return self._publisher
 
     async def _publish(self, items: list[tuple[str, str, bytes]]) -> None:
         from nats.errors import MaxPayloadError
 
-        js = await self._connect()
-        futures: list[asyncio.Future[Any]] = []
-        for subject, msg_id, data in items:
-            try:
-                futures.append(
-                    await js.publish_async(subject, data, headers={"Nats-Msg-Id": msg_id}, stream=self.config.stream)
-                )
-            except MaxPayloadError:
-                self.counts["nats_max_payload"] += 1
-                if self.ctx.dead_letters is not None:
-                    self.ctx.dead_letters.add("nats_max_payload", f"sink:{self.NAME}", None, data)
-        try:
-            acks = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), self.config.timeout_seconds)
-        except TimeoutError:
-            for future in futures:
-                future.cancel()
-            self.counts["batches_timed_out"] += 1
-            raise PeerUnavailable("nats: publish acknowledgements timed out") from None
-        failed = [a for a in acks if isinstance(a, BaseException)]
-        if failed:
-            self.counts["batches_failed"] += 1
-            raise PeerUnavailable(f"nats: {len(failed)} messages not stored ({type(failed[0]).__name__})")
-        self.counts["batches_published"] += 1
-        self.counts["duplicates_reported"] += sum(1 for a in acks if getattr(a, "duplicate", False))
-        if self.ctx.dead_letters is not None and self.counts["nats_max_payload"]:
+        publisher = await self._connect()
+        limit = self._nc.max_payload if self._nc is not None else 1 << 20
+        fits = [item for item in items if len(item[2]) + 256 <= limit]
+        for _, _, data in (item for item in items if len(item[2]) + 256 > limit):
+            self.counts["nats_max_payload"] += 1  # no server takes it: never sent again
+            if self.ctx.dead_letters is not None:
+                self.ctx.dead_letters.add("nats_max_payload", f"sink:{self.NAME}", None, data)
+        if len(fits) < len(items) and self.ctx.dead_letters is not None:
             self.ctx.dead_letters.flush()
+        try:
+            stored, duplicates, refused = await publisher.publish(fits, self.config.stream, self.config.timeout_seconds)
+        except (TimeoutError, MaxPayloadError) as exc:
+            self.counts["batches_timed_out"] += 1
+            raise PeerUnavailable(f"nats: publish acknowledgements missing ({type(exc).__name__})") from None
+        self.counts["duplicates_reported"] += duplicates
+        if refused:  # no stream for the subject, a stream refusing for now: the whole batch again, same ids
+            self.counts["batches_failed"] += 1
+            raise PeerUnavailable(f"nats: {refused} messages not stored")
+        self.counts["batches_published"] += 1
+        self.counts["messages_stored"] += stored
 
     async def _error(self, exc: Exception) -> None:
         self.counts["connection_errors"] += 1

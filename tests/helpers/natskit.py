@@ -52,7 +52,7 @@ def publish(
         try:
             js = nc.jetstream()
             await ensure_stream(js, stream, [f"{prefix}.*"])
-            n = await publish_partitioned(js, records, prefix, partitions, partition_key())
+            n = await publish_partitioned(nc, records, prefix, partitions, partition_key())
             for subject, data in raw:
                 await js.publish(subject, data)
                 n += 1

@@ -14,6 +14,7 @@ from sidecar.tools.bench import (
     forward,
     http_source,
     microaggregate,
+    nats,
     otlp,
     passthrough,
     profile,
@@ -41,6 +42,7 @@ for _module in (
     vector,
     http_source,
     otlp,
+    nats,
     accesslog,
 ):
     bench.add_command(_module.COMMAND)

@@ -6,7 +6,10 @@ probability ``size/n`` (``secrets.randbelow``), replacing a slot drawn uniformly
 skips a new user (about 1% at a million users in the 8 Mbit default), it never samples one twice.
 
 **Per sampled user** the distinct keyed hashes of its first ``queries_per_user`` queries, each given a bit
-position; an index maps a query hash to the (slot, position) pairs that sent it.
+position; an index maps a query hash to the (slot, position) pairs that sent it, for its first
+:data:`COMMON_SENDERS` sampled senders only: the bound on the work per released event (a common query, "google",
+would otherwise cost a step per sampled user at each of its releases). The later senders of such a query keep its
+position, which no release then sets: it counts as not released for them, as a dropped query would.
 
 **Released events** are matched by query hash: the released user id's keyed hash (a *candidate*) gets the bit of
 that query in the slot's mask. A slot tracks ``candidates_per_user`` candidates; a new one replaces the one that
@@ -25,6 +28,9 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+
+#: Sampled senders of one query the index keeps (the later ones are not matched by its releases)
+COMMON_SENDERS = 16
 
 
 class _Slot:
@@ -115,11 +121,11 @@ class Linkage:
         slot = self.slots[i]
         del self.by_user[slot.user]
         for query in slot.queries:
-            entries = [e for e in self.index[query] if e[0] != i]
+            entries = [e for e in self.index.get(query, ()) if e[0] != i]
             if entries:
                 self.index[query] = entries
             else:
-                del self.index[query]
+                self.index.pop(query, None)
 
     def sent(self, user: int, query: int) -> None:
         """An input event (keyed hashes of its user and query)."""
@@ -128,7 +134,9 @@ class Linkage:
             return
         pos = len(slot.queries)
         slot.queries[query] = pos
-        self.index.setdefault(query, []).append((self.by_user[user], pos))
+        entries = self.index.setdefault(query, [])
+        if len(entries) < COMMON_SENDERS:
+            entries.append((self.by_user[user], pos))
 
     def released(self, user: int, query: int) -> None:
         """A released event (keyed hashes of its released user id and query)."""

@@ -30,6 +30,7 @@ from filters.dp_replace.budget import Ledger, spending
 from sidecar.api import Event, RecordBatch
 from sidecar.config import ConfigError, load_config
 from sidecar.config.live_audit import LiveAuditConfig
+from sidecar.linkage import COMMON_SENDERS, LinkageEstimate
 from sidecar.liveaudit import LiveAudit, NoAudit, build_live_audit
 from sidecar.metrics import PipelineCollector
 from sidecar.pipeline import Pipeline
@@ -139,9 +140,25 @@ def test_memory_is_bounded_by_the_window_and_the_reservoir() -> None:
     link = audit.linkage
     assert len(link.slots) == 20 and len(link.by_user) == 20
     assert all(len(s.queries) <= 5 and len(s.candidates) <= 3 for s in link.slots)
-    assert sum(len(v) for v in link.index.values()) == sum(len(s.queries) for s in link.slots) <= 100
+    assert sum(len(v) for v in link.index.values()) <= sum(len(s.queries) for s in link.slots) <= 100
     assert 4900 <= link.users_seen <= 5000  # the seen-users filter's false positives skip a few
     assert audit.recreated == 0  # every release was under another id
+
+
+def test_a_query_many_sampled_users_sent_is_matched_for_its_first_senders_only() -> None:
+    """40 users each send a common query and 3 of their own: the index keeps 16 senders of the common one (each of
+    its releases costs at most 16 steps); a release of the common query alone assesses nobody; every user still
+    links by their own queries."""
+    audit = LiveAudit(LiveAuditConfig(enabled="on", cpu_share=1, detector=None))
+    sent = [_event(u, q) for u in range(40) for q in (0, 100 + 3 * u, 101 + 3 * u, 102 + 3 * u)]
+    audit.incoming(sent)
+    link = audit.linkage
+    assert len(link.index[audit._hash(b"q", "query 0")]) == COMMON_SENDERS
+    audit.outgoing([_event(u, 0) for u in range(40)], True)
+    assert audit.estimate().assessed == 0
+    audit._refreshed = None
+    audit.outgoing(sent, True)
+    assert audit.estimate() == LinkageEstimate(40, 40, 40)
 
 
 def test_the_window_forgets_pairs_older_than_its_seconds() -> None:

@@ -8,10 +8,14 @@ collapsed) and, where the records carry them, their times and their clicked URLs
 text only one user sent weighs most, one every user sent nothing), and a protected id is linked to the
 original user with the largest cosine between the two weighted bags; tied best users share the link.
 
-Cost, bounded: an inverted index holds only the tokens held by at most ``max_postings`` original users (the
-rare ones, which carry the evidence; a common token barely moves a cosine). Memory is ``O(T_o)`` postings
-(``T_o`` distinct (user, token) pairs of the original) plus one protected user's candidate scores; time is
-``O(Σ_p Σ_{t ∈ p, df(t) ≤ max_postings} df(t)) ≤ O(T_p · max_postings)``: never the dense users x users matrix.
+Cost, bounded: the index holds only the tokens held by at most ``max_postings`` (100) original users, the rare
+ones, which carry the evidence (a common token barely moves a cosine, and would make every user a candidate of
+every other). It is a sparse users x rare-tokens matrix; blocks of 4,096 protected users are multiplied by its
+transpose (scipy, in C). Memory: ``O(T_o + T_p)`` for the bags (``T`` distinct (user, token) pairs) plus one
+block's candidates; time: ``O(T_o + T_p)`` to build plus ``O(Σ_p Σ_{t ∈ p, df(t) ≤ max_postings} df(t)) ≤
+O(T_p · max_postings)`` for the products: never the dense users x users matrix. Measured (a shared 2-core
+machine, every kind together and each alone, 4 runs): 39k real lines, 132 users, about 3 s; 265k generated
+lines, 10,000 users, 14 s and 220 MB above the logs.
 
 Two figures come out. **Re-identified**: the share of protected users linked to their own original user
 (a tie among ``t`` best users counts ``1/t``, a random pick among them), computable only when the truth is
@@ -25,15 +29,18 @@ from __future__ import annotations
 
 import math
 import time
+from array import array
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+import numpy as np
+
 from sidecar.tools.audit.logs import Record
 
-MAX_POSTINGS = 1000
+MAX_POSTINGS = 100
 DOMINANCE = 2.0
 MIN_SHARED = 2
 MIN_RECORDS = 5
@@ -74,6 +81,11 @@ def bags(records: Sequence[Record], kinds: str = "qth") -> dict[str, Counter[str
     return out
 
 
+def only(bag_of: dict[str, Counter[str]], kinds: str) -> dict[str, Counter[str]]:
+    """The bags restricted to the tokens of the given kinds (users left with none keep an empty bag)."""
+    return {u: Counter({t: c for t, c in bag.items() if t[0] in kinds}) for u, bag in bag_of.items()}
+
+
 @dataclass(frozen=True)
 class Link:
     """A protected user's best original users (ties, sorted; empty: no candidate), the best and second cosine
@@ -103,7 +115,9 @@ class Linkage:
 
 
 class _Index:
-    """Idf weights and norms of the original users, and postings of their rare tokens."""
+    """The original users' weighted bags as a sparse users x rare-tokens matrix, rows at unit norm (over every
+    token): its transpose is the inverted index, and a block of protected users times it gives their cosines
+    with every original user they share a rare token with (scipy's sparse product, in C)."""
 
     def __init__(self, original: dict[str, Counter[str]], max_postings: int) -> None:
         df: Counter[str] = Counter()
@@ -111,38 +125,69 @@ class _Index:
             df.update(bag.keys())
         self.n = len(original)
         self.df = df
-        self.postings: dict[str, list[tuple[str, float]]] = {}
-        self.norm: dict[str, float] = {}
-        for user, bag in original.items():
-            total = 0.0
-            for t, c in bag.items():
-                w = self.weight(t, c)
-                total += w * w
-                if w > 0 and df[t] <= max_postings:
-                    self.postings.setdefault(t, []).append((user, w))
-            self.norm[user] = math.sqrt(total)
+        self._idf: dict[str, float] = {}
+        self.users = sorted(original)
+        self.row = {u: i for i, u in enumerate(self.users)}
+        self.column = {t: j for j, t in enumerate(t for t, d in df.items() if d <= max_postings)}
+        self.matrix = self._matrix([original[u] for u in self.users])
 
     def weight(self, token: str, count: int) -> float:
-        return (1 + math.log(count)) * math.log((self.n + 1) / (self.df.get(token, 0) + 1))
+        idf = self._idf.get(token)
+        if idf is None:
+            idf = self._idf[token] = math.log((self.n + 1) / (self.df.get(token, 0) + 1))
+        return idf if count == 1 else (1 + math.log(count)) * idf
 
-    def link(self, bag: Counter[str]) -> Link:
-        scores: dict[str, float] = {}
-        shared: Counter[str] = Counter()
-        norm = 0.0
-        for t, c in bag.items():
-            w = self.weight(t, c)
-            norm += w * w
-            for user, wo in self.postings.get(t, ()):
-                scores[user] = scores.get(user, 0.0) + w * wo
-                shared[user] += 1
-        if not scores or norm == 0:
+    def _matrix(self, rows: Sequence[Counter[str]]) -> Any:
+        """Bags -> csr matrix over the rare-token columns, each row divided by the norm of its whole bag."""
+        import scipy.sparse as sp  # type: ignore[import-untyped]  # scipy ships no type information
+
+        r, c, v = array("i"), array("i"), array("d")
+        for i, bag in enumerate(rows):
+            total, start = 0.0, len(v)
+            for t, n in bag.items():
+                w = self.weight(t, n)
+                total += w * w
+                j = self.column.get(t)
+                if j is not None and w > 0:
+                    r.append(i)
+                    c.append(j)
+                    v.append(w)
+            for k in range(start, len(v)):
+                v[k] /= math.sqrt(total)
+        return sp.csr_matrix(
+            (np.frombuffer(v), (np.frombuffer(r, dtype=np.int32), np.frombuffer(c, dtype=np.int32))),
+            shape=(len(rows), len(self.column)),
+        )
+
+    def postings(self) -> Any:
+        """How many original users hold each indexed token (at most ``max_postings``)."""
+        return np.diff(self.matrix.tocsc().indptr)
+
+    def link(self, protected: dict[str, Counter[str]], block: int = 4096) -> dict[str, Link]:
+        """Every protected user's link, ``block`` users per sparse product (memory: the block's candidates)."""
+        names = list(protected)
+        index_t = self.matrix.T.tocsr()
+        out: dict[str, Link] = {}
+        for start in range(0, len(names), block):
+            chunk = names[start : start + block]
+            q = self._matrix([protected[p] for p in chunk])
+            scores = (q @ index_t).tocsr()
+            for i, p in enumerate(chunk):
+                a, b = scores.indptr[i], scores.indptr[i + 1]
+                out[p] = self._best(scores.data[a:b], scores.indices[a:b], q.indices[q.indptr[i] : q.indptr[i + 1]])
+        return out
+
+    def _best(self, cos: Any, rows: Any, tokens_p: Any) -> Link:
+        if not len(cos):
             return Link((), 0.0, 0.0, 0)
-        norm = math.sqrt(norm)
-        cos = {u: s / (norm * self.norm[u]) for u, s in scores.items()}
-        top = max(cos.values())
-        best = tuple(sorted(u for u, v in cos.items() if v >= top * (1 - 1e-9)))
-        second = max((v for u, v in cos.items() if u not in best), default=0.0)
-        return Link(best, top, second, shared[best[0]])
+        top = float(cos.max())
+        tied = cos >= top * (1 - 1e-9)
+        best = tuple(sorted(self.users[j] for j in rows[tied]))
+        second = float(cos[~tied].max()) if (~tied).any() else 0.0
+        m = self.matrix
+        row = self.row[best[0]]
+        shared = np.intersect1d(tokens_p, m.indices[m.indptr[row] : m.indptr[row + 1]]).size
+        return Link(best, top, second, int(shared))
 
 
 def link_users(
@@ -154,17 +199,22 @@ def link_users(
     max_postings: int = MAX_POSTINGS,
     dominance: float = DOMINANCE,
     min_shared: int = MIN_SHARED,
+    computed: tuple[dict[str, Counter[str]], dict[str, Counter[str]]] | None = None,
 ) -> Linkage:
     """Link every protected user to original users on the evidence ``kinds`` (module docstring); score the links.
 
     ``truth``: protected id -> the original user whose events it carries. Without it, the ids are the truth
     when they are comparable (at least half of the protected ids are original ids); otherwise only the
-    confident share can be given.
+    confident share can be given. ``computed``: both logs' bags of every kind (:func:`bags`), when the caller
+    made them already.
     """
     started = time.perf_counter()
-    bag_o, bag_p = bags(original, kinds), bags(protected, kinds)
+    if computed is None:
+        bag_o, bag_p = bags(original, kinds), bags(protected, kinds)
+    else:
+        bag_o, bag_p = only(computed[0], kinds), only(computed[1], kinds)
     index = _Index(bag_o, max_postings)
-    links = {p: index.link(bag) for p, bag in bag_p.items()}
+    links = index.link(bag_p)
     in_original = sum(1 for p in bag_p if p in bag_o) / len(bag_p) if bag_p else 0.0
     comparable = in_original >= 0.5
     source = "given" if truth is not None else "ids kept" if comparable else "unknown"
@@ -182,8 +232,8 @@ def link_users(
         "confident_share": sum(1 for v in links.values() if v.confident(dominance, min_shared)) / n_p if n_p else 0.0,
         "chance": 1 / index.n if index.n else 0.0,
         "reidentified_share": None,
-        "tokens_indexed": len(index.postings),
-        "postings": sum(len(v) for v in index.postings.values()),
+        "tokens_indexed": len(index.column),
+        "postings": int(index.matrix.nnz),
     }
     if truth is not None:
         summary.update(_reidentified(links, truth, Counter(r.user for r in protected)))
@@ -198,9 +248,11 @@ def attack(
     pattern can link where query texts, mixed in, blur the cosine), the best kept (the highest re-identified
     share when the truth is known, else the highest confident share). Its summary lists every run's shares
     under ``by_evidence`` and the attack's parameters."""
+    started = time.perf_counter()
     both = _shared_kinds(original, protected)
     runs = [both] + [k for k in both if len(both) > 1]
-    results = [link_users(original, protected, truth=truth, kinds=kinds) for kinds in runs or ["q"]]
+    computed = (bags(original), bags(protected))
+    results = [link_users(original, protected, truth=truth, kinds=kinds, computed=computed) for kinds in runs or ["q"]]
 
     def strength(link: Linkage) -> tuple[float, float]:
         return (link.summary["reidentified_share"] or 0.0, link.summary["confident_share"])
@@ -214,7 +266,7 @@ def attack(
         }
         for r in results
     }
-    summary["seconds"] = sum(r.summary["seconds"] for r in results)
+    summary["seconds"] = time.perf_counter() - started
     summary |= {
         "max_postings": MAX_POSTINGS,
         "dominance": DOMINANCE,

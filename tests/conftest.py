@@ -105,6 +105,7 @@ SLOW_TESTS: dict[str, dict[str, str]] = {
         "test_arbitrary_bytes_never_crash_and_every_line_is_counted": "3.4",
     },
     "tests/sidecar/test_no_leak.py": {"test_replay_subprocess_stderr_has_no_values": "2-8"},
+    "tests/sidecar/test_live_audit.py": {"test_on_the_real_sample_the_audit_tells_the_chains_apart": "15-36"},
     "tests/test_examples.py": {"test_example_config_checks": "1-4 each (check-config subprocess)"},
     "tests/tools/test_audit.py": {"TestEndToEnd::test_cli_json_and_html": "2"},
     "tests/tools/test_bench_microaggregate.py": {

@@ -138,7 +138,7 @@ class TestIdentifierOrigins:
     def test_dp_release_counts_drawn_identifiers_apart_from_leaks(self) -> None:
         """For a DP release an identifier in no original query of its user is the mechanism's draw: not a leak,
         reported beside; a user's own identifier is a leak (attention)."""
-        ids = {
+        ids: dict[str, Any] = {
             "original": {"records_with_identifier": 3, "records_by_type": {}},
             "protected": {"records_checked": 100, "records_with_identifier": 40, "records_by_type": {"name": 40}},
             "protected_origin": {

@@ -51,8 +51,8 @@ EMPTY = (None, "", "-")
 #: A field name counted under its own name (anything else, or past MAX_NAMES distinct ones, is ``_other``).
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
 MAX_NAMES = 64
-#: Distinct user agents whose generalised form is remembered.
-AGENTS_KEPT = 10_000
+#: Distinct values whose result a value policy remembers (then it starts afresh).
+MEMO_SIZE = 100_000
 #: What a transform returns for a value it cannot read: the field is removed.
 UNREADABLE = object()
 #: What a transform returns to remove the field.
@@ -69,7 +69,8 @@ class FieldPolicies:
         self.dead = dead
         self.counts: Counter[tuple[str, str]] = Counter()
         self._names: set[str] = set()
-        self._agents: dict[str, str] = {}  # user agent -> its family and version (a log repeats a few hundred)
+        #: each value policy's results by value (user agents, addresses): "" for a value it cannot read
+        self._memo: dict[FieldPolicy, dict[str, str]] = {}
         role_of = {name: role for role, name in schema.roles.mapping().items() if name is not None}
         #: (role, its field's name, policy): a value policy on a role's field (not the query's) sets the role
         self._roles = [
@@ -223,20 +224,20 @@ class FieldPolicies:
             return hash_value(self._hash_key, value, policy.length)
         if not isinstance(value, str):
             return UNREADABLE
-        if kind == "user_agent":
-            out = self._agents.get(value)
-            if out is None:
+        memo = self._memo.setdefault(policy, {})  # a log repeats its agents and addresses: one look-up each
+        out = memo.get(value)
+        if out is None:
+            if kind == "user_agent":
                 out = generalise(value)
-                if len(self._agents) >= AGENTS_KEPT:
-                    self._agents.clear()
-                self._agents[value] = out
-            return out
-        if kind == "ip_prefix":
-            out = ip_prefix(value, policy.ipv4_prefix, policy.ipv6_prefix)
-        else:
-            assert kind == "ip_encrypt" and self._ip is not None
-            out = self._ip.encrypt(value)
-        return UNREADABLE if out is None else out
+            elif kind == "ip_prefix":
+                out = ip_prefix(value, policy.ipv4_prefix, policy.ipv6_prefix) or ""
+            else:
+                assert kind == "ip_encrypt" and self._ip is not None
+                out = self._ip.encrypt(value) or ""
+            if len(memo) >= MEMO_SIZE:
+                memo.clear()
+            memo[value] = out
+        return out or UNREADABLE  # "" here: not addresses (an empty value never comes here)
 
     def _run_filters(self, later: dict[str, list[tuple[Event, str]]]) -> dict[int, str]:
         """Run the url/scrub fields through their filters (one proxy event per field value, the value in the

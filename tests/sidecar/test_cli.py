@@ -109,4 +109,4 @@ def test_config_show_of_an_unknown_name_lists_the_examples_too() -> None:
     """An unknown name exits 2 with the names there are, examples included."""
     shown = CliRunner().invoke(main, ["config", "show", "examples/nope/querylog"])
     assert shown.exit_code == 2
-    assert "have: default, " in shown.output and "examples/fluent-bit/querylog" in shown.output
+    assert "have: access-log, default, " in shown.output and "examples/fluent-bit/querylog" in shown.output

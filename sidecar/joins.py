@@ -150,7 +150,7 @@ class Joins:
 
     def held(self) -> int:
         """Attached events held for their query."""
-        return self.store.count("join_held")
+        return self.store.held
 
     def stats(self) -> dict[str, Any]:
         """Held events, pending queries, remembered outcomes and the counts by outcome (never a value)."""

@@ -67,6 +67,8 @@ class JoinStore:
     def __init__(self, state: StateStore) -> None:
         state.migrate("joins", [_create, _add_times])
         self.conn: sqlite3.Connection = state.conn
+        #: rows of ``join_held``, kept in step by every write (read once per batch: no COUNT per batch)
+        self.held = self.count("join_held")
 
     # ---- outcomes ----------------------------------------------------------------------------------
     def outcome(self, key: str) -> Released | Any:
@@ -138,6 +140,7 @@ class JoinStore:
         self.conn.execute(
             "INSERT INTO join_held(key, since, fmt, line, eol) VALUES (?, ?, ?, ?, ?)", (key, since, fmt, line, eol)
         )
+        self.held += 1
 
     def take(self, key: str) -> list[HeldRow]:
         """The events held for ``key`` in arrival order, removed from the table."""
@@ -146,6 +149,7 @@ class JoinStore:
         ).fetchall()
         if rows:
             self.conn.execute("DELETE FROM join_held WHERE key = ?", (key,))
+            self.held -= len(rows)
         return rows
 
     def unknown_before(self, before: float) -> list[HeldRow]:
@@ -161,7 +165,7 @@ class JoinStore:
 
     def oldest_beyond(self, keep: int) -> list[HeldRow]:
         """The oldest held events beyond the ``keep`` newest, removed."""
-        over = self.count("join_held") - keep
+        over = self.held - keep
         if over <= 0:
             return []
         rows: list[HeldRow] = self.conn.execute(
@@ -172,6 +176,7 @@ class JoinStore:
 
     def _delete(self, rows: list[HeldRow]) -> None:
         self.conn.executemany("DELETE FROM join_held WHERE id = ?", [(r[0],) for r in rows])
+        self.held -= len(rows)
 
     def count(self, table: str) -> int:
         """Rows of one of the three tables (``join_held``, ``join_pending``, ``join_outcome``)."""

@@ -154,10 +154,10 @@ class Pipeline:
         with self.transaction():  # state changes commit with the delivery
             events = self._decode(batch, reasons)
             audited = self.audit.incoming(events)
-            before = self.chain.held()
+            before = self.chain.held() + self.joins.held()
             out = self.joins.process(self.chain, events)
             self.audit.outgoing(out, audited)
-            held = self.chain.held() - before
+            held = self.chain.held() + self.joins.held() - before
             self._deliver_flushed(out, batch.codec, reasons)
             if batch.checkpoint is not None:
                 self._commit_position(*batch.checkpoint)
@@ -198,10 +198,10 @@ class Pipeline:
             return Receipt(n, sum(reasons.values()), [], 0, n - len(out), reasons), out
         own = {id(e) for e in events}
         with self.transaction():
-            audited, before = self.audit.incoming(events), self.chain.held()
+            audited, before = self.audit.incoming(events), self.chain.held() + self.joins.held()
             out = self.joins.process(self.chain, events)
             self.audit.outgoing(out, audited)
-            held = self.chain.held() - before
+            held = self.chain.held() + self.joins.held() - before
             mine = [e for e in out if id(e) in own]
             released = [e for e in out if id(e) not in own] if len(mine) != len(out) else []
             if released:
@@ -262,7 +262,7 @@ class Pipeline:
 
     def held(self) -> int:
         with self._lock:
-            return self.chain.held()
+            return self.chain.held() + self.joins.held()
 
     @contextmanager
     def transaction(self, *, check_outbox: bool = True) -> Iterator[None]:

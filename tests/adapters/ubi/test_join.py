@@ -129,8 +129,9 @@ def test_an_event_of_an_unknown_query_is_dead_lettered_after_the_hold(
 def test_held_events_survive_a_restart_and_follow_their_query(tmp_path: Path) -> None:
     config = write_config(tmp_path, "")
     p = Pipeline(load_config(config), seed=1)
-    feed(p, EVENTS[:2])  # the query is not there yet
-    assert p.joins.held() == 2
+    receipt = p.receive(RecordBatch(EVENTS[:2], text_codec(p.config.sidecar.schema, None), "test"))
+    assert (receipt.held, receipt.dropped) == (2, 0)  # the query is not there yet: held (durably), not dropped
+    assert p.joins.held() == p.held() == 2
     p.close()
     p = Pipeline(load_config(config), seed=1)
     try:

@@ -40,6 +40,12 @@ class HipaaScrubConfig(FilterConfig):
     )
     name_cue_threshold: float = option(0.5, "Same, when the query has a person cue (obituary, funeral, mr...).")
     allow_names: tuple[str, ...] = option((), "Extra `first last` phrases never treated as names (brands).")
+    names: Literal["private", "all"] = option(
+        "private",
+        "Person names scrubbed: `private` keeps the names of public figures and brands (the classifier's curated "
+        "terms, WordNet's people shared by few, a built-in list), `all` scrubs every person name. Default private: "
+        "a searcher's own name is the re-identification vector (AOL 2006), a film star's is a topic.",
+    )
     emptied: Literal["keep", "drop", "token"] = option(
         "keep",
         "An event whose query is empty after scrubbing (the scrubber removed it all, or it came empty): "

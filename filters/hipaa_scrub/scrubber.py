@@ -28,6 +28,7 @@ from filters.hipaa_scrub.detectors.numbers import (
 from filters.hipaa_scrub.detectors.people import NameDetector
 from filters.hipaa_scrub.detectors.places import AddressDetector, PlaceDetector
 from filters.hipaa_scrub.geo import load_geo
+from filters.hipaa_scrub.hosts import outside_hosts
 from filters.hipaa_scrub.names import common_words, load_names
 from filters.hipaa_scrub.plans import (
     ANY_RUNS,
@@ -41,6 +42,7 @@ from filters.hipaa_scrub.plans import (
     digit_plans,
     plan_for,
 )
+from filters.hipaa_scrub.public import public_names
 
 TOKENS = {k: "[" + k.upper() + "]" for k in KINDS}
 """Replacement tokens of the ``replace`` policy (``[PHONE]``, ``[NAME]``...)."""
@@ -162,6 +164,7 @@ class Scrubber:
                 cfg.allow_names,
                 big_places,
                 not_last=geo.countries | {n for n in geo.state_names.values() if " " not in n},
+                public=public_names() if cfg.names == "private" else frozenset(),
             ),
             PlaceDetector(geo, cfg.city_keep_population, common_words()),
             SerialDetector(),
@@ -239,6 +242,8 @@ class Scrubber:
             for resort_check, run in last:
                 if resort_check is None or resort_check(text, lower, words, runs):
                     run(text, lower, found)
+        if found and "." in lower:
+            found = outside_hosts(lower, found)
         return found if len(found) <= 1 else _resolve(found)
 
     def _word_detectors(self, text: str, lower: str, words: list[str], found: list[Span]) -> None:
@@ -334,6 +339,8 @@ class Scrubber:
             d.detect(text, lower, found)
             for span in found[before:]:
                 source[id(span)] = type(d).__name__
+        if found and "." in lower:
+            found = outside_hosts(lower, found)
         kept = found if len(found) <= 1 else _resolve(found)
         return [(span, source[id(span)]) for span in kept]
 

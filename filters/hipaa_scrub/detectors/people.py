@@ -193,26 +193,24 @@ INSTITUTIONS = frozenset(
     ]
 )
 """A word after the pair that makes it an institution named after someone (``george mason university``)."""
-ALLOWED_PHRASES: frozenset[str] = frozenset(
-    """john deere|jack daniels|king james|brady bunch|monte carlo|julius caesar|baby ruth|jack russell|
+
+
+def phrases(block: str) -> frozenset[str]:
+    return frozenset(p.strip() for p in block.replace("\n", "").split("|") if p.strip())
+
+
+ALLOWED_PHRASES: frozenset[str] = phrases(
+    """john deere|jack daniels|king james|brady bunch|monte carlo|baby ruth|jack russell|
     tom collins|bloody mary|sloppy joe|jack rabbit|tommy bahama|kelly blue|earl grey|penny stocks|ann taylor|bob evans|
     harley davidson|lane bryant|ralph lauren|calvin klein|
     tommy hilfiger|jimmy dean|eddie bauer|tony roma|ruby tuesday|marie callender|sherwin williams|
-    dolly parton|mary kay|victoria secret|victoria secrets|dick smith|dean witter|charles schwab|
-    morgan stanley|merrill lynch|wells fargo|edward jones|joe boxer|ben franklin|martin luther|
-    abraham lincoln|george washington|thomas jefferson|john hancock|sam adams|samuel adams|jack lalanne|
-    james bond|harry potter|santa claus|don quixote|robin hood|peter pan|alice cooper|barbie doll|
-    mark twain|betty crocker|betty boop|ronald mcdonald|billy graham|dave matthews|kelly clarkson|
-    paris hilton|will smith|george bush|bill clinton|hillary clinton|john kerry|tiger woods|michael jordan|
-    britney spears|jennifer lopez|jessica simpson|carrie underwood|tom cruise|brad pitt|angelina jolie|
-    johnny depp|oprah winfrey|elvis presley|marilyn monroe|kenny chesney|tim mcgraw|faith hill|
-    ashley furniture|ross dress|dick clark|jay leno|david letterman|howard stern|rush limbaugh|
-    jesse james|billy joel|elton john|stevie wonder|bob marley|ray charles|james brown|john lennon|
-    martha stewart|walt disney|sears roebuck|jenny craig|dr phil|judge judy|kevin federline|
-    christina aguilera|jessica alba|lindsay lohan|nicole richie|chris brown|mary j blige|kanye west""".replace("\n", "")
-    .replace("    ", "")
-    .split("|")
+    mary kay|victoria secret|victoria secrets|dick smith|dean witter|charles schwab|
+    morgan stanley|merrill lynch|wells fargo|edward jones|joe boxer|ben franklin|john hancock|sam adams|samuel adams|
+    james bond|harry potter|santa claus|don quixote|robin hood|peter pan|barbie doll|
+    betty crocker|betty boop|ronald mcdonald|ashley furniture|ross dress|walt disney|sears roebuck|jenny craig|
+    martha stewart"""
 )
+"""Brands, products and fictional characters named like a person: never a person's name, whatever ``names``."""
 
 
 class NameDetector(Detector):
@@ -232,6 +230,7 @@ class NameDetector(Detector):
         allow: Iterable[str] = (),
         places: Iterable[str] = (),
         not_last: Iterable[str] = (),
+        public: frozenset[str] = frozenset(),
     ) -> None:
         super().__init__()
         self.first = names.first
@@ -244,6 +243,8 @@ class NameDetector(Detector):
         # country and state names that are rare surnames: "salvador brazil" is a place, "barbara jordan" a person
         self.not_last = frozenset(t for t in not_last if names.last_share.get(t, 0.0) < 1e-4)
         self.words = re.compile(r"[a-z]+")
+        #: names kept as public figures' (``names: private``): keys of words joined by one space
+        self.public = public
 
     def _last_score(self, tok: str) -> float | None:
         s = self.last.get(tok)
@@ -347,7 +348,8 @@ class NameDetector(Detector):
             ):
                 i = b + 1
                 continue
-            out.append(Span(toks[a][0], toks[b][1], "name", self.PRIORITY))
+            if not (self.public and " ".join(self.words.findall(lower, toks[a][0], toks[b][1])) in self.public):
+                out.append(Span(toks[a][0], toks[b][1], "name", self.PRIORITY))
             i = b + 1
 
     @staticmethod

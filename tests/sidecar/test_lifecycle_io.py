@@ -267,6 +267,9 @@ def sink_options(name: str, port: int) -> dict[str, Any]:
         "otlp": {"endpoint": f"http://{peer}/v1/logs", "timeout_seconds": 1, **quick},
         "clickhouse": {"table": "events", "url": f"http://{peer}", "timeout_seconds": 1, **quick},
         "nats": {"servers": [f"nats://{peer}"], "connect_timeout_seconds": 0.5, "timeout_seconds": 1, **quick},
+        # credentials: any variable that is set (the peer is down; boto3's default chain would look for a role)
+        "s3": {"bucket": "lifecycle", "endpoint_url": f"http://{peer}", "timeout_seconds": 1, **quick}
+        | {"access_key_id_env": "PATH", "secret_access_key_env": "PATH"},
     }
     if name not in options:
         pytest.fail(f"sink {name} is registered but has no minimal config here: add one to sink_options")

@@ -60,6 +60,10 @@ class Moto:
         self.client().create_bucket(Bucket=name)
         return name
 
+    def count(self, bucket: str) -> int:
+        """How many objects the bucket holds (up to 1,000)."""
+        return int(self.client().list_objects_v2(Bucket=bucket).get("KeyCount", 0))
+
     def objects(self, bucket: str, prefix: str = "") -> dict[str, bytes]:
         """Every object under ``prefix``: key -> body (as stored: gzip)."""
         client = self.client()

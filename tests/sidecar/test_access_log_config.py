@@ -6,8 +6,10 @@ as it came, the user agent generalised, every line kept and still an access-log 
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
+from urllib.parse import unquote_plus
 
 import pytest
 import yaml
@@ -86,3 +88,43 @@ def test_lines_keep_their_format_and_only_the_protected_parts_change(config: Pat
         assert b[4].split("?")[0] == a[4].split("?")[0]
         assert pseudonym.setdefault(a[1], b[1]) == b[1] != a[1]
         assert re.fullmatch(r"(Firefox|Chrome|Safari|curl) \d+", b[8])
+
+
+# ---- a log nginx wrote (data the generator did not make) ------------------------------------------------------
+#: (client address, target, referer, user agent): the address reaches $remote_addr through nginx's realip module
+#: (the test talks to nginx on a UNIX socket, whose clients have no address).
+NGINX_REQUESTS = [
+    ("203.0.113.7", "/search?q=cheap+flights&page=2", None, "curl/8.5.0"),
+    ("203.0.113.7", "/search?q=call+555-867-5309+today", "http://localhost/search?q=cheap+flights&page=2", "Wget/1.21"),
+    ("203.0.113.99", "/search?q=mail%20jane.doe%40example.com", None, "Mozilla/5.0 (X11; rv:121.0) Firefox/121.0"),
+    ("2001:db8:1::42", "/search?q=ssn+536-22-8751+form", None, "python-requests/2.31"),
+    ("2001:db8:1::43", "/static/app.css", "http://localhost/search?q=ssn+536-22-8751+form", "curl/7.88.1"),
+    ("198.51.100.5", "/search?q=weather", "https://social.example.org/profile/jane.doe", "okhttp/4.12"),
+]
+NGINX_PLANTED = ["555-867-5309", "jane.doe@example.com", "jane.doe", "536-22-8751"]
+
+
+@pytest.mark.skipif(not Path("/usr/sbin/nginx").exists(), reason="nginx is not installed")
+def test_a_log_nginx_wrote(config: Path, tmp_path: Path) -> None:
+    """The ready config on nginx's own `combined` log: every line kept, no planted identifier and no client
+    address left, prefixes kept (203.0.113.7 and .99 share their first 25 bits; so do their pseudonyms)."""
+    from helpers.nginx import nginx_access_log
+
+    requests = [
+        (t, ["-H", f"X-Forwarded-For: {a}", "-A", ua, *(["-e", r] if r else [])]) for a, t, r, ua in NGINX_REQUESTS
+    ]
+    realip = "set_real_ip_from unix:; real_ip_header X-Forwarded-For;\n  access_log {log} combined;"
+    (tmp_path / "nginx").mkdir()
+    log = nginx_access_log(tmp_path / "nginx", realip, requests)
+    written = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert [ln.split(" ", 1)[0] for ln in written] == [a for a, *_ in NGINX_REQUESTS]
+    out, dead = protect(config, written)
+    assert dead == {} and len(out) == len(written)
+    text = "".join(out)
+    for planted in NGINX_PLANTED:
+        assert planted not in text and planted not in unquote_plus(text)
+    clients = [ln.split(" ", 1)[0] for ln in out]
+    assert not set(clients) & {a for a, *_ in NGINX_REQUESTS}
+    first, second = (int(ipaddress.ip_address(c)) for c in clients[1:3])
+    assert 32 - (first ^ second).bit_length() == 25
+    assert ipaddress.ip_address(clients[3]).version == 6

@@ -27,6 +27,7 @@ from filters.hipaa_scrub.detectors.numbers import (
 )
 from filters.hipaa_scrub.detectors.people import NameDetector
 from filters.hipaa_scrub.detectors.places import AddressDetector, PlaceDetector
+from filters.hipaa_scrub.detectors.vehicles import PlateDetector
 from filters.hipaa_scrub.geo import load_geo
 from filters.hipaa_scrub.hosts import outside_hosts
 from filters.hipaa_scrub.names import common_words, load_names
@@ -149,6 +150,7 @@ class Scrubber:
             VinDetector(),
             CuedVinDetector(),
             MbiDetector(),
+            PlateDetector(),
             AddressDetector(load_geo(), common_words()),
         ]
         self.digit = [d for d in digit if self._wanted(d)]

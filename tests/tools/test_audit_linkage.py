@@ -231,7 +231,7 @@ def test_k_anonymous_release_is_not_relinked_by_its_content(released: dict[str, 
     assert ok, text
     rows = verdicts.guarantees(result)
     link = next(g for g in rows if g["guarantee"].startswith("Users not linkable"))
-    assert link["status"] == "info" and "keeps user ids" in link["why"]
+    assert link["status"] == "not_applicable" and "keeps user ids" in link["why"]
     attack = next(g for g in rows if g["guarantee"].startswith("No attack recovers"))
     assert attack["status"] == "ok" and "reference: paper 001" in attack["figure"]
     assert not any("published line" in g["guarantee"] for g in rows)

@@ -69,10 +69,10 @@ class TestLinkageVerdict:
         assert link["status"] == status and "re-identified" in link["figure"] and "1/k = 20.00%" in link["figure"]
 
     def test_ids_kept_is_not_applicable_never_met(self) -> None:
-        """Ids kept: the verdict is "info" (shown as not applicable) with why, whatever the share."""
+        """Ids kept: the verdict is "not_applicable" with why, whatever the share."""
         result = result_with({"ids_comparable": True, "ids_in_original_share": 1.0, "reidentified_share": 0.7})
         link = row(result, "Users not linkable")
-        assert link["status"] == "info" and "keeps user ids" in link["why"] and "70.0%" in link["figure"]
+        assert link["status"] == "not_applicable" and "keeps user ids" in link["why"] and "70.0%" in link["figure"]
         assert verdicts.headline(result)[0]
 
     def test_nothing_linked_leaves_the_pair_verdicts_not_applicable(self) -> None:
@@ -80,7 +80,7 @@ class TestLinkageVerdict:
         result = result_with({"linked_share": 0.0})
         for start in ("No original (user, query) pair", "Attacks no better"):
             g = row(result, start)
-            assert g["status"] == "info" and "cannot be scored" in g["why"]
+            assert g["status"] == "not_applicable" and "cannot be scored" in g["why"]
 
     def test_pair_verdicts_say_they_ran_on_the_linked_ids(self) -> None:
         result = result_with({"confident_share": 0.9})

@@ -235,7 +235,7 @@ def _summary_lines(result: dict[str, Any]) -> None:
     from sidecar.tools.audit.verdicts import guarantees
 
     for g in guarantees(result):
-        click.echo(f"[{g['status']}] {g['guarantee']}: {g['figure']}")
+        click.echo(f"[{g['status'].replace('_', ' ')}] {g['guarantee']}: {g['figure']}")
 
 
 def _microaggregation_lines(result: dict[str, Any]) -> None:

@@ -75,8 +75,8 @@ def _audited(result: dict[str, Any]) -> str:
 
 
 def _guarantees(result: dict[str, Any]) -> str:
-    words = {"ok": "met", "attention": "attention", "info": "not applicable"}
-    css = {"ok": "ok", "attention": "warn", "info": "info"}
+    words = {"ok": "met", "attention": "attention", "not_applicable": "not applicable"}
+    css = {"ok": "ok", "attention": "warn", "not_applicable": "info"}
     rows = "".join(
         f"<tr><td>{escape(g['guarantee'])}</td><td class='{css[g['status']]}'>"
         f"<strong>{words[g['status']]}</strong></td><td>{escape(g['figure'])}</td><td>{escape(g['why'])}</td></tr>"

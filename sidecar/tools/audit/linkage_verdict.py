@@ -65,7 +65,7 @@ def linkage_verdict(result: dict[str, Any]) -> dict[str, str] | None:
         share = link["reidentified_share"] or 0.0
         return guarantee_row(
             title,
-            "info",
+            "not_applicable",
             f"{100 * share:.1f}% of {n:,} protected ids link back to their own user by {by} "
             f"(chance {100 * link['chance']:.2f}%)",
             f"the release keeps user ids ({100 * link['ids_in_original_share']:.0f}% of the protected ids are "

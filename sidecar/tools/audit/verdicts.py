@@ -2,8 +2,8 @@
 
 A guarantee is what the chain promises: no original (user, query) pair re-created, no attack above 1/k,
 epsilon per user, no identifier of a user's own queries left (nor copied to another user), k users per
-cluster, users not linkable above chance. A guarantee's status is ``ok``, ``attention`` or ``info`` (not
-applicable to this kind of release, with the reason: never "met"). A paper's empirical figure (paper 001's
+cluster, users not linkable above chance. A guarantee's status is ``ok``, ``attention`` or ``not_applicable``
+(with the reason: never "met"). A paper's empirical figure (paper 001's
 best attack, 1.89% on the AOL log) is a reference shown beside the measurement, never a guarantee. The
 report's headline is green only when :func:`verdict` passes *and* no guarantee needs attention.
 """
@@ -101,8 +101,13 @@ def _attack_guarantees(result: dict[str, Any], micro: bool) -> list[dict[str, st
             "of each profile. PEL and the groups of identical profiles are its guarantees (below)."
         )
         return [
-            _g("No original (user, query) pair re-created", "info", f"{result['matching_records']:,} records", why),
-            _g("Attacks no better than 1/k (paper 001)", "info", f"best {100 * share:.2f}% of pairs", why),
+            _g(
+                "No original (user, query) pair re-created",
+                "not_applicable",
+                f"{result['matching_records']:,} records",
+                why,
+            ),
+            _g("Attacks no better than 1/k (paper 001)", "not_applicable", f"best {100 * share:.2f}% of pairs", why),
         ]
     link = result.get("linkage")
     if link is not None and not link["ids_comparable"] and not link["linked_share"]:
@@ -111,8 +116,8 @@ def _attack_guarantees(result: dict[str, Any], micro: bool) -> list[dict[str, st
             "pairs cannot be scored"
         )
         return [
-            _g("No original (user, query) pair re-created", "info", "not scored", why),
-            _g("Attacks no better than 1/k (paper 001)", "info", "not scored", why),
+            _g("No original (user, query) pair re-created", "not_applicable", "not scored", why),
+            _g("Attacks no better than 1/k (paper 001)", "not_applicable", "not scored", why),
         ]
     on = _scored_on(result)
     out = [

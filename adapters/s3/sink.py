@@ -31,7 +31,7 @@ import structlog
 from adapters.s3.config import S3SinkConfig
 from adapters.s3.encoding import LineEncoder
 from adapters.s3.staging import ObjectRows, Staging
-from adapters.s3.upload import Uploader, credentials, require_boto3
+from adapters.s3.upload import Uploader, UploadFailed, credentials, require_boto3
 from sidecar.api import Backpressure, BuildContext, Codec, ConfigValueError, Event, Outbox, Sink
 from sidecar.codecs import SchemaConfig
 from sidecar.netsink import PeerUnavailable, outbox_stats
@@ -192,7 +192,12 @@ class S3Sink(Sink[S3SinkConfig]):
         if self.uploader is None:
             raise PeerUnavailable("the sink is closing")
         key, events, body = msgpack.unpackb(payload)
-        self.uploader.put(str(key), bytes(body), {"querylog-events": str(int(events))})
+        try:
+            self.uploader.put(str(key), bytes(body), {"querylog-events": str(int(events))})
+        except UploadFailed as exc:  # the S3 error code (AccessDenied, NoSuchBucket...) for the operator
+            self.counts["upload_failures"] += 1
+            log.warning("s3_upload_failed", sink=self.NAME, bucket=self.config.bucket, error=exc.code, events=events)
+            raise
         self.counts["objects_uploaded"] += 1
 
     def stats(self) -> dict[str, Any]:

@@ -21,6 +21,14 @@ from sidecar.netsink import PeerUnavailable, read_secret
 NEEDS_BOTO3 = "the s3 sink needs boto3, in the [s3] extra: pip install 'querylog-sidecar[s3]'"
 
 
+class UploadFailed(PeerUnavailable):
+    """S3 did not store an object: ``code`` is S3's error code (``AccessDenied``...) or an exception type name."""
+
+    def __init__(self, bucket: str, code: str) -> None:
+        super().__init__(f"s3 {bucket}: {code}")
+        self.code = code
+
+
 def require_boto3() -> None:
     """:class:`ConfigValueError` (one line naming the extra) when boto3 is not installed."""
     try:
@@ -86,7 +94,7 @@ class Uploader:
                 Config=self.transfer,
             )
         except Exception as exc:  # botocore/s3transfer errors: the outbox sends the object again later
-            raise PeerUnavailable(f"s3 {self.bucket}: {error_name(exc)}") from None
+            raise UploadFailed(self.bucket, error_name(exc)) from None
 
     def close(self) -> None:
         self.client.close()

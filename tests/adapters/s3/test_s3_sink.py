@@ -346,3 +346,24 @@ def test_real_queries_archived_byte_for_byte(moto: Moto, s3_credentials: None, t
     written = (tmp_path / "out.tsv").read_text(encoding="utf-8").split("\n")
     assert len(objects) > 5
     assert records_of(objects) == written[1:-1] and len(written) - 2 == len(lines)
+
+
+def test_an_s3_error_is_logged_by_its_code_and_the_object_waits(
+    moto: Moto, s3_credentials: None, tmp_path: Path
+) -> None:
+    """A bucket that does not exist yet: the upload fails with S3's code (logged, nothing else of the answer), the
+    object stays in the outbox, and goes up once the operator created the bucket."""
+    bucket = "querylog-" + secrets.token_hex(6)
+    pipe = pipeline(tmp_path)
+    sink = add_sink(pipe, moto.url, bucket, max_object_seconds=0.1)
+    with structlog.testing.capture_logs() as logs:
+        try:
+            receive(pipe, rows(10))
+            wait_until(lambda: sink.counts["upload_failures"] >= 1, what="an upload refused")
+            moto.client().create_bucket(Bucket=bucket)
+            wait_until(lambda: sink.stats()["pending_events"] == 0, what="the object uploaded")
+        finally:
+            pipe.close()
+    failed = [e for e in logs if e["event"] == "s3_upload_failed"]
+    assert failed and {e["error"] for e in failed} == {"NoSuchBucket"}
+    assert records_of(moto.objects(bucket)) == rows(10)

@@ -123,7 +123,7 @@ class SchemaConfig:
     )
     apache_format: str | None = option(
         None,
-        "access_log: the Apache `LogFormat` string of the log (`%h %l %u %t \\\"%r\\\" %>s %b`), or `common` / "
+        'access_log: the Apache `LogFormat` string of the log (`%h %l %u %t \\"%r\\" %>s %b`), or `common` / '
         "`combined`, instead of log_format.",
     )
     search_path: str | None = option(

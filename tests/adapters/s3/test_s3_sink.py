@@ -367,3 +367,26 @@ def test_an_s3_error_is_logged_by_its_code_and_the_object_waits(
     failed = [e for e in logs if e["event"] == "s3_upload_failed"]
     assert failed and {e["error"] for e in failed} == {"NoSuchBucket"}
     assert records_of(moto.objects(bucket)) == rows(10)
+
+
+def test_a_full_outbox_stops_the_runtime_taking_batches(moto: Moto, s3_credentials: None, tmp_path: Path) -> None:
+    """S3 down and the outbox at its bound: a batch is refused before anything runs (Backpressure: the source does
+    not acknowledge), nothing piles up in staging; S3 back: the object goes up and batches are taken again."""
+    from sidecar.api import Backpressure
+
+    bucket = moto.bucket()
+    moto.stop()
+    pipe = pipeline(tmp_path)
+    sink = add_sink(pipe, moto.url, bucket, max_object_bytes=1024, outbox_max_batches=1)
+    try:
+        receive(pipe, rows(50))
+        wait_until(lambda: pipe.backpressure() is not None, what="the object in the outbox, at its bound")
+        with pytest.raises(Backpressure):
+            receive(pipe, rows(50, 50))
+        assert sink.stats()["staged_events"] == 0
+        moto.start_again()
+        wait_until(lambda: pipe.backpressure() is None, what="the outbox drained", timeout=30)
+        receive(pipe, rows(50, 50))
+    finally:
+        pipe.close()
+    assert records_of(moto.objects(bucket)) == rows(100)

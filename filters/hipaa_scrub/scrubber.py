@@ -150,7 +150,7 @@ class Scrubber:
             VinDetector(),
             CuedVinDetector(),
             MbiDetector(),
-            PlateDetector(),
+            PlateDetector(common_words(5.0)),
             AddressDetector(load_geo(), common_words()),
         ]
         self.digit = [d for d in digit if self._wanted(d)]

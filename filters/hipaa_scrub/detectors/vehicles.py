@@ -119,12 +119,13 @@ STATES = frozenset(
 _YEAR = re.compile(r"^(?:19|20)\d\d$")
 
 
-def plate_like(value: str) -> bool:
-    """5-8 letters and digits, 2+ digits, groups of letters alone at most 3 long, not a year."""
+def plate_like(value: str, words: frozenset[str] = frozenset()) -> bool:
+    """5-8 letters and digits, 2+ digits, groups of letters alone at most 3 long and not one of ``words`` (``for
+    06``, ``new 12``: common words), not a year."""
     compact = value.replace(" ", "").replace("-", "")
     if not 5 <= len(compact) <= 8 or sum(map(str.isdigit, compact)) < 2 or _YEAR.match(compact):
         return False
-    return all(not (g.isalpha() and len(g) > 3) for g in re.split("[ -]", value))
+    return all(not (g.isalpha() and (len(g) > 3 or g in words)) for g in re.split("[ -]", value))
 
 
 class PlateDetector(Detector):
@@ -142,11 +143,16 @@ class PlateDetector(Detector):
         ),
     )
 
+    def __init__(self, common: frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        #: very common English words of 1-3 letters: such a group next to a number is no letter block
+        self.common = frozenset(w for w in common if len(w) <= 3)
+
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         after, before = self.compiled_ascii if lower.isascii() else self.compiled
         for rx, group in ((after[1], "v"), (before[1], "w")):
             for m in rx.finditer(lower):
                 if group == "w" and m.group("s") is not None and m.group("s") not in STATES:
                     continue  # "12345 paper plates": a word, not a state, between
-                if plate_like(m.group(group)):
+                if plate_like(m.group(group), self.common):
                     out.append(Span(m.start(group), m.end(group), "vehicle", self.PRIORITY))

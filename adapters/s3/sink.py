@@ -122,6 +122,7 @@ class S3Sink(Sink[S3SinkConfig]):
     # ---- the closer thread ------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stopping.is_set():
+            self._wake.clear()  # before looking: a flush that wakes it meanwhile cuts the wait short
             try:
                 wait = self._close_due(final=False)
             except Backpressure:
@@ -132,7 +133,6 @@ class S3Sink(Sink[S3SinkConfig]):
                 wait = self.config.retry_max_seconds
             if wait:
                 self._wake.wait(wait)
-                self._wake.clear()
 
     def _close_due(self, final: bool) -> float:
         """Close one object if one is due (``final``: whatever is staged); 0.0 when it did, else seconds to wait."""

@@ -31,6 +31,7 @@ field name (or past the 64th distinct one) is counted as ``_other``.
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -68,6 +69,7 @@ class FieldPolicies:
         self.unlisted = schema.unlisted
         self.dead = dead
         self.counts: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()  # the counts, the memos and the url/scrub filters: one batch at a time
         self._names: set[str] = set()
         #: each value policy's results by value (user agents, addresses): "" for a value it cannot read
         self._memo: dict[FieldPolicy, dict[str, str]] = {}
@@ -119,7 +121,14 @@ class FieldPolicies:
         self, events: list[Event], batch: RecordBatch, bad: Sequence[tuple[int, str]], reasons: Counter[str]
     ) -> list[Event]:
         """``events`` with their fields through their policies; the records refused are dead-lettered (counted
-        in ``reasons``) and left out. ``bad``: the batch's records the codec refused (to locate the others)."""
+        in ``reasons``) and left out. ``bad``: the batch's records the codec refused (to locate the others).
+        Thread-safe: a request/response source decodes outside the runtime's lock (``Runtime.transform``)."""
+        with self._lock:
+            return self._apply(events, batch, bad, reasons)
+
+    def _apply(
+        self, events: list[Event], batch: RecordBatch, bad: Sequence[tuple[int, str]], reasons: Counter[str]
+    ) -> list[Event]:
         out: list[Event] = []
         later: dict[str, list[tuple[Event, str]]] = {}  # url/scrub: run through their filter once per batch
         refused: list[tuple[int, str, str]] = []
@@ -300,7 +309,9 @@ class FieldPolicies:
     def stats(self) -> dict[str, dict[str, int]]:
         """Counts by field name and outcome (never a value)."""
         out: dict[str, dict[str, int]] = {}
-        for (name, outcome), n in self.counts.items():
+        with self._lock:
+            counts = list(self.counts.items())
+        for (name, outcome), n in counts:
             out.setdefault(name, {})[outcome] = n
         return out
 

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from adapters.forward.codec import ForwardCodec
 from adapters.forward.protocol import Entry
+from adapters.vector.codec import EventWrapper, VectorCodec
 from sidecar.api import Event, RecordBatch
 from sidecar.cli.core import check_config
 from sidecar.config import ConfigError, load_config
@@ -225,6 +226,33 @@ def test_forward_records(tmp_path: Path) -> None:
         pipeline.close()
     assert out[0].record == {"uid": "u", "q": "x", "ip": "192.0.2.0", "n": 3}
     assert out[1] is entries[1]  # unchanged: the very entry
+
+
+def test_vector_records(tmp_path: Path) -> None:
+    """Vector logs: a changed field is rewritten in the log's map (an integer field hashed becomes text); a log
+    no policy changed is sent on as its very bytes."""
+    config = _config(tmp_path, {"roles": ROLES, "fields": {"ip": "ip_prefix", "n": "hash", "ua": "user_agent"}})
+    pipeline = Pipeline(load_config(config), with_sinks=False)
+    try:
+        codec = VectorCodec(pipeline.config.sidecar.schema)
+        wires = []
+        for values in ({"uid": b"u", "q": b"x", "ip": b"192.0.2.200", "n": 7}, {"uid": b"u", "q": b"y", "ua": b"-"}):
+            wrapper = EventWrapper()
+            fields = wrapper.log.value.map.fields
+            for key, value in values.items():
+                if isinstance(value, int):
+                    fields[key].integer = value
+                else:
+                    fields[key].raw_bytes = value
+            wires.append(wrapper.SerializeToString(deterministic=True))
+        _, events = pipeline.transform(RecordBatch(wires, codec, "vector"))
+        out = [codec.encode(ev) for ev in events]
+    finally:
+        pipeline.close()
+    changed = EventWrapper.FromString(out[0]).log.value.map.fields
+    assert changed["ip"].raw_bytes == b"192.0.2.0"
+    assert re.fullmatch(rb"[0-9a-f]{16}", changed["n"].raw_bytes)
+    assert out[1] == wires[1]
 
 
 # ---- config errors and check-config --sample ----------------------------------------------------------------

@@ -30,6 +30,8 @@ from hypothesis import strategies as st
 
 from adapters.forward.codec import ForwardCodec
 from adapters.forward.protocol import Entry
+from adapters.grpc.codec import ProtoCodec
+from adapters.grpc.stubs.querylog.v1.querylog_pb2 import QueryEvent
 from adapters.vector.codec import EventWrapper, VectorCodec
 from sidecar.api import Event, RecordBatch
 from sidecar.cli.core import check_config
@@ -253,6 +255,20 @@ def test_vector_records(tmp_path: Path) -> None:
     assert changed["ip"].raw_bytes == b"192.0.2.0"
     assert re.fullmatch(rb"[0-9a-f]{16}", changed["n"].raw_bytes)
     assert out[1] == wires[1]
+
+
+def test_grpc_attributes(tmp_path: Path) -> None:
+    """A gRPC QueryEvent's attributes are its fields: policies apply to them, unlisted: drop removes the rest."""
+    config = _config(tmp_path, {"fields": {"ip": "ip_encrypt"}, "unlisted": "drop"})
+    pipeline = Pipeline(load_config(config), with_sinks=False)
+    try:
+        codec = ProtoCodec()
+        message = QueryEvent(user="u", query="q", attributes={"ip": "192.0.2.1", "cookie": "c"})
+        _, events = pipeline.transform(RecordBatch([message], codec, "grpc"))
+        (out,) = [codec.encode(ev) for ev in events]
+    finally:
+        pipeline.close()
+    assert dict(out.attributes) == {"ip": IpEncrypt(KEY.encode()).encrypt("192.0.2.1")}
 
 
 # ---- config errors and check-config --sample ----------------------------------------------------------------

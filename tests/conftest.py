@@ -51,7 +51,9 @@ SLOW_TESTS: dict[str, dict[str, str]] = {
         "test_without_prescan_future_sends_match": "2.2",
     },
     "tests/adapters/file/test_replay.py": {"test_state_dir_and_fresh_state_keep_archives_apart": "3.2"},
-    "tests/sidecar/test_field_policies.py": {"test_serve_dead_letters_undeclared_fields_and_counts_them_by_name": "11"},
+    "tests/sidecar/test_field_policy_formats.py": {
+        "test_serve_dead_letters_undeclared_fields_and_counts_them_by_name": "11"
+    },
     "tests/adapters/file/test_replay_pipe.py": {"test_what_a_pipe_cannot_do_is_a_clear_usage_error": "3 each"},
     "tests/adapters/forward/test_interop.py": {"test_fluent_client_modes": "4 (node)"},
     "tests/adapters/grpc/test_grpc.py": {"test_filter_passthrough_generated_log": "3"},

@@ -5,7 +5,8 @@ record leaves byte for byte; an event of another format as a JSON line), picks i
 ``<subject>.<p>`` with ``p`` the partition of its user among ``partition_count``) and a ``Nats-Msg-Id``
 (this sink's random run id and a counter), and cuts batches of ``batch_size``; ``flush`` puts them into the
 outbox (``ctx.outbox``), committed with the runtime's batch. The outbox's sender thread publishes a batch
-with ``publish_async`` and waits for every JetStream publish acknowledgement:
+(:class:`~adapters.nats.jetstream.Publisher`: each message with a reply subject of its own) and waits for every
+JetStream publish acknowledgement:
 
 * every message stored (or reported a duplicate: JetStream saw its ``Nats-Msg-Id`` within the stream's
   ``duplicate_window``, 2 minutes by default): delivered;

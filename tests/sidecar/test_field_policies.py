@@ -212,3 +212,18 @@ def test_events_without_codec_pass(tmp_path: Path, pipelines: list[Pipeline]) ->
     assert pipeline.fields is not None and codec is not None
     ev = Event("u", "q")
     assert pipeline.fields.apply([ev], RecordBatch([], codec, "x"), [], Counter()) == [ev]
+
+
+def test_the_first_pass_of_prescan_sees_what_the_real_pass_sees(tmp_path: Path, pipelines: list[Pipeline]) -> None:
+    """`--prescan`'s first pass (sidecar/drive.py) gets the events through the same policies (a prescanning
+    filter learns the pseudonymized users), and nothing is counted or dead-lettered there."""
+    schema = {"roles": ROLES, "format": "jsonl", "fields": {"uid": "ip_encrypt"}, "unlisted": "error"}
+    config = write_config(tmp_path, schema)
+    pipeline = Pipeline(load_config(config), with_sinks=False)
+    pipelines.append(pipeline)
+    codec = pipeline.ctx.codec_for("jsonl")
+    assert pipeline.fields is not None and codec is not None
+    events = codec.decode_many([json_line(uid="192.0.2.1"), json_line(uid="192.0.2.1", extra=1)], "\n", [])
+    out = pipeline.fields.first_pass(events)
+    assert [ev.user for ev in out] == [IpEncrypt(KEY.encode()).encrypt("192.0.2.1")]
+    assert pipeline.fields.stats() == {} and pipeline.stats()["dead_letters"] == {}

@@ -37,8 +37,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from filters.hipaa_scrub.config import HipaaScrubConfig
+from filters.hipaa_scrub.operators import KEYED, OperatorKeys
 from filters.hipaa_scrub.scrubber import Scrubber
-from sidecar.api import BuildContext, Event, Filter
+from sidecar.api import BuildContext, ConfigValueError, Event, Filter
 
 NAME = "hipaa_scrub"
 MEMO_SIZE = 400_000
@@ -59,7 +60,7 @@ class HipaaScrubFilter(Filter[HipaaScrubConfig]):
 
     def __init__(self, config: HipaaScrubConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
-        self.scrubber = Scrubber(config)
+        self.scrubber = Scrubber(config, keys=operator_keys(config, ctx))
         #: scrubbed text and counts per distinct text (a log repeats its queries: the scrubber is
         #: deterministic, so a repeated text costs one dict look-up); cleared when it reaches MEMO_SIZE
         self._memo: dict[str, tuple[str | None, dict[str, int]]] = {}
@@ -131,6 +132,22 @@ class HipaaScrubFilter(Filter[HipaaScrubConfig]):
             return found
 
         return count
+
+
+def operator_keys(config: HipaaScrubConfig, ctx: BuildContext) -> OperatorKeys | None:
+    """The keys of the hash and encrypt policies, from the configured secret; None when no policy needs them."""
+    if not KEYED.intersection(config.policy_map().values()):
+        return None
+    if "encrypt" in config.policy_map().values():
+        try:
+            import cryptography.hazmat.primitives.ciphers.aead  # noqa: F401  # AES-SIV of the encrypt policy
+        except ImportError:
+            raise ConfigValueError("policies", "the encrypt policy needs the cryptography package") from None
+    secret = ctx.secret(config.key_env, config.key_file, "hipaa_scrub secret")
+    try:
+        return OperatorKeys.derive(secret, config.operator_key_id())
+    except ValueError as exc:
+        raise ConfigValueError("key_env" if config.key_env else "key_file", str(exc)) from None
 
 
 def _empty(query: object) -> bool:

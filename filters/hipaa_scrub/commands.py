@@ -26,6 +26,42 @@ def _scrub_config(config_file: str | None) -> Any:
     sys.exit(2)
 
 
+def _keys(config: Any, config_file: str | None, needed: bool) -> Any:
+    """The operator keys of the config's secret (None when no policy needs them and ``needed`` is false)."""
+    from pathlib import Path
+
+    from filters.hipaa_scrub import operator_keys
+    from filters.hipaa_scrub.operators import OperatorKeys
+    from sidecar.api import BuildContext, ConfigValueError
+
+    ctx = BuildContext(config_dir=Path(config_file).parent if config_file else Path("."))
+    try:
+        if needed:
+            if config.key_env is None and config.key_file is None:
+                raise ConfigValueError("key_env", "--decrypt needs a config whose hipaa_scrub has key_env or key_file")
+            return OperatorKeys.derive(
+                ctx.secret(config.key_env, config.key_file, "hipaa_scrub secret"), config.operator_key_id()
+            )
+        return operator_keys(config, ctx)
+    except (ConfigValueError, ValueError) as exc:
+        click.echo(f"{config_file or 'scrub'}: {exc}", err=True)
+        sys.exit(2)
+
+
+def _decrypt(keys: Any) -> None:
+    """Copy stdin to stdout with the encryption tokens of ``keys`` opened; the count on stderr."""
+    from filters.hipaa_scrub.operators import decrypt_tokens
+
+    opened = 0
+    out = sys.stdout.buffer
+    for raw in sys.stdin.buffer:
+        text, n = decrypt_tokens(keys, raw.decode("utf-8", errors="surrogateescape"))
+        opened += n
+        out.write(text.encode("utf-8", errors="surrogateescape"))
+    out.flush()
+    click.echo(json.dumps({"decrypted_tokens": opened}), err=True)
+
+
 @click.command("scrub")
 @click.option(
     "--config",
@@ -43,13 +79,24 @@ def _scrub_config(config_file: str | None) -> Any:
     "finding, its type, span (character offsets, never the value), detector and policy. To stdout only; "
     "nothing of it is logged.",
 )
-def scrub(config_file: str | None, stats: bool, explain: bool) -> None:
+@click.option(
+    "--decrypt",
+    is_flag=True,
+    help="Instead of scrubbing, write each line with the encryption tokens of the config's secret (the encrypt "
+    "policy) replaced by their values: for key holders investigating abuse. Needs --config.",
+)
+def scrub(config_file: str | None, stats: bool, explain: bool, decrypt: bool) -> None:
     """Scrub HIPAA identifiers from each line of stdin; write one scrubbed line per input line."""
     from filters.hipaa_scrub.scrubber import Scrubber
     from sidecar.logs import configure_logging
 
     configure_logging("warning", "json")
-    scrubber = Scrubber(_scrub_config(config_file))
+    config = _scrub_config(config_file)
+    keys = _keys(config, config_file, decrypt)
+    if decrypt:
+        _decrypt(keys)
+        return
+    scrubber = Scrubber(config, keys=keys)
     totals: Counter[str] = Counter()
     lines = changed = bad = 0
     out = sys.stdout.buffer

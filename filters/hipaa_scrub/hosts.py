@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from filters.hipaa_scrub.detectors import Span
+from filters.hipaa_scrub.operators import protected
 
 GENERIC_TLDS = (
     "com|net|org|edu|gov|mil|int|info|biz|name|mobi|pro|aero|coop|museum|travel|jobs|tel|asia|xxx|"
@@ -32,8 +33,9 @@ def host_ranges(lower: str) -> list[tuple[int, int]]:
 
 
 def outside_hosts(lower: str, found: list[Span]) -> list[Span]:
-    """``found`` without the spans that overlap a hostname but do not cover it whole."""
-    hosts = host_ranges(lower)
+    """``found`` without the spans that overlap a hostname, or a hash or encryption token this filter wrote, but do
+    not cover it whole."""
+    hosts = host_ranges(lower) + protected(lower)
     if not hosts:
         return found
     return [

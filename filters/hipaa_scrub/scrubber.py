@@ -7,6 +7,7 @@ import re
 from operator import attrgetter
 
 from filters.hipaa_scrub.config import HipaaScrubConfig
+from filters.hipaa_scrub.custom import CustomDetector
 from filters.hipaa_scrub.detectors import KINDS, Detector, Span, ascii_digits
 from filters.hipaa_scrub.detectors.context import (
     ContextNumberDetector,
@@ -28,9 +29,11 @@ from filters.hipaa_scrub.detectors.numbers import (
 from filters.hipaa_scrub.detectors.people import NameDetector
 from filters.hipaa_scrub.detectors.places import AddressDetector, PlaceDetector
 from filters.hipaa_scrub.detectors.vehicles import PlateDetector
+from filters.hipaa_scrub.explain import explain
 from filters.hipaa_scrub.geo import load_geo
 from filters.hipaa_scrub.hosts import outside_hosts
 from filters.hipaa_scrub.names import common_words, load_names
+from filters.hipaa_scrub.operators import KEYED, OperatorKeys, encrypt_token, hash_token, mask
 from filters.hipaa_scrub.plans import (
     ANY_RUNS,
     DigitPlan,
@@ -73,7 +76,7 @@ def _rank(s: Span) -> tuple[int, int, int]:
     return (s.start - s.end, s.priority, s.start)
 
 
-def _resolve(found: list[Span]) -> list[Span]:
+def resolve(found: list[Span]) -> list[Span]:
     """The spans kept when overlaps are resolved by :func:`_rank`, in text order."""
     if len(found) == 2:  # the usual case (a catch-all number under a specific one), without sorting
         a, b = found
@@ -97,6 +100,9 @@ def _resolve(found: list[Span]) -> list[Span]:
     return kept
 
 
+_resolve = resolve  # the name tests and earlier callers use
+
+
 class Scrubber:
     """Detect and scrub identifiers in short texts. Build once (loads name and place data).
 
@@ -109,10 +115,17 @@ class Scrubber:
     only slower. The default path is not touched by the switch.
     """
 
-    def __init__(self, config: HipaaScrubConfig | None = None, *, prechecks: bool = True) -> None:
+    def __init__(
+        self, config: HipaaScrubConfig | None = None, *, prechecks: bool = True, keys: OperatorKeys | None = None
+    ) -> None:
         cfg = config or HipaaScrubConfig()
         self.prechecks = prechecks
         self.policies = cfg.policy_map()
+        if keys is None and KEYED.intersection(self.policies.values()):
+            raise ValueError("the hash and encrypt policies need the operator keys")
+        self.keys = keys
+        #: least confidence per type (types without one keep every finding)
+        self.thresholds = {k: v for k, v in (cfg.thresholds or {}).items() if v > 0.0}
         self._build_detectors(cfg)
         # bound methods and gates looked up once (:mod:`.plans`): the per-query loop does no attribute lookups
         self._digit_by_count: list[RunsPlan] = digit_plans(self.digit)
@@ -171,7 +184,7 @@ class Scrubber:
             PlaceDetector(geo, cfg.city_keep_population, common_words()),
             SerialDetector(),
         ]
-        self.alpha = [d for d in alpha if self._wanted(d)]
+        self.alpha = [d for d in alpha if self._wanted(d)] + [CustomDetector(r) for r in cfg.recognizers]
 
     def _drop_prechecks(self) -> None:
         """Replace the plans built above by ones that run every detector ungated (``prechecks=False``)."""
@@ -212,7 +225,9 @@ class Scrubber:
             # match, and most such texts have no trigger word of a word-based detector either
             found: list[Span] = []
             self._word_detectors(text, lower, words, found)
-            return found if len(found) <= 1 else _resolve(found)
+            if found and self.thresholds:
+                found = self.screen(lower, found)
+            return found if len(found) <= 1 else resolve(found)
         digit_runs = raw.translate(_KEEP_DIGITS).split() if ascii_text else _RUNS.findall(text)
         found = []
         runs: frozenset[int] = _NO_RUNS
@@ -244,9 +259,19 @@ class Scrubber:
             for resort_check, run in last:
                 if resort_check is None or resort_check(text, lower, words, runs):
                     run(text, lower, found)
-        if found and "." in lower:
+        if found:
+            found = self.screen(lower, found)
+        return found if len(found) <= 1 else resolve(found)
+
+    def screen(self, lower: str, found: list[Span]) -> list[Span]:
+        """``found`` without findings inside a hostname or a token this filter wrote (:mod:`.hosts`) and without
+        those below their type's confidence threshold."""
+        if "." in lower or "<" in lower:
             found = outside_hosts(lower, found)
-        return found if len(found) <= 1 else _resolve(found)
+        if self.thresholds:
+            least = self.thresholds
+            found = [s for s in found if s.score >= least.get(s.kind, 0.0)]
+        return found
 
     def _word_detectors(self, text: str, lower: str, words: list[str], found: list[Span]) -> None:
         """Run the word-based detectors whose trigger words and pre-check the text passes."""
@@ -283,97 +308,60 @@ class Scrubber:
                 outside -= ascii_digits(lower[a:b])
         return outside < self._token_digits
 
-    def _apply(self, text: str, spans: list[Span], counts: dict[str, int], count_kept: bool = True) -> str:
-        """Apply each span's policy; whitespace is tidied where something was removed."""
+    def apply(self, text: str, spans: list[Span], counts: dict[str, int], count_kept: bool = True) -> str:
+        """Apply each span's policy (:mod:`.operators`); whitespace is tidied where something was removed."""
         if len(spans) == 1:  # the usual case, without the list building below
             s = spans[0]
             kind = s.kind
-            policy = self.policies[kind]
-            if policy == "keep":
-                if count_kept:
-                    counts[kind] = counts.get(kind, 0) + 1
+            if count_kept or self.policies[kind] != "keep":
+                counts[kind] = counts.get(kind, 0) + 1
+            repl = self._replacement(text, s)
+            if repl is None:
                 return text
-            counts[kind] = counts.get(kind, 0) + 1
-            if policy == "replace":
-                return text[: s.start] + TOKENS[kind] + (" " + s.residue if s.residue else "") + text[s.end :]
-            repl = s.general if policy == "generalize" and s.general is not None else s.residue
             new = text[: s.start] + repl + text[s.end :]
             return new if repl else " ".join(new.split())
         out: list[str] = []
         pos = 0
         removed = False
         for s in spans:
-            policy = self.policies[s.kind]
-            if policy == "keep":
-                if count_kept:
-                    counts[s.kind] = counts.get(s.kind, 0) + 1
+            if count_kept or self.policies[s.kind] != "keep":
+                counts[s.kind] = counts.get(s.kind, 0) + 1
+            repl = self._replacement(text, s)
+            if repl is None:
                 continue
-            counts[s.kind] = counts.get(s.kind, 0) + 1
             out.append(text[pos : s.start])
-            if policy == "replace":
-                out.append(TOKENS[s.kind] + (" " + s.residue if s.residue else ""))
-            else:
-                repl = s.general if policy == "generalize" and s.general is not None else s.residue
-                out.append(repl)
-                removed = removed or not repl
+            out.append(repl)
+            removed = removed or not repl
             pos = s.end
         out.append(text[pos:])
         new = "".join(out)
-        if removed:
-            new = " ".join(new.split())
-        return new
+        return " ".join(new.split()) if removed else new
 
-    def _detect_attributed(self, text: str) -> list[tuple[Span, str]]:
-        """:meth:`detect` without pre-checks (the same spans: pre-checks are necessary conditions), each
-        kept span with the name of the detector that found it."""
-        lower = text.lower()
-        detectors = list(self.alpha)
-        if not text.replace(" ", "").isalpha():
-            detectors += self.digit
-            if "@" in text:
-                detectors += self.at
-            if "." in text or ":" in text or "-" in text:
-                detectors += self.net
-        found: list[Span] = []
-        source: dict[int, str] = {}
-        for d in detectors:
-            before = len(found)
-            d.detect(text, lower, found)
-            for span in found[before:]:
-                source[id(span)] = type(d).__name__
-        if found and "." in lower:
-            found = outside_hosts(lower, found)
-        kept = found if len(found) <= 1 else _resolve(found)
-        return [(span, source[id(span)]) for span in kept]
+    def _replacement(self, text: str, s: Span) -> str | None:
+        """What the span's policy writes in its place (None: keep the text)."""
+        policy = self.policies[s.kind]
+        if policy == "remove":
+            return s.residue
+        if policy == "keep":
+            return None
+        if policy == "generalize" and s.general is not None:
+            return s.general
+        if policy == "generalize":
+            return s.residue
+        if policy == "mask":
+            return mask(text[s.start : s.end])
+        if policy == "replace":
+            token = TOKENS.get(s.kind) or "[" + s.kind.upper() + "]"
+        else:
+            assert self.keys is not None  # checked at build
+            value = text[s.start : s.end]
+            make = hash_token if policy == "hash" else encrypt_token
+            token = make(self.keys, s.kind, value)
+        return token + (" " + s.residue if s.residue else "")
 
     def explain(self, text: str) -> tuple[str, list[dict[str, object]]]:
-        """The scrubbed text (as :meth:`scrub` gives it) and one record per finding: ``type``, ``start``,
-        ``end``, ``detector``, ``policy`` and ``pass``. Spans of pass 1 index ``text``; a later pass (a rescan
-        after a change) indexes the text as the previous pass left it. Records never hold the values: they
-        are for a person checking the scrubber (``querylog scrub --explain``), never for logs."""
-        findings: list[dict[str, object]] = []
-        for n in range(min(MAX_PASSES, text.count(" ") + 2)):
-            attributed = self._detect_attributed(text)
-            if not attributed:
-                break
-            for span, detector in attributed:
-                findings.append(
-                    {
-                        "type": span.kind,
-                        "start": span.start,
-                        "end": span.end,
-                        "detector": detector,
-                        "policy": self.policies[span.kind],
-                        "pass": n + 1,
-                    }
-                )
-            new = self._apply(text, [span for span, _ in attributed], {})
-            if new == text:
-                break
-            text = new
-            if not text or text.isspace():
-                break
-        return text, findings
+        """:func:`.explain.explain`: the scrubbed text and one record per finding (never the values)."""
+        return explain(self, text)
 
     def scrub(self, text: str) -> tuple[str, dict[str, int]]:
         """The scrubbed text and the count of identifiers found per type (never the values)."""
@@ -383,7 +371,7 @@ class Scrubber:
         counts: dict[str, int] = {}
         # each pass removes or rewrites at least one span, so a pass per word (bounded) reaches a fixpoint
         for n in range(min(MAX_PASSES, text.count(" ") + 2)):
-            new = self._apply(text, spans, counts, count_kept=n == 0)
+            new = self.apply(text, spans, counts, count_kept=n == 0)
             if new == text:
                 return new, counts
             # detectors read context (cue words, the word before a name, a state after a town), so

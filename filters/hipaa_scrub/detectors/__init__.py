@@ -58,7 +58,7 @@ class Span:
     """A detected identifier: ``text[start:end]`` of type ``kind``.
 
     ``general`` is the generalized form (``generalize`` policy); ``residue`` is text
-    that stays when the span is removed (a state after a city name).
+    that stays when the span is removed (a state after a city name); ``score`` its confidence.
     """
 
     start: int
@@ -67,6 +67,9 @@ class Span:
     priority: int = 50
     general: str | None = None
     residue: str = ""
+    #: confidence, 0..1: 1.0 for a built-in rule's finding (its own thresholds decided), the census odds of a
+    #: name, a custom recognizer's score with its context (``thresholds`` drops findings below their type's)
+    score: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,9 @@ class TestExplain:
         assert [row["line"] for row in rows] == [1, 2]
         assert rows[1] == {"line": 2, "scrubbed": "weather today", "findings": []}
         assert {f["type"] for f in rows[0]["findings"]} == {"name", "address", "zip", "phone", "health_plan"}
-        assert all(set(f) == {"type", "start", "end", "detector", "policy", "pass"} for f in rows[0]["findings"])
+        assert all(
+            set(f) == {"type", "start", "end", "detector", "score", "policy", "pass"} for f in rows[0]["findings"]
+        )
         for value in VALUES:
             assert value.lower() not in r.output.lower()
         assert logs == []

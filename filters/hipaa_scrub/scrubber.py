@@ -259,7 +259,7 @@ class Scrubber:
             for resort_check, run in last:
                 if resort_check is None or resort_check(text, lower, words, runs):
                     run(text, lower, found)
-        if found:
+        if found and ("." in lower or "<" in lower or self.thresholds):
             found = self.screen(lower, found)
         return found if len(found) <= 1 else resolve(found)
 
@@ -313,9 +313,10 @@ class Scrubber:
         if len(spans) == 1:  # the usual case, without the list building below
             s = spans[0]
             kind = s.kind
-            if count_kept or self.policies[kind] != "keep":
+            policy = self.policies[kind]
+            if count_kept or policy != "keep":
                 counts[kind] = counts.get(kind, 0) + 1
-            repl = self._replacement(text, s)
+            repl = s.residue if policy == "remove" else self._replacement(text, s)
             if repl is None:
                 return text
             new = text[: s.start] + repl + text[s.end :]

@@ -111,7 +111,10 @@ def is_status(msg: Msg) -> str | None:
 
 def delivery(msg: Msg) -> tuple[int, int]:
     """``(stream sequence, times delivered)`` of a JetStream message, from its ack subject."""
-    tokens = (msg.reply or "").split(".")
+    reply = msg.reply or ""
+    if not reply.startswith("$JS.ACK."):
+        return 0, 1
+    tokens = reply.split(".")
     with contextlib.suppress(ValueError):
         if len(tokens) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
             return int(tokens[5]), int(tokens[4])

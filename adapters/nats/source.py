@@ -181,7 +181,7 @@ class NatsSource(Source[NatsSourceConfig]):
         loop = asyncio.get_running_loop()
         assert self._executor is not None
         try:
-            await loop.run_in_executor(self._executor, self._hand_over, p, msgs, runtime)
+            await self._working(msgs, loop.run_in_executor(self._executor, self._hand_over, p, msgs, runtime))
         except Backpressure as exc:
             self.counts["backpressure"] += 1
             await self._nak(msgs)
@@ -198,6 +198,18 @@ class NatsSource(Source[NatsSourceConfig]):
         for msg in msgs:
             await msg.ack()
         self.counts["acknowledged"] += len(msgs)
+
+    async def _working(self, msgs: list[Msg], done: asyncio.Future[None]) -> None:
+        """Wait for ``done``; every third of ``ack_wait`` meanwhile, tell JetStream the messages are in progress
+        (a slow chain is not a lost replica: no redelivery while it works)."""
+        while True:
+            finished, _ = await asyncio.wait({done}, timeout=self.config.ack_wait_seconds / 3)
+            if finished:
+                return done.result()
+            self.counts["in_progress_sent"] += 1
+            for msg in msgs:
+                with contextlib.suppress(Exception):
+                    await msg.in_progress()
 
     async def _nak(self, msgs: list[Msg]) -> None:
         self.counts["nak"] += len(msgs)

@@ -4,16 +4,19 @@ replica resuming its partitions, partitions split between two replicas."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from helpers import wait_until
 from helpers.natskit import consumer_state, output, pipeline, publish, record, seqs, source
 
 from adapters.nats.config import NatsSourceConfig
 from adapters.nats.partition import owner, partition_key
 from sidecar.api import Backpressure, ConfigValueError, Receipt, RecordBatch
+from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
 from sidecar.tools.bench.natsserver import NatsServer
 
@@ -117,6 +120,69 @@ def test_a_refused_batch_is_nakked_and_delivered_again(nats_server: NatsServer, 
         pipe.close()
     assert seqs(tmp_path) == {i: 1 for i in range(500)}  # nothing of a refused batch reached the sink
     assert src.counts["nak"] >= 2 and src.counts["redelivered"] >= 1
+
+
+class Slow:
+    """A runtime whose first ``receive`` waits until ``go`` is set (a chain slower than ack_wait)."""
+
+    def __init__(self, inner: Pipeline) -> None:
+        self.inner = inner
+        self.go = threading.Event()
+        self.waited = False
+
+    def receive(self, batch: RecordBatch) -> Receipt:
+        if not self.waited:
+            self.waited = True
+            assert self.go.wait(60)
+        return self.inner.receive(batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_batch_slower_than_ack_wait_is_kept_in_progress_not_redelivered(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    publish(nats_server.url, (record(i) for i in range(300)), partitions=1)
+    pipe = pipeline(tmp_path)
+    src = source(pipe, nats_server.url, batch_size=100, ack_wait_seconds=1.5)
+    slow = Slow(pipe)
+    try:
+        src.start(slow)  # type: ignore[arg-type]
+        wait_until(lambda: src.counts["in_progress_sent"] >= 4, what="two ack_waits of work signalled")
+        slow.go.set()
+        wait_until(lambda: _all_acknowledged(nats_server.url, ["querylog_p0"]), what="every message acknowledged")
+    finally:
+        slow.go.set()
+        src.stop(grace=5)
+        pipe.close()
+    assert seqs(tmp_path) == {i: 1 for i in range(300)}
+    assert src.counts["redelivered"] == 0
+
+
+def test_tsv_lines_with_a_header_message(nats_server: NatsServer, tmp_path: Path) -> None:
+    header = b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
+    rows = [f"natstsv{i % 7}\tnats kestrel tsv {i}\t2006-03-01 07:17:{i % 60:02d}\t\t".encode() for i in range(50)]
+    publish(nats_server.url, [], partitions=1, raw=[("querylog.in.0", header)] + [("querylog.in.0", r) for r in rows])
+    (tmp_path).mkdir(exist_ok=True)
+    pipe = Pipeline(load_config(_tsv_config(tmp_path)), seed=7)
+    src = source(pipe, nats_server.url)
+    try:
+        src.start(pipe)
+        wait_until(lambda: _all_acknowledged(nats_server.url, ["querylog_p0"]), what="every message acknowledged")
+    finally:
+        src.stop(grace=5)
+        pipe.close()
+    out = (tmp_path / "out.tsv").read_bytes().splitlines()
+    assert out == [header, *rows]  # the header line once (the file sink's), every row byte for byte
+    assert src.counts["header_lines"] == 1
+
+
+def _tsv_config(folder: Path) -> Path:
+    path = folder / "tsv.yaml"
+    body = {"state_dir": "state", "schema": {"format": "tsv"}, "sinks": [{"file": {"path": "out.tsv"}}]}
+    path.write_text(yaml.safe_dump(body), encoding="utf-8")
+    return path
 
 
 def test_a_restarted_replica_resumes_its_partitions(nats_server: NatsServer, tmp_path: Path) -> None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from adapters.file.scale.partition import owner, partition_key
+from adapters.file.scale.partition import PartitionKeyError, owner, partition_key
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
 
     from adapters.nats.jetstream import Publisher
 
-__all__ = ["owner", "partition_key", "publish_partitioned", "subject_for"]
+__all__ = ["PartitionKeyError", "owner", "partition_key", "publish_partitioned", "subject_for"]
 
 
 def subject_for(user: Any, prefix: str, n: int, key: bytes) -> str:

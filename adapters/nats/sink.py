@@ -29,8 +29,8 @@ import structlog
 
 from adapters.nats.config import NatsSinkConfig
 from adapters.nats.jetstream import LoopThread, Publisher, ensure_stream
-from adapters.nats.partition import partition_key, subject_for
-from sidecar.api import Backpressure, BadRecord, BuildContext, Codec, Event, Outbox, Sink
+from adapters.nats.partition import PartitionKeyError, partition_key, subject_for
+from sidecar.api import Backpressure, BadRecord, BuildContext, Codec, ConfigValueError, Event, Outbox, Sink
 from sidecar.netsink import PeerUnavailable, dead_letter_event, outbox_stats
 from sidecar.records import breaks_framing
 
@@ -53,7 +53,10 @@ class NatsSink(Sink[NatsSinkConfig]):
     def __init__(self, config: NatsSinkConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
         self.options = config.connect_options(ctx)
-        self.key = partition_key() if config.partition_count else b""
+        try:
+            self.key = partition_key() if config.partition_count else b""
+        except PartitionKeyError as exc:  # the environment's key is unusable: say so at the option using it
+            raise ConfigValueError("partition_count", str(exc)) from None
         #: counts only: events dead-lettered by reason, batches published, duplicates JetStream reported
         self.counts: Counter[str] = Counter()
         self.codec: Codec | None = None

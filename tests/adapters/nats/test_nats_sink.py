@@ -142,3 +142,14 @@ def test_bad_options_are_located(options: dict[str, Any], key: str) -> None:
     with pytest.raises(ConfigValueError) as exc:
         NatsSinkConfig(**options)
     assert exc.value.key == key
+
+
+def test_an_unusable_partition_key_is_located(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUERYLOG_PARTITION_KEY", "short")
+    pipe = pipeline(tmp_path)
+    try:
+        with pytest.raises(ConfigValueError) as exc:
+            sink(pipe, "nats://127.0.0.1:9", partition_count=4)
+        assert exc.value.key == "partition_count" and "short" not in str(exc.value)
+    finally:
+        pipe.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,31 @@ class Moto:
             for item in page.get("Contents", []):
                 out[item["Key"]] = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
         return out
+
+
+class MotoTls:
+    """moto's S3 app served over TLS (``https://127.0.0.1:<port 0>``) with a certificate of ``make_pki``'s CA."""
+
+    def __init__(self, cert: Path, key: Path) -> None:
+        import ssl
+
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(cert), str(key))
+        app = DomainDispatcherApplication(create_backend_app)
+        self.server = make_server(
+            "127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler, ssl_context=context
+        )
+        self.url = f"https://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, name="moto-tls", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
 
 
 @pytest.fixture

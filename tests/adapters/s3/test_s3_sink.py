@@ -390,3 +390,35 @@ def test_a_full_outbox_stops_the_runtime_taking_batches(moto: Moto, s3_credentia
     finally:
         pipe.close()
     assert records_of(moto.objects(bucket)) == rows(100)
+
+
+def test_tls_checks_the_endpoint_with_the_configured_ca(moto: Moto, s3_credentials: None, tmp_path: Path) -> None:
+    """An https endpoint: with `tls_ca_file` (its CA) the object goes up; with the system CAs only the certificate
+    is refused (SSLError, logged by that name) and the object waits in the outbox."""
+    from helpers.certs import make_pki
+
+    from .conftest import MotoTls
+
+    pki = make_pki(tmp_path / "pki")
+    bucket = moto.bucket()  # the backends are this process's: the TLS server sees the bucket too
+    server = MotoTls(pki.server.cert, pki.server.key)
+    try:
+        trusted = pipeline(tmp_path / "trusted")
+        add_sink(trusted, server.url, bucket, tls_ca_file=str(pki.ca))
+        try:
+            receive(trusted, rows(10))
+        finally:
+            trusted.close()
+        assert records_of(moto.objects(bucket)) == rows(10)
+        unknown = pipeline(tmp_path / "unknown")
+        sink = add_sink(unknown, server.url, bucket, max_object_seconds=0.1, close_drain_seconds=0)
+        with structlog.testing.capture_logs() as logs:
+            try:
+                receive(unknown, rows(5, 100))
+                wait_until(lambda: sink.counts["upload_failures"] >= 1, what="the certificate refused")
+            finally:
+                unknown.close()
+        assert {e["error"] for e in logs if e["event"] == "s3_upload_failed"} == {"SSLError"}
+        assert len(moto.objects(bucket)) == 1
+    finally:
+        server.stop()

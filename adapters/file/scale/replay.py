@@ -19,15 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from adapters.file.scale.inputs import Chunk, expand, plan, read_header
 from adapters.file.scale.job import Job, exit_with_parent, partition_dir, private_folder, write_json
 from adapters.file.scale.merge import merge, write_split
 from adapters.file.scale.partition import partition_key
+from adapters.file.scale.sizing import small_partitions
 from adapters.file.scale.split import SplitResult, dead_letter_name, split_task
 from adapters.file.scale.worker import PartResult, output_name, partition_task
 from sidecar.config import load_config
 from sidecar.drive import reasons
 from sidecar.state import remove_state_database, state_lock
+
+log = structlog.get_logger("querylog.replay")
 
 LOCAL = ("processes", "threads", "synchronous")
 """Dask's local schedulers; anything else is a ``distributed`` scheduler address."""
@@ -117,6 +122,7 @@ def scaled_replay(
     with state_lock(base):
         private_folder(Path(base) / "partitions")
         files = expand(input_spec)
+        _warn_if_small(files, workers)
         fmt, header = read_header(files, cfg.sidecar.schema)
         output = os.path.abspath(output)
         if fresh_state:
@@ -161,6 +167,23 @@ def scaled_replay(
         _finish_run(run_dir, ident, run_id)
         summary.seconds = time.perf_counter() - started
         return summary
+
+
+def _warn_if_small(files: list[str], workers: int) -> None:
+    """Log ``small_partitions`` when the input is too small for ``workers`` partitions (:mod:`.sizing`)."""
+    small = small_partitions(files, workers)
+    if small is not None:
+        log.warning(
+            "small_partitions",
+            partitions=small.partitions,
+            input_mib=round(small.input_bytes / 2**20, 1),
+            suggested_workers=small.suggested,
+            why=(
+                "each partition costs a process and a chain (a small input gains little or runs slower), and "
+                "each partition's buffers need k users of their own: about as many events stay held per "
+                "partition as in one process"
+            ),
+        )
 
 
 def _add_up(summary: ScaleSummary, splits: list[SplitResult], parts: list[PartResult]) -> None:

@@ -340,6 +340,8 @@ def replay(
                 pipeline.start_release_timer(flush_interval)
         if prescan is not False:
             _first_pass(pipeline, source, required=bool(prescan))
+        if source.rewindable and not resume:
+            _defer_commits(pipeline)
         bar = ReplayProgress() if progress else None
         try:
             run(source, pipeline, stop, bar)
@@ -357,6 +359,20 @@ def replay(
         pipeline.close()
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+#: Batches per state transaction of a buffering filter in a file replay without ``--resume``.
+DEFERRED_BATCHES = 50
+
+
+def _defer_commits(pipeline: Pipeline) -> None:
+    """A file replay without ``--resume`` promises nothing before its end (a rerun reads the whole input again):
+    filters that can (``defer_commits``) write their state every :data:`DEFERRED_BATCHES` batches and at the
+    final release instead of with every batch."""
+    for f in pipeline.chain.filters:
+        defer = getattr(f, "defer_commits", None)
+        if defer is not None:
+            defer(DEFERRED_BATCHES)
 
 
 def _first_pass(pipeline: Pipeline, source: Any, required: bool) -> None:

@@ -265,9 +265,12 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
         if rows:
             log.info("buffer_restored", filter=self.NAME, held=self._held, buckets=len(self.buckets))
 
-    def _commit(self) -> None:
-        """One transaction: this batch's arrivals, releases and k changes."""
-        not_kept = self.journal.commit(self.store, self.buckets)
+    def defer_commits(self, batches: int) -> None:
+        """Write the held rows every ``batches`` batches and at the final flush (:meth:`.Journal.commit`)."""
+        self.journal.every = max(1, batches)
+
+    def _commit(self, final: bool = False) -> None:  # the arrivals, releases and k changes since the last one
+        not_kept = self.journal.commit(self.store, self.buckets, final)
         if not_kept:
             self.counts["record_not_kept"] += not_kept
 
@@ -367,11 +370,12 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
     def flush(self, final: bool) -> list[Event]:
         """Apply the max_hold policy (not on final: shutdown leaves held events held)."""
         if final:
+            self._commit(final=True)  # what a deferring journal still has (defer_commits)
             return []
         out: list[Event] = []
         self.memory.end_batch()
         self._apply_max_hold(out)
-        self._commit()
+        self._commit(final=True)
         self.counts["released"] += len(out)
         return out
 

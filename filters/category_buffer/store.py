@@ -275,6 +275,10 @@ class Journal:
     """
 
     def __init__(self) -> None:
+        #: Batches per transaction (:meth:`commit`); 1 unless a replay that promises nothing before its end
+        #: defers (``CategoryBufferFilter.defer_commits``).
+        self.every = 1
+        self._pending = 0
         self.new: list[Held] = []
         self.touched: set[Held] = set()
         self.gone: list[int] = []
@@ -300,9 +304,19 @@ class Journal:
         """The k of ``bucket`` changed."""
         self.dirty_k.add(bucket)
 
-    def commit(self, store: HeldStore, buckets: Mapping[str, Bucket]) -> int:
+    def commit(self, store: HeldStore, buckets: Mapping[str, Bucket], final: bool = False) -> int:
         """Write the batch's changes atomically and start a new batch; returns the events whose record
-        could not be kept (they are rebuilt from their roles after a restart)."""
+        could not be kept (they are rebuilt from their roles after a restart).
+
+        With :attr:`every` ``> 1`` only every ``every``-th call (and a ``final`` one) writes, the changes of
+        all the batches since the last write together: an event that arrived and left in between is never
+        written, and what is released is the same. For ``replay`` without ``--resume`` only, which
+        promises nothing before its end (a rerun reads the whole input again); ``serve`` and ``--resume``
+        acknowledge or checkpoint each batch with its held rows."""
+        self._pending += 1
+        if not final and self._pending < self.every:
+            return 0
+        self._pending = 0
         inserts = []
         not_kept = 0
         for h in self.new:

@@ -7,6 +7,7 @@ import click
 from sidecar.tools.bench import (
     accesslog,
     anonymity,
+    archive,
     buffer,
     classify,
     default,
@@ -46,5 +47,6 @@ for _module in (
     accesslog,
 ):
     bench.add_command(_module.COMMAND)
+bench.add_command(archive.COMMAND)
 bench.add_command(scale.COMMAND)
 bench.add_command(microaggregate.COMMAND)

@@ -28,6 +28,12 @@ the coverage (an improvement on the paper; measured with ``querylog kb evaluate`
    name still casts no vote beside topic words, as in paper 001.
 3. **A domain**: an ``edu`` host or query is Reference (education), ``gov`` Society
    (government), ``mil`` Society.
+4. **A broadcast call sign**: a query that is a US station's call sign (four letters
+   starting with ``k`` or ``w``, the FCC's scheme, 47 CFR 73.3550), alone or with
+   ``tv``/``fm``/``radio``/``news`` and a channel number, and not a word (the speller's
+   rule, and rare: :data:`MAX_CALL_SIGN_ZIPF`), is Arts (television and radio).
+5. **A newspaper's name**: two or more words ending with a masthead word (``times``,
+   ``herald``, ``gazette``...; a site's ``www``/``com`` set aside) is News.
 """
 
 from __future__ import annotations
@@ -63,6 +69,38 @@ DOMAIN_CATEGORIES: dict[str, tuple[str, str]] = {
     "mil": ("Society", "military"),
 }
 PERSON_CATEGORY = ("Arts", "people")
+#: US broadcast call signs: K or W and three letters (47 CFR 73.3550), rare as text (Zipf x 100 below this).
+CALL_SIGN = re.compile(r"[kw][a-z]{3}")
+MAX_CALL_SIGN_ZIPF = 250
+#: Words that may stand beside a call sign (``wcvb tv``, ``wxyz channel 7``).
+STATION_WORDS = frozenset({"tv", "fm", "am", "radio", "news", "channel", "station", "com"})
+CALL_SIGN_CATEGORY = ("Arts", "broadcasting")
+#: Last words of newspapers' names (``<place> herald``), and the site words set aside around them.
+MASTHEAD_WORDS = frozenset(
+    [
+        "times",
+        "herald",
+        "post",
+        "echo",
+        "tribune",
+        "gazette",
+        "journal",
+        "chronicle",
+        "courier",
+        "observer",
+        "inquirer",
+        "sentinel",
+        "examiner",
+        "dispatch",
+        "bulletin",
+        "ledger",
+        "telegraph",
+        "guardian",
+        "enquirer",
+    ]
+)
+SITE_WORDS = frozenset({"www", "com", "net", "org", "online", "co", "uk"})
+NEWSPAPER_CATEGORY = ("News", "newspapers")
 #: Lazy tables by KB hash (``deletes``, ``windows``, ``pieces``), shared by the classifiers of one KB.
 _SHARED: dict[str, dict[str, object]] = {}
 
@@ -256,6 +294,27 @@ class Fallback:
                 return Classification(cat, (cat, label), t, 0.5)
         return None
 
+    def call_sign(self, raw: list[str]) -> Classification | None:
+        """A US broadcast station's call sign, alone or with station words and a number: Arts (broadcasting)."""
+        signs = [t for t in raw if CALL_SIGN.fullmatch(t)]
+        if len(signs) != 1 or CALL_SIGN_CATEGORY[0] not in self._index:
+            return None
+        sign = signs[0]
+        if self.zipf.get(sign, 0) >= MAX_CALL_SIGN_ZIPF or self._is_word(sign) or sign in self.words:
+            return None
+        if not all(t == sign or t in STATION_WORDS or t.isdigit() for t in raw):
+            return None
+        cat, label = CALL_SIGN_CATEGORY
+        return Classification(cat, (cat, label), sign, 0.5)
+
+    def newspaper(self, raw: list[str]) -> Classification | None:
+        """Two or more words ending with a masthead word (``deccan herald``): News (newspapers)."""
+        words = [t for t in raw if t not in SITE_WORDS]
+        if len(words) < 2 or words[-1] not in MASTHEAD_WORDS or NEWSPAPER_CATEGORY[0] not in self._index:
+            return None
+        cat, label = NEWSPAPER_CATEGORY
+        return Classification(cat, (cat, label), " ".join(words), 0.5)
+
 
 def classify_with_fallback(
     tokens: Tokens,
@@ -272,4 +331,4 @@ def classify_with_fallback(
         got = retry(Tokens(repaired, None, None, raw))
         if got is not None:
             return got
-    return fallback.domain(raw)
+    return fallback.domain(raw) or fallback.call_sign(raw) or fallback.newspaper(raw)

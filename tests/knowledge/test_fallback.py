@@ -70,3 +70,59 @@ def test_fallback_off_gives_paper_coverage() -> None:
     clf.fallback = False
     assert clf.classify("ebya") is None and clf.classify("dwayne perry") is None
     assert clf.classify("flu symptoms") is not None
+
+
+@pytest.mark.parametrize("query", ["wxqz", "kxqz 5", "wxqz com", "kxqz station 12"])
+def test_broadcast_call_signs(query: str) -> None:
+    """A US station's call sign (K or W and three letters, 47 CFR 73.3550) alone or with station words and a
+    number: Arts (``kxqz tv`` is Arts through ``tv`` itself)."""
+    r = classifier().classify(query)
+    assert r is not None and r.category == "Arts" and r.path == ("Arts", "broadcasting")
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["wxqzv", "xqzv", "wxqz kxqz", "wxqz xqzvbn"],  # five letters, no K/W, two signs, an unknown word beside
+)
+def test_what_is_not_a_call_sign(query: str) -> None:
+    """Negatives: other lengths and letters, two signs, or an unexplained word beside stay uncategorised."""
+    assert _category(query) is None
+
+
+def test_a_call_sign_never_outvotes_a_word() -> None:
+    """Negative: real words of four letters starting with K or W keep their own category (``wine``, ``kite``)."""
+    fb = classifier()._fallback
+    assert fb.call_sign(["wine"]) is None and fb.call_sign(["kite"]) is None and fb.call_sign(["kohl"]) is None
+
+
+@pytest.mark.parametrize("query", ["xqzvbn herald", "www xqzvbn echo com", "xqzvbn qzvx times"])
+def test_newspaper_names(query: str) -> None:
+    """Two or more words ending with a masthead word (site words set aside) with nothing else to go by: News."""
+    r = classifier().classify(query)
+    assert r is not None and r.category == "News" and r.path == ("News", "newspapers")
+
+
+@pytest.mark.parametrize("query", ["herald", "www herald com", "tribune xqzvbn"])
+def test_what_is_not_a_newspaper_name(query: str) -> None:
+    """Negatives: the masthead word alone, or not last, is no newspaper's name."""
+    r = classifier().classify(query)
+    assert r is None or r.path != ("News", "newspapers")
+
+
+@pytest.mark.parametrize(
+    ("query", "category"),
+    [
+        ("kayaking", "Recreation"),  # boating
+        ("toothpaste", "Health"),  # dentifrice
+        ("tablecloth", "Home"),  # table linen
+        ("warehouse", "Business"),  # storehouse
+        ("cemetery", "Society"),
+        ("wildlife", "Science"),
+        ("kaspersky", "Computers"),  # curated: software and formats
+        ("citroen", "Recreation"),  # curated: car makes
+        ("cyber monday", "Shopping"),  # curated: sales events
+    ],
+)
+def test_knowledge_added_for_short_real_queries(query: str, category: str) -> None:
+    """Anchors and curated terms added where real short queries went uncategorised (issue 28 item 6)."""
+    assert _category(query) == category

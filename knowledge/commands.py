@@ -138,10 +138,10 @@ def evaluate_cmd(kb_path: Path | None, data_dir: Path | None, independent: Path 
             s = ev.score(fn, rows)
             click.echo(f"{name:20} {mode:13} n={s.total:>6,}  coverage {s.coverage:6.1%}  accuracy {s.accuracy:6.1%}")
             if name.startswith("magnetic") and mode == "classify":
-                for half in (0, 1):  # deterministic halves by hash: tune on one, check the other
+                for half, role in ((0, "tuning"), (1, "held out")):  # deterministic halves by hash
                     hs = ev.score(fn, [(q, c) for q, c in rows if ev.half_of(q) == half])
                     click.echo(
-                        f"  {f'half {half} (crc32)':18} {mode:13} n={hs.total:>6,}  coverage {hs.coverage:6.1%}"
+                        f"  {f'half {half} {role}':18} {mode:13} n={hs.total:>6,}  coverage {hs.coverage:6.1%}"
                         f"  accuracy {hs.accuracy:6.1%}"
                     )
             if per_category and mode == "classify":

@@ -259,3 +259,11 @@ def _microaggregation_lines(result: dict[str, Any]) -> None:
         p = ids["protected"]
         types = ", ".join(f"{t} {n:,}" for t, n in p["records_by_type"].items()) or "none"
         click.echo(f"identifiers left in protected queries: {p['records_with_identifier']:,} records ({types})")
+        f = ids.get("fields", {}).get("protected")
+        if f is not None:
+            where = "; ".join(
+                f"{n} " + ", ".join(f"{t} {c:,}" for t, c in ts.items()) for n, ts in f["by_field"].items()
+            )
+            click.echo(
+                f"identifiers left in other fields: {f['field_values_with_identifier']:,} values ({where or 'none'})"
+            )

@@ -247,8 +247,26 @@ def _identifiers(result: dict[str, Any]) -> str:
         f"<p>Protected records with an identifier: <strong>{p['records_with_identifier']:,}</strong> of "
         f"{p['records_checked']:,} (original: {o['records_with_identifier']:,} of {o['records_checked']:,}).</p>"
         "<table><tr><th>identifier type</th><th>original records</th><th>protected records</th></tr>"
-        f"{rows or '<tr><td colspan=3>none found</td></tr>'}</table>"
+        f"{rows or '<tr><td colspan=3>none found</td></tr>'}{_field_rows(ids.get('fields'))}</table>"
     )
+
+
+def _field_rows(fields: dict[str, Any] | None) -> str:
+    """Rows of the identifiers table for the fields that play no role: field and type, counts only."""
+    if fields is None:
+        return ""
+    o, p = fields["original"]["by_field"], fields["protected"]["by_field"]
+    pairs = sorted({(f, t) for side in (o, p) for f, types in side.items() for t in types})
+    head = (
+        f"<tr><th>in a field besides the roles ({len(fields['protected']['fields_checked']):,} checked)</th>"
+        "<th>original values</th><th>protected values</th></tr>"
+    )
+    rows = "".join(
+        f"<tr><td>{escape(f)}: {escape(t)}</td><td class='num'>{o.get(f, {}).get(t, 0):,}</td>"
+        f"<td class='num'>{p.get(f, {}).get(t, 0):,}</td></tr>"
+        for f, t in pairs
+    )
+    return head + (rows or "<tr><td colspan=3>none found</td></tr>")
 
 
 def _attacks(result: dict[str, Any]) -> str:

@@ -1,5 +1,8 @@
 """Reading a log for the audit: (user, query, time, record line[, instance key]) per decodable record.
 
+Any registered text format is read (:func:`sidecar.textcodecs.text_codec`: TSV, JSON lines, access logs...);
+``format: auto`` picks by extension, else by the first line's content (:func:`~sidecar.textcodecs.sniff_format`).
+
 A record with an empty query (``""`` or only spaces: a query scrubbed to nothing and kept) is a
 record like any other, read and audited (it has no category); :func:`empty_queries` counts them.
 Only a line the codec cannot decode (wrong column count, not JSON...) is undecodable.
@@ -7,12 +10,19 @@ Only a line the codec cannot decode (wrong column count, not JSON...) is undecod
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 
 from adapters.file.reader import open_input
-from sidecar.api import BadRecord, Event
-from sidecar.codecs import SchemaConfig, carried_fields, codec_for
+from sidecar.api import Codec, Event, FieldError
+from sidecar.codecs import SchemaConfig, carried_fields, format_from_path
+from sidecar.textcodecs import sniff_format, text_codec
+
+FieldSink = Callable[[str, str], None]
+"""Called with (field name, value as text) for each non-role field of each decodable record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,43 +39,77 @@ class Record:
 
 
 def read_log(
-    path: str, schema: SchemaConfig | None = None, instance_field: str | None = None
+    path: str,
+    schema: SchemaConfig | None = None,
+    instance_field: str | None = None,
+    fields: FieldSink | None = None,
 ) -> tuple[list[Record], int]:
-    """All decodable records of a TSV/JSONL log (.gz ok), empty queries included, and the number of
+    """All decodable records of a log in a text format (.gz ok), empty queries included, and the number of
     undecodable lines.
 
     ``instance_field``: a field identifying each query event (a role's field or
     any other); its value becomes ``Record.instance`` (None where it is absent).
+    ``fields``: receives every non-role field of each record, as logged (:data:`FieldSink`).
     """
-    schema = schema or SchemaConfig()
-    role_of = {col: role for role, col in schema.roles.mapping().items() if col}
-    codec = codec_for(schema, path)
+    codec = _codec(path, schema or SchemaConfig())
+    role_of = {col: role for role, col in codec_schema(codec).roles.mapping().items() if col}
     records: list[Record] = []
     bad = 0
-    for i, line in enumerate(_lines(path)):
-        if i == 0 and codec.format == "tsv" and schema.header:
-            codec.accept_header(line)
-            continue
-        if not line:
+    lines = _lines(path)
+    if codec.format == "tsv" and codec_schema(codec).header:
+        first = next(lines, None)
+        if first is not None:
+            codec.accept_header(first)
+    while block := list(islice(lines, 1024)):
+        chunk = [line for line in block if line]
+        failed: list[tuple[int, str]] = []
+        events = codec.decode_many(chunk, "\n", failed)
+        bad += len(failed)
+        for ev in events:
+            instance = _field(ev, instance_field, role_of) if instance_field else None
+            records.append(
+                Record(
+                    str(ev.user),
+                    str(ev.query),
+                    "" if ev.time is None else str(ev.time),
+                    ev.raw if ev.raw is not None else "",
+                    instance,
+                    _rest(ev),
+                    "" if ev.url is None else str(ev.url),
+                )
+            )
+            if fields is not None:
+                _each_field(codec, ev, fields)
+    return records, bad
+
+
+def codec_schema(codec: Codec) -> SchemaConfig:
+    """The schema a text codec was built with."""
+    schema: SchemaConfig = getattr(codec, "schema")  # noqa: B009  # every text codec keeps it
+    return schema
+
+
+def _codec(path: str, schema: SchemaConfig) -> Codec:
+    """The codec of the log: the schema's format; ``auto``: by extension, else by the first line's content."""
+    if schema.format == "auto" and format_from_path(path) is None:
+        first = next((line for line in _lines(path) if line), None)
+        if first is not None:
+            schema = dataclasses.replace(schema, format=sniff_format(first))  # type: ignore[arg-type]
+    return text_codec(schema, path)
+
+
+def _each_field(codec: Codec, ev: Event, sink: FieldSink) -> None:
+    """Every non-role field of ``ev``, its value as logged (an access log's referer too, as it is in the line)."""
+    for name, role in codec.layout(ev) or ():
+        if role is not None:
             continue
         try:
-            ev = codec.decode(line, "\n")
-        except BadRecord:
-            bad += 1
+            value = codec.get_field(ev, name)
+        except FieldError:
             continue
-        instance = _field(ev, instance_field, role_of) if instance_field else None
-        records.append(
-            Record(
-                str(ev.user),
-                str(ev.query),
-                "" if ev.time is None else str(ev.time),
-                line,
-                instance,
-                _rest(ev),
-                "" if ev.url is None else str(ev.url),
-            )
-        )
-    return records, bad
+        if value is None or value == "":
+            continue
+        sink(name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def empty_queries(records: list[Record]) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 from sidecar.codecs import SchemaConfig
 from sidecar.tools.audit import deanon, linkage, matcher, measures_microagg, provenance, texts, utility
 from sidecar.tools.audit.html import render_html
-from sidecar.tools.audit.identifiers import identifier_counts, identifier_origins
+from sidecar.tools.audit.identifiers import FieldScan, identifier_counts, identifier_origins, pseudonymous_fields
 from sidecar.tools.audit.logs import Record, empty_queries, read_log
 from sidecar.tools.audit.verdicts import PAPER_BEST, verdict
 
@@ -108,14 +108,16 @@ def run_audit(
     measures. The microaggregation measures are computed for every pair of logs (they are cheap);
     ``microaggregation.looks_microaggregated`` says whether the protected log looks microaggregated
     (no user alone with their protected query multiset), which decides which verdicts apply.
-    ``identifiers``: run the scrubber's detectors over both logs' queries (counts per type).
+    ``identifiers``: run the scrubber's detectors over both logs' queries (counts per type) and over every
+    non-role field of their records (counts by field name and type, ``identifiers.fields``).
     ``k``: the attacker's k (default: the release's k, ``release_k``: ``params["k"]``, else the config's
     ``category_buffer`` k, else 5). Texts sent by fewer than ``release_k`` distinct users lose their text in the
     result (:mod:`~sidecar.tools.audit.texts`) unless ``include_texts``.
     ``state_dir``: the protection run's state folder (default: the config's ``state_dir``).
     """
-    original, bad_o = read_log(original_path, schema, instance_field)
-    protected, bad_p = read_log(protected_path, schema, instance_field)
+    scans = (FieldScan(), FieldScan()) if identifiers else None
+    original, bad_o = read_log(original_path, schema, instance_field, scans[0].add if scans else None)
+    protected, bad_p = read_log(protected_path, schema, instance_field, scans[1].add if scans else None)
     if instance_field and all(r.instance is None for r in original):
         raise AuditInputError(f"--instance-field {instance_field}: no original record has this field")
     path_o, path_p = _paths(original, protected, categorise, {} if cache is None else cache)
@@ -150,8 +152,12 @@ def run_audit(
     result["provenance"] = prov
     result["microaggregation"] = _microaggregation(original, protected, path_o, path_p, seed, params)
     _guard_texts(result["microaggregation"], original, rk, include_texts)
-    if identifiers:
+    if scans:
         result["identifiers"] = _identifiers(original, protected, attacked)
+        result["identifiers"]["fields"] = {
+            "original": scans[0].counts(len(original)),
+            "protected": scans[1].counts(len(protected), pseudonymous_fields(schema), scans[0]),
+        }
     result["events"] = provenance.events_accounting(result)
     if config_file is not None and "category_buffer" in result["events"]["filters"]:
         from sidecar.tools.audit.held import held_in_state

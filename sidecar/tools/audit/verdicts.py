@@ -249,7 +249,34 @@ def guarantees(result: dict[str, Any]) -> list[dict[str, str]]:
         out.insert(0, link)
     if "identifiers" in result:
         out += _identifier_guarantees(result)
+        if "fields" in result["identifiers"]:
+            out.append(_field_guarantee(result["identifiers"]["fields"]))
     return out
+
+
+def _field_guarantee(fields: dict[str, Any]) -> dict[str, str]:
+    """Identifiers in the fields that play no role (an address, an e-mail in a field nobody declared)."""
+    p, o = fields["protected"], fields["original"]
+    name = "No identifier left in any field (hipaa_scrub detectors)"
+    if not p["fields_checked"]:
+        return _g(name, "not_applicable", "the release has no field besides its roles", "nothing to scan")
+    left = p["field_values_with_identifier"]
+    where = "; ".join(f"{f}: {_types(t)}" for f, t in p["by_field"].items()) or "none"
+    keyed = ", ".join(f"{f} {n:,}" for f, n in p.get("pseudonyms", {}).items())
+    return _g(
+        name,
+        "ok" if not left else "attention",
+        f"{left:,} field values in {len(p['by_field']):,} of {len(p['fields_checked']):,} fields ({where})",
+        (
+            "a field no policy covers (or one kept as it is) releases an identifier: give it a policy "
+            "(schema.fields: drop, hash, ip_encrypt, scrub...; docs/FIELDS.md); "
+            if left
+            else "no field besides the roles holds a detected identifier; "
+        )
+        + f"the original had {o['field_values_with_identifier']:,} such field values"
+        + (f"; keyed pseudonyms of a hash/ip_encrypt policy, not counted: {keyed}" if keyed else "")
+        + "; values are never shown",
+    )
 
 
 def _types(counts: dict[str, int]) -> str:

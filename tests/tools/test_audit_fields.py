@@ -15,15 +15,17 @@ import yaml
 from click.testing import CliRunner
 from helpers import ROOT
 from helpers.access_log import generate
+from helpers.nginx import NGINX, nginx_access_log
 
 from sidecar.cli import main
 from sidecar.config import load_config
 from sidecar.tools.audit import report
-from sidecar.tools.audit.html import render_html as render
+from sidecar.tools.audit.html import identifiers_section as render
 from sidecar.tools.audit.logs import read_log
 from sidecar.tools.audit.verdicts import guarantees
 
 KEY = "audit-fields-test-key-not-secret-01"
+SSN = "536-22-8751"  # a valid-looking SSN
 EMAIL, ADDRESS, SECRET_TEXT = "jane.roe@example.org", "198.51.100.23", "jane.roe"
 FIELD_GUARANTEE = "No identifier left in any field (hipaa_scrub detectors)"
 
@@ -131,3 +133,25 @@ def test_format_auto_reads_an_access_log_by_its_content(tmp_path: Path) -> None:
     assert bad == 0 and len(records) == 50
     assert {"http_referer", "http_user_agent", "status"} <= set(seen)
     assert "remote_addr" not in seen  # the user role
+
+
+@pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is not installed")
+def test_a_log_nginx_wrote_is_found_raw_and_clean_through_the_ready_config(tmp_path: Path, access_config: Path) -> None:
+    """Independent of our generator: nginx's own `combined` log, an SSN and an e-mail in referers (search URLs)
+    and an e-mail in a user agent, as curl sent them."""
+    agent = "Mozilla/5.0 (X11; Linux x86_64) contact jane.roe@example.org"
+    requests = [
+        ("/search?q=cheap+flights", ["-A", agent]),
+        ("/search?q=flu", ["-e", f"http://localhost/search?q=my+ssn+{SSN}+help", "-A", agent]),
+        ("/static/a.css", ["-e", "http://localhost/search?q=email+jane.doe%40example.com"]),
+        ("/search?q=news", []),
+    ]
+    log = nginx_access_log(tmp_path, "access_log {log} combined;", requests)
+    raw = audit(log, log, access_config)["identifiers"]["fields"]["protected"]  # type: ignore[index]
+    assert raw["by_field"] == {"http_referer": {"email": 1, "ssn": 1}, "http_user_agent": {"email": 2}}
+    out = tmp_path / "protected.log"
+    res = CliRunner().invoke(main, ["replay", str(log), "-c", str(access_config), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    protected = audit(log, out, access_config)
+    assert protected["identifiers"]["fields"]["protected"]["field_values_with_identifier"] == 0  # type: ignore[index]
+    assert field_guarantee(protected)["status"] == "ok"

@@ -231,7 +231,8 @@ def _events(result: dict[str, Any]) -> str:
     )
 
 
-def _identifiers(result: dict[str, Any]) -> str:
+def identifiers_section(result: dict[str, Any]) -> str:
+    """The identifiers table: per type in the queries, then per field and type in the other fields."""
     ids = result.get("identifiers")
     if ids is None:
         return ""
@@ -330,7 +331,7 @@ in time order. The share is of all original (user, query) pairs: a guess counts 
 that text.{per_record_note}</p>
 {_facts(result)}
 {_events(result)}
-{_identifiers(result)}
+{identifiers_section(result)}
 {_attacks(result)}
 {micro_section(result)}
 {images}

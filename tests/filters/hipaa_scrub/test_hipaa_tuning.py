@@ -210,3 +210,16 @@ def test_explain_shows_score_and_operator(tmp_path: Path) -> None:
     got = [(f["type"], f["detector"], f["score"], f["policy"]) for f in row["findings"]]
     assert got == [("project", "codes", 0.7, "remove"), ("ssn", "SsnDetector", 1.0, "mask")]
     assert "nightjar" not in r.stdout.replace(row["scrubbed"], "") and "6788" not in json.dumps(row["findings"])
+
+
+def test_readme_example_loads_and_scrubs(tmp_path: Path) -> None:
+    """The README's recognizers example is a valid hipaa_scrub config and does what its comments say."""
+    readme = (Path(__file__).resolve().parents[3] / "filters" / "hipaa_scrub" / "README.md").read_text("utf-8")
+    block = readme.split("```yaml\nrecognizers:", 1)[1].split("```", 1)[0]
+    body = "".join(f"      {line}\n" for line in ("recognizers:" + block).splitlines())
+    (tmp_path / "scrub.key").write_bytes(b"sixteen-bytes-or-more-secret")
+    spec = load_config(write(tmp_path, body)).filters[0]
+    f = HipaaScrubFilter(spec.config, BuildContext(config_dir=tmp_path))  # type: ignore[arg-type]
+    out = f.process([Event("u", "employee emp-123456 nightjar ssn 123-45-6788 de89370400440532013000")])
+    assert out[0].query.startswith("employee <EMPLOYEE_ID:abuse-2026:")
+    assert out[0].query.endswith(" ssn ***-**-6788")

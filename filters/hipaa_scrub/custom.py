@@ -20,8 +20,9 @@ recognizers:
     deny_list: [project bluebird] # these words, whole, case-insensitive
 ```
 
-Patterns run on the lowercased text. A finding's confidence is ``score`` plus ``context_boost`` when a context word
-is near, minus it when a negative one is (clamped to 0..1); ``thresholds`` drops findings below their type's.
+Patterns run on the lowercased text, case-insensitively (``[A-Z]{3}`` still matches). A finding's confidence is
+``score`` plus ``context_boost`` when a context word is near, minus it when a negative one is (clamped to 0..1);
+``thresholds`` drops findings below their type's.
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ class CustomRecognizer:
 
     name: str = option(doc="The recognizer's name (shown by `scrub --explain`).")
     type: str = option(doc="Type of its findings: a built-in type or a new one (letters, digits, _).")
-    patterns: tuple[str, ...] = option((), "Regular expressions (Python syntax), matched on the lowercased text.")
+    patterns: tuple[str, ...] = option(
+        (), "Regular expressions (Python syntax), matched on the lowercased text, case-insensitively."
+    )
     deny_list: tuple[str, ...] = option((), "Words or phrases that are always findings (whole words, any case).")
     validator: Validator = option("none", "Checksum a pattern match must pass: luhn, vin, iban, aba, npi, none.")
     score: float = option(0.8, "Confidence of a finding without context.", min=0.0, max=1.0)
@@ -126,7 +129,7 @@ class CustomDetector(Detector):
     def __init__(self, spec: CustomRecognizer) -> None:
         super().__init__()
         self.spec = spec
-        self.rx = [re.compile(p) for p in spec.patterns]
+        self.rx = [re.compile(p, re.IGNORECASE) for p in spec.patterns]  # on lowercased text: [A-Z] too
         if spec.deny_list:
             words = sorted({" ".join(w.lower().split()) for w in spec.deny_list}, key=len, reverse=True)
             self.rx.append(

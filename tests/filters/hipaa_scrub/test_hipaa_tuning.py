@@ -223,3 +223,10 @@ def test_readme_example_loads_and_scrubs(tmp_path: Path) -> None:
     out = f.process([Event("u", "employee emp-123456 nightjar ssn 123-45-6788 de89370400440532013000")])
     assert out[0].query.startswith("employee <EMPLOYEE_ID:abuse-2026:")
     assert out[0].query.endswith(" ssn ***-**-6788")
+
+
+def test_patterns_written_in_upper_case_still_match() -> None:
+    """Patterns see the lowercased text, case-insensitively: a pattern written for upper-case codes works."""
+    s = Scrubber(HipaaScrubConfig(recognizers=(rec(name="c", type="case_no", patterns=(r"\bCASE-[A-Z]{2}\d{4}\b",)),)))
+    assert s.scrub("status of CASE-AB1234 today")[0] == "status of today"
+    assert s.scrub("status of case-ab12 today")[0] == "status of case-ab12 today"

@@ -16,8 +16,11 @@ the hashes cannot be reversed by hashing a dictionary, and they mean nothing aft
 * **Linkage.** :mod:`sidecar.linkage`: a reservoir of users and the released ids their queries come out under.
 
 **Bounded CPU.** Whole batches are audited (their input, and their output when the chain releases in the same
-call) while a token bucket of CPU seconds (``cpu_share`` of wall time, at most 50 ms of credit) has credit; other
-batches cost two clock reads. Released events of other batches (a buffering filter's) are audited on the same
+call) while a token bucket of CPU seconds has credit: it fills with ``cpu_share`` of the CPU time the process
+spends (``time.process_time``: every thread of the sidecar), up to 10 ms, and each audit takes its own CPU time
+(``time.thread_time``), so the audit costs at most that share of the sidecar's CPU, loaded or not; other
+batches cost a read of the monotonic clock (the process's CPU time, a 2 us system call, is read only once the
+process can have refilled the bucket). Released events of other batches (a buffering filter's) are audited on the same
 bucket. So every figure is over a sample of batches: a re-created pair is counted when its input and its release
 were both audited (a lower bound; ``events{side}`` says how much was audited).
 """
@@ -25,6 +28,7 @@ were both audited (a lower bound; ``events{side}`` says how much was audited).
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,7 +42,9 @@ Detector = Callable[[str], Mapping[str, int]]
 _MASK = (1 << 64) - 1
 _MIX = 0x9E3779B97F4A7C15  # an odd 64-bit constant: (user, query) -> one pair hash
 #: CPU seconds of credit the bucket holds at most: a burst of audited batches after an idle spell
-BURST_SECONDS = 0.05
+BURST_SECONDS = 0.01
+#: Cores the process may run on: the fastest its CPU time can grow
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class LiveAudit:
@@ -50,13 +56,14 @@ class LiveAudit:
         detector: Detector | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
-        cpu_clock: Callable[[], float] = time.perf_counter,
+        process_clock: Callable[[], float] = time.process_time,
+        cpu_clock: Callable[[], float] = time.thread_time,
         randbelow: Callable[[int], int] = secrets.randbelow,
     ) -> None:
         self.config = config
         self.detector = detector
         self._key = secrets.token_bytes(32)
-        self._clock, self._cpu = clock, cpu_clock
+        self._clock, self._cpu, self._process = clock, cpu_clock, process_clock
         self.window: dict[int, float] = {}  # pair hash -> when it came in, oldest first
         self.linkage = Linkage(
             config.reservoir_users,
@@ -72,7 +79,8 @@ class LiveAudit:
         self.scanned = {"in": 0, "out": 0}
         self.identifiers: dict[str, dict[str, int]] = {"in": {}, "out": {}}
         self.seconds = 0.0
-        self._credit, self._last = BURST_SECONDS, cpu_clock()
+        self._credit, self._last = BURST_SECONDS, process_clock()
+        self._not_before = 0.0
         now = clock()
         self._scan_credit = {"in": config.scan_per_second, "out": config.scan_per_second}
         self._scan_last = {"in": now, "out": now}
@@ -85,10 +93,19 @@ class LiveAudit:
         share = self.config.cpu_share
         if share >= 1:
             return True
-        now = self._cpu()
+        if self._credit <= 0 and self._clock() < self._not_before:
+            return False  # the process cannot have spent enough CPU yet: no clock read of its CPU time (2 us)
+        now = self._process()
         self._credit = min(BURST_SECONDS, self._credit + (now - self._last) * share)
         self._last = now
-        return self._credit > 0
+        if self._credit > 0:
+            return True
+        self._wait()
+        return False
+
+    def _wait(self) -> None:
+        """After an overdrawn bucket: the earliest time the process, on every core, can have refilled it."""
+        self._not_before = self._clock() + -self._credit / (self.config.cpu_share * CORES)
 
     def _scans(self, side: str, wanted: int) -> int:
         """How many of ``wanted`` texts the detector may scan now on ``side`` (its own rate bucket)."""
@@ -152,6 +169,8 @@ class LiveAudit:
         took = self._cpu() - t0
         self.seconds += took
         self._credit -= took
+        if self._credit <= 0 and self.config.cpu_share < 1:
+            self._wait()
 
     def _expire(self, now: float) -> None:
         """Forget pairs beyond ``window_pairs`` or older than ``window_seconds`` (oldest first)."""

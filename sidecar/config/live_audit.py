@@ -21,8 +21,8 @@ class LiveAuditConfig:
     )
     cpu_share: float = option(
         0.02,
-        "Share of one core's wall time the audit may spend: whole batches are audited (in and out) while the share "
-        "lasts, the others pass unaudited. 1: every batch.",
+        "Share of the sidecar's CPU time (all its threads) the audit may spend: whole batches are audited (in and "
+        "out) while the share lasts, the others pass unaudited. 1: every batch.",
         gt=0,
         max=1,
     )

@@ -32,7 +32,7 @@ from sidecar.api import Event, RecordBatch
 from sidecar.config import ConfigError, load_config
 from sidecar.config.live_audit import LiveAuditConfig
 from sidecar.linkage import COMMON_SENDERS, LinkageEstimate
-from sidecar.liveaudit import LiveAudit, NoAudit, build_live_audit
+from sidecar.liveaudit import CORES, LiveAudit, NoAudit, build_live_audit
 from sidecar.metrics import PipelineCollector
 from sidecar.pipeline import Pipeline
 from sidecar.state import StateStore
@@ -195,22 +195,50 @@ def test_the_reservoir_is_a_uniform_sample_of_distinct_users() -> None:
 
 
 def test_cpu_share_bounds_the_time_spent() -> None:
-    """With a 2% share most batches pass unaudited, and the audit's CPU seconds stay within the share of the wall
-    time (plus the bucket's burst and one batch)."""
+    """With a 2% share most batches pass unaudited, and the audit's CPU seconds stay within the share of the
+    process's CPU time (plus the bucket's burst and one batch)."""
     audit = LiveAudit(LiveAuditConfig(enabled="on", cpu_share=0.02, detector=None))
     batch = [_event(n, n) for n in range(1000)]
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     audited = 0
     for _ in range(300):
         sampled = audit.incoming(batch)
         audit.outgoing(batch, sampled)
         audited += sampled
         sum(i * i for i in range(20000))  # the rest of the pipeline's work on the batch
-    elapsed = time.perf_counter() - t0
+    spent = time.process_time() - t0
     assert 0 < audited <= 100  # auditing a batch costs more than the rest of its work: 1 in 3 would be 2% alone
-    # the share of the wall time, the bucket's 50 ms of credit at the start, and the last batch's overrun (a batch
+    # the share of the CPU time, the bucket's 10 ms of credit at the start, and the last batch's overrun (a batch
     # costs about 3 ms; every batch audited would be about 1 s)
-    assert audit.seconds <= 0.02 * elapsed + 0.05 + 0.1
+    assert audit.seconds <= 0.02 * spent + 0.01 + 0.1
+
+
+def test_an_overdrawn_bucket_reads_no_cpu_clock_until_it_can_have_refilled() -> None:
+    """After an audit overdraws the bucket, batches pass on the monotonic clock alone until the process, on every
+    core, can have earned the deficit back; then the CPU time is read and the next batch is audited."""
+    wall, cpu, reads = [0.0], [0.0], [0]
+
+    def process_time() -> float:
+        reads[0] += 1
+        return cpu[0]
+
+    thread = iter([0.0, 0.06])  # the audit of one batch takes 0.06 CPU s: 0.05 overdrawn
+    audit = LiveAudit(
+        LiveAuditConfig(enabled="on", cpu_share=0.02, detector=None),
+        clock=lambda: wall[0],
+        process_clock=process_time,
+        cpu_clock=lambda: next(thread),
+    )
+    assert audit.incoming([_event(1, 1)])
+    reads[0] = 0
+    for t in range(100):
+        wall[0] = cpu[0] = t * 0.01  # under 2.5 / CORES s: the deficit of 0.05 s at 2% needs 2.5 CPU s
+        if wall[0] < 2.5 / CORES:
+            assert not audit.incoming([_event(1, 1)])
+    assert reads[0] == 0
+    wall[0] = cpu[0] = 3.0  # the process did spend 3 CPU s: the bucket is full again
+    thread = iter([0.0, 0.001])
+    assert audit.incoming([_event(1, 1)]) and reads[0] == 1
 
 
 def test_no_audit_does_nothing() -> None:

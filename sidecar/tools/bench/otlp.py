@@ -176,7 +176,9 @@ def run_once(events: int, batch: int, chain: str, seed: int, concurrency: int, p
 @click.option("--chain", type=click.Choice(CHAINS), default="passthrough", show_default=True, help="Filters to run.")
 @click.option("--seed", default=1, show_default=True, help="Seed of the generated records.")
 @click.option("--concurrency", default=2, show_default=True, type=click.IntRange(1, 64), help="Client threads.")
-@click.option("--protocol", type=click.Choice(["grpc", "http"]), default="grpc", show_default=True)
+@click.option(
+    "--protocol", type=click.Choice(["grpc", "http"]), default="grpc", show_default=True, help="OTLP over gRPC or HTTP."
+)
 @click.option(
     "--client",
     "mode",
@@ -186,7 +188,7 @@ def run_once(events: int, batch: int, chain: str, seed: int, concurrency: int, p
     help="sdk: the SDK's OTLPLogExporter encodes and sends; encoded: the SDK's encoder runs ahead, bytes are sent.",
 )
 def COMMAND(events: int, batch: int, chain: str, seed: int, concurrency: int, protocol: str, mode: str) -> None:
-    """Events/s from the OpenTelemetry SDK's OTLP log exporter through otlp source -> chain -> file sink (OTLP/JSON),
-    sidecar in its own process."""
+    """Events/s from the OpenTelemetry SDK's OTLP log exporter through the otlp source, a chain and a file sink
+    (OTLP/JSON), the sidecar in its own process."""
     run = run_once(events, batch, chain, seed, concurrency, protocol, mode)
     print_run(f"otlp {protocol} ({mode} client) -> {chain} -> file ({concurrency} clients)", run)

@@ -38,7 +38,8 @@ events and reports ``held()``; a filter that keeps anything between batches (in
 memory or in the state store) sets ``STATEFUL``; one that can learn from a first
 pass over an archive sets ``PRESCAN`` and implements ``prescan``; one that replaces a
 role's values by keyed pseudonyms says which in ``pseudonymized_roles()``; one that keeps
-per-user profiles implements :class:`ProfileSource` (``get_profile``). A filter is
+per-user profiles implements :class:`ProfileSource` (``get_profile``); one that can count
+identifiers in a text offers the detector to the live audit (``identifier_detector()``). A filter is
 generic in its frozen config dataclass: ``class MyFilter(Filter[MyConfig])`` and
 ``self.config`` is a ``MyConfig``.
 

@@ -71,11 +71,13 @@ SLOW_TESTS: dict[str, dict[str, str]] = {
     },
     "tests/adapters/microaggregate/test_microaggregate.py": {"test_aol_sample_output_is_k_anonymous": "6"},
     "tests/adapters/microaggregate/test_odp.py": {"test_the_aol_sample_keeps_the_invariant": "3"},
+    "tests/adapters/s3/test_s3_delivery.py": {
+        "test_kill_9_mid_stream_loses_nothing_acknowledged": "6 (a writer process, kill -9, restart)",
+        "test_tls_checks_the_endpoint_with_the_configured_ca": "5.5 (a refused certificate retried by botocore)",
+    },
     "tests/adapters/s3/test_s3_sink.py": {
         "test_a_large_object_goes_up_in_parts": "5.5 (12 MiB, multipart)",
-        "test_kill_9_mid_stream_loses_nothing_acknowledged": "6 (a writer process, kill -9, restart)",
         "test_real_queries_archived_byte_for_byte": "5.6 (39k real lines)",
-        "test_tls_checks_the_endpoint_with_the_configured_ca": "5.5 (a refused certificate retried by botocore)",
     },
     "tests/adapters/microaggregate/test_semantic.py": {
         "TestDistance::test_the_closed_form_is_the_earth_movers_distance": "3",

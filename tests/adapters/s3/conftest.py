@@ -8,9 +8,11 @@ backends, so a server stopped and started again on its port (a peer down, then u
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import secrets
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,12 @@ import yaml
 
 from adapters.s3.config import S3SinkConfig
 from adapters.s3.sink import S3Sink
+from sidecar.api import RecordBatch
+from sidecar.codecs import codec_for
 from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
 
+HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
 KEY_ENV, SECRET_ENV = "QUERYLOG_TEST_S3_KEY", "QUERYLOG_TEST_S3_SECRET"
 
 
@@ -139,3 +144,30 @@ def add_sink(pipe: Pipeline, url: str, bucket: str, clock: Callable[[], float] |
     sink = S3Sink(S3SinkConfig(bucket=bucket, endpoint_url=url, **options), ctx)
     pipe.sinks.append(sink)
     return sink
+
+
+def rows(n: int, start: int = 0) -> list[str]:
+    """TSV records with values found nowhere else (a query per record, a click on every third)."""
+    out = []
+    for i in range(start, start + n):
+        url = "http://www.example.org/s3" if i % 3 == 0 else ""
+        rank = "1" if url else ""
+        out.append(f"{9100 + i % 7}\ts3 archive test query {i}\t2006-03-01 07:{i % 60:02d}:12\t{rank}\t{url}")
+    return out
+
+
+def receive(pipe: Pipeline, lines: list[str]) -> None:
+    codec = codec_for(replace(pipe.config.sidecar.schema, format="tsv"), None)
+    codec.accept_header(HEADER)
+    receipt = pipe.receive(RecordBatch(lines, codec, "test", last_eol="\n"))
+    assert receipt.accepted == len(lines)
+
+
+def records_of(objects: dict[str, bytes]) -> list[str]:
+    """The records of the objects, in key order, without each object's header."""
+    out: list[str] = []
+    for key in sorted(objects):
+        text = gzip.decompress(objects[key]).decode("utf-8")
+        assert text.startswith(HEADER + "\n") and text.endswith("\n")
+        out += text.split("\n")[1:-1]
+    return out

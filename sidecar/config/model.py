@@ -22,6 +22,7 @@ from sidecar.codecs import SchemaConfig
 from sidecar.config.live_audit import LiveAuditConfig
 from sidecar.config.loader import ConfigError, ErrorCollector, Located, build_config, did_you_mean, load_yaml
 from sidecar.registry import PluginError, plugins
+from sidecar.textcodecs import BUILTIN_TEXT_FORMATS, text_codec
 
 
 @dataclass(frozen=True)
@@ -247,12 +248,25 @@ def load_config(path: Path | str, text: str | None = None) -> LoadedConfig:
     with errors.guard():
         _check_detector(doc, sidecar_cfg)
     with errors.guard():
+        _check_schema(doc, sidecar_cfg)
+    with errors.guard():
         server = sidecar_cfg.server if sidecar_cfg is not None else doc.data.get("server")
         if server is not None or not sources:
             sources += _server_source(doc, server if isinstance(server, Mapping) else None, sources)
     errors.raise_any()
     assert sidecar_cfg is not None  # no error was collected
     return LoadedConfig(Path(path).resolve(), sidecar_cfg, filters, sinks, sources, doc)
+
+
+def _check_schema(doc: Located, cfg: SidecarConfig | None) -> None:
+    """A plugin's text format (``access_log``) checks its own schema keys (a format string, the roles) here, so a
+    mistake is reported at its line before anything runs."""
+    if cfg is None or cfg.schema.format in BUILTIN_TEXT_FORMATS or cfg.schema.format == "auto":
+        return
+    try:
+        text_codec(cfg.schema, None)
+    except ConfigValueError as exc:
+        raise doc.error(f"schema.{exc.key}", exc.problem, exc.allowed) from None
 
 
 def _check_detector(doc: Located, cfg: SidecarConfig | None) -> None:

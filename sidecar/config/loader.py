@@ -36,6 +36,10 @@ class ConfigError(Exception):
             msg += f" (allowed: {', '.join(str(a) for a in allowed)})"
         super().__init__(msg)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its fields (a Dask worker's error reaches the driver as itself, not a TypeError)."""
+        return (ConfigError, (self.file, self.line, self.key, self.problem, self.allowed))
+
 
 class ConfigErrors(ConfigError):
     """Several located errors found in one pass, reported together in file order (one per line of ``str()``);
@@ -50,6 +54,9 @@ class ConfigErrors(ConfigError):
         super().__init__(first.file, first.line, first.key, first.problem, first.allowed)
         self.errors: tuple[ConfigError, ...] = tuple(flat)
         self.args = ("\n".join(str(e) for e in flat),)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ConfigErrors, (self.errors,))
 
 
 class ErrorCollector:

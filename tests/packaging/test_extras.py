@@ -161,8 +161,8 @@ class TestPyproject:
         assert commands["audit"].endswith(" [audit]") and commands["microaggregate"].endswith(" [microaggregate]")
 
     def test_dev_pulls_every_extra_the_tests_need_and_bench_every_benchmark(self) -> None:
-        """./run installs [dev]: the audit, microaggregation and Dask extras, not bench's Presidio and spaCy."""
-        assert "querylog-sidecar[audit,microaggregate,dask]" in EXTRAS["dev"]
+        """./run installs [dev]: the audit, microaggregation, Dask and S3 extras, not bench's Presidio and spaCy."""
+        assert "querylog-sidecar[audit,microaggregate,dask,s3]" in EXTRAS["dev"]
         assert "querylog-sidecar[audit,microaggregate,dask]" in EXTRAS["bench"]
         assert not any(dep.startswith(("presidio", "spacy")) for dep in EXTRAS["dev"])
         assert '".[dev]"' in (ROOT / "run").read_text(encoding="utf-8")

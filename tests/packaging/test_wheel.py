@@ -17,7 +17,7 @@ from tests.packaging.wheelkit import PACKAGES, ROOT, Installed, Wheel, install
 
 pytestmark = pytest.mark.slow
 
-CONFIGS = ("default", "dp", "hipaa", "k-anonymity", "passthrough")
+CONFIGS = ("access-log", "default", "dp", "hipaa", "k-anonymity", "passthrough")
 #: Data files the runtime reads through its packages (not through the repository).
 DATA_FILES = (
     "querylog_config/__init__.py",
@@ -95,7 +95,7 @@ print(json.dumps({
 
 
 def test_config_list_and_show(installed: Installed) -> None:
-    """`querylog config list` names the five shipped configs, then the examples' files; `config show` prints each
+    """`querylog config list` names the six shipped configs, then the examples' files; `config show` prints each
     file as it is."""
     run = installed.run("querylog", "config", "list")
     assert run.returncode == 0, run.stderr[-2000:]

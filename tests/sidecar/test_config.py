@@ -231,3 +231,16 @@ def test_sources_list_and_the_deprecated_server_section(write_config: Callable[.
         load_config(write_config("sources:\n  - grpc: {}\nserver:\n  listen: 127.0.0.1:1\n"))
     with pytest.raises(ConfigError, match=r":3: sources\[0\]\.grcp: unknown component, did you mean grpc\?"):
         load_config(write_config("sources:\n  - grcp: {}\n"))
+
+
+def test_config_errors_survive_pickling() -> None:
+    """A located error raised in a Dask worker reaches the driver as itself (was a TypeError when unpickled)."""
+    import pickle
+
+    from sidecar.config.loader import ConfigError, ConfigErrors
+
+    one = ConfigError("c.yaml", 3, "filters[0].drop.rules", "give at least one rule", ["a", "b"])
+    both = ConfigErrors([one, ConfigError("c.yaml", 1, "state_dir", "not a folder")])
+    for err in (one, both):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and str(back) == str(err) and back.line == err.line

@@ -111,7 +111,7 @@ def test_config_list_and_show(installed: Installed) -> None:
         assert show.stdout == (installed.source / "config" / f"{name}.yaml").read_text(encoding="utf-8")
     missing = installed.run("querylog", "config", "show", "nope")
     assert missing.returncode == 2
-    assert "have: default, dp, hipaa, k-anonymity, passthrough" in missing.stderr
+    assert f"have: {', '.join(CONFIGS)}" in missing.stderr
 
 
 def test_kb_build_check_config_and_replay_outside_the_repo(installed: Installed) -> None:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
-import time
 from pathlib import Path
 
 import click
 
-from sidecar.tools.bench.common import peak_rss_mib
+from sidecar.tools.bench.common import run_clients
 from sidecar.tools.bench.network import CHAINS, IO_TIMEOUT, Run, aol_records, print_run, sidecar, temp_folder
 
 
@@ -65,30 +63,7 @@ def run_once(events: int, batch: int, chain: str, seed: int, concurrency: int) -
         sink = {"file": {"path": str(out), "format": "jsonl"}}
         with sidecar(Path(tmp), chain, {"http": {}}, [sink]) as sc:
             posters = [_Poster(sc.port, payloads[i::concurrency]) for i in range(concurrency)]
-            threads = [threading.Thread(target=p.run) for p in posters]
-            t0 = time.time()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            acked_at = time.time()
-            with out.open("rb") as fh:
-                received = sum(1 for _ in fh)
-            sidecar_rss = sc.peak_rss()
-    errors = sorted(set().union(*(p.errors for p in posters)))
-    note = "in the file before each 200"
-    return Run(
-        sent=total,
-        acked=sum(p.acked for p in posters),
-        seconds_acked=acked_at - t0,
-        received=received,
-        seconds_received=acked_at - t0,
-        batch=batch,
-        sidecar_rss=sidecar_rss,
-        client_rss=peak_rss_mib(),
-        downstream_rss=0.0,
-        note=f"{note}; client errors: {', '.join(errors)}" if errors else note,
-    )
+            return run_clients(posters, out, sc, total, batch, "in the file before each 200")
 
 
 @click.command("http")

@@ -16,14 +16,13 @@ does not compete with the sidecar for the two cores. See :mod:`sidecar.tools.ben
 from __future__ import annotations
 
 import http.client
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from sidecar.tools.bench.common import peak_rss_mib
+from sidecar.tools.bench.common import run_clients
 from sidecar.tools.bench.network import (
     CHAINS,
     IO_TIMEOUT,
@@ -144,30 +143,7 @@ def run_once(events: int, batch: int, chain: str, seed: int, concurrency: int, p
         source = {"otlp": {"http_listen": f"127.0.0.1:{http_port}"}}
         with sidecar(Path(tmp), chain, source, [{"file": {"path": str(out)}}]) as sc:
             clients = [_Client(mode, protocol, sc.port, http_port, batches[i::concurrency]) for i in range(concurrency)]
-            threads = [threading.Thread(target=c.run) for c in clients]
-            t0 = time.time()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            acked_at = time.time()
-            with out.open("rb") as fh:
-                received = sum(1 for _ in fh)
-            sidecar_rss = sc.peak_rss()
-    errors = sorted(set().union(*(c.errors for c in clients)))
-    note = "in the file before each export's answer"
-    return Run(
-        sent=total,
-        acked=sum(c.acked for c in clients),
-        seconds_acked=acked_at - t0,
-        received=received,
-        seconds_received=acked_at - t0,
-        batch=batch,
-        sidecar_rss=sidecar_rss,
-        client_rss=peak_rss_mib(),
-        downstream_rss=0.0,
-        note=f"{note}; client errors: {', '.join(errors)}" if errors else note,
-    )
+            return run_clients(clients, out, sc, total, batch, "in the file before each export's answer")
 
 
 @click.command("otlp")

@@ -3,14 +3,13 @@
 A network sink makes the *hand-over* durable: its ``flush`` puts the encoded batch into an outbox table of the state
 database in the runtime's transaction (with the filters' state changes), and a sender thread delivers the rows later:
 a restart (even ``kill -9``) finds every undelivered batch, and a source may acknowledge once ``receive`` returned.
-A sink gets one from its build context (``ctx.outbox(name, config)``: :class:`OutboxFactory`); or directly::
+A sink gets one from its build context (``ctx.outbox(name, config)``: :mod:`sidecar.outboxes`); or directly::
 
     outbox = Outbox(ctx.state, "forward_10_0_0_5_24224", max_bytes=256 << 20, max_batches=10_000)
     outbox.put(payload, events)    # in Sink.flush, on the runtime's state connection (a SAVEPOINT)
     outbox.start(send)             # send(payload) -> None delivers one batch, raises on failure
     outbox.pending(), .full()      # Pending(batches, events, bytes) not yet delivered; put() would refuse
     outbox.drain(timeout)          # wait until nothing is pending; stop(timeout): undelivered rows stay; close()
-    backpressure(sinks)            # behind Runtime.backpressure(): the name of a full outbox, or None
 
 * **Storage.** One table per outbox, ``outbox_<name>`` (``name``: letters, digits, ``_``), rows ``(id, created,
   events, bytes, payload)`` in insertion order (``AUTOINCREMENT``). ``state``: the runtime's state store
@@ -23,10 +22,10 @@ A sink gets one from its build context (``ctx.outbox(name, config)``: :class:`Ou
   (under ``state.lock`` for that statement: never racing the runtime's transaction). When ``send`` raises, the same
   row is retried after an exponential backoff with jitter (``retry_initial_seconds`` doubling up to
   ``retry_max_seconds``, each wait drawn from [d/2, d]): batches go out in order, at least once.
-* **Counters.** ``pending()`` and :meth:`Outbox.oldest_age` are kept in memory (exact at start); a put the runtime
-  rolled back is corrected by an exact count when the sender finds the table empty or a put finds the bound reached.
-* **Space.** A drained table's pages go back to the file system (:mod:`sidecar.vacuum`). **Privacy.** Logs and
-  counters carry counts, the outbox name and exception type names only.
+  A sender still sending when :meth:`Outbox.close` gave up on it closes its connection itself when it ends.
+* **Counters.** ``pending()``/:meth:`Outbox.oldest_age` in memory (exact at start; corrected by an exact count when
+  the sender finds the table empty or a put the bound). **Space.** A drained table's pages go back to the file
+  system (:mod:`sidecar.vacuum`). **Privacy.** Logs and counters: counts, the outbox name, exception types only.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,10 +45,10 @@ from typing import Any
 import structlog
 
 from sidecar import vacuum
-from sidecar.api import Backpressure, OutboxOptions, StateStoreLike
+from sidecar.api import Backpressure, StateStoreLike
 from sidecar.state import StateStore
 
-__all__ = ["Outbox", "OutboxFactory", "OutboxFull", "Pending", "backpressure", "outbox_factory"]
+__all__ = ["Outbox", "OutboxFull", "Pending", "safe_name"]
 
 log = structlog.get_logger("querylog.outbox")
 
@@ -141,6 +140,7 @@ class Outbox:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._ended = self._orphaned = False  # the sender ended; close() left it its connection to close
         self._conn: sqlite3.Connection | None = None
 
     # ---- the writer side (the runtime's connection) ---------------------------------------------
@@ -236,10 +236,20 @@ class Outbox:
             self._conn.execute("PRAGMA busy_timeout=30000")
             self._conn.execute("PRAGMA synchronous=NORMAL")
         self._stopping.clear()
+        self._ended = self._orphaned = False
         self._thread = threading.Thread(
-            target=self._run, args=(send, self._conn), name=f"querylog-outbox-{self.name}", daemon=True
+            target=self._sender, args=(send, self._conn), name=f"querylog-outbox-{self.name}", daemon=True
         )
         self._thread.start()
+
+    def _sender(self, send: Callable[[bytes], None], conn: sqlite3.Connection) -> None:
+        try:
+            self._run(send, conn)
+        finally:
+            with self._lock:  # close() gave up waiting: the connection is this thread's to close
+                self._ended = True
+                if self._orphaned:
+                    conn.close()
 
     def _run(self, send: Callable[[bytes], None], conn: sqlite3.Connection) -> None:
         attempt = 0
@@ -342,38 +352,15 @@ class Outbox:
     def close(self, timeout: float | None = 5.0) -> None:
         """Stop the sender and close its connection (and the store the outbox opened itself)."""
         stopped = self.stop(timeout)
-        if self._conn is not None and stopped:
-            self._conn.close()
+        with self._lock:
+            if self._conn is not None and (stopped or self._ended):
+                self._conn.close()
+            elif self._conn is not None:
+                self._orphaned = True  # the sender closes it when its send returns
             self._conn = None
         if self._own_store is not None:
             self._own_store.close()
             self._own_store = None
-
-
-class OutboxFactory:
-    """What :meth:`~sidecar.api.BuildContext.outbox` calls: outboxes in ``state``; it keeps each one it made
-    (``made``), so :func:`backpressure` covers them all."""
-
-    def __init__(self, state: StateStoreLike, rng: random.Random) -> None:
-        self.state = state
-        self.rng = rng
-        self.made: list[Outbox] = []
-
-    def __call__(self, name: str, options: OutboxOptions) -> Outbox:
-        outbox = Outbox(
-            self.state,
-            safe_name(name),
-            max_bytes=options.outbox_max_bytes,
-            max_batches=options.outbox_max_batches,
-            retry_initial_seconds=options.retry_initial_seconds,
-            retry_max_seconds=options.retry_max_seconds,
-            rng=self.rng,
-        )
-        self.made.append(outbox)
-        return outbox
-
-
-outbox_factory = OutboxFactory  # the runtime's name for it
 
 
 def _database_file(conn: sqlite3.Connection) -> str:
@@ -382,21 +369,3 @@ def _database_file(conn: sqlite3.Connection) -> str:
         if name == "main" and file:
             return str(Path(file))
     raise ValueError("the outbox needs a state database in a file")
-
-
-def backpressure(sinks: Iterable[object]) -> str | None:
-    """The name of a full outbox of ``sinks`` (made through their build context, or a sink's own ``outbox``), else
-    None. While it returns a name, the runtime refuses batches and sources stop reading (and acknowledging)."""
-    factories: dict[int, OutboxFactory] = {}
-    for sink in sinks:
-        outbox = getattr(sink, "outbox", None)
-        if isinstance(outbox, Outbox) and outbox.full():
-            return outbox.name
-        factory = getattr(getattr(sink, "ctx", None), "outboxes", None)
-        if isinstance(factory, OutboxFactory):
-            factories[id(factory)] = factory
-    for factory in factories.values():
-        for outbox in factory.made:
-            if outbox.full():
-                return outbox.name
-    return None

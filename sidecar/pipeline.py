@@ -35,7 +35,8 @@ from sidecar.deadletter import DeadLetters
 from sidecar.fieldpolicy import field_policies
 from sidecar.joins import build_joins
 from sidecar.liveaudit import LiveAudit, NoAudit
-from sidecar.outbox import OutboxFull, backpressure, outbox_factory
+from sidecar.outbox import OutboxFull
+from sidecar.outboxes import backpressure, outbox_factory
 from sidecar.readiness import not_ready
 from sidecar.release import TimedRelease
 from sidecar.state import StateError, StateStore

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from sidecar.outbox import backpressure
+from sidecar.outboxes import backpressure
 
 Check = Callable[[], list[str]]
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from sidecar.api import BuildContext, OutboxOptions
-from sidecar.outbox import Outbox, OutboxFull, Pending, backpressure, outbox_factory, safe_name
+from sidecar.outbox import Outbox, OutboxFull, Pending, safe_name
+from sidecar.outboxes import backpressure, outbox_factory
 from sidecar.state import StateStore
 
 
@@ -208,3 +209,34 @@ def test_names_and_bounds_are_checked(store: StateStore) -> None:
         Outbox(store, "ok", max_batches=0)
     assert safe_name("forward_10.0.0.5:24224") == "forward_10_0_0_5_24224"
     assert safe_name("::") == "outbox"
+
+
+def test_a_sender_close_gave_up_on_closes_its_connection_when_its_send_returns(store: StateStore) -> None:
+    """close() waits ``timeout`` for a send in progress; past it, the sender closes its own connection when the
+    send returns (a peer that never answers left the state database open: the nats sink's lifecycle test)."""
+    from helpers.waiting import wait_until
+
+    release, sending = threading.Event(), threading.Event()
+
+    def send(payload: bytes) -> None:
+        sending.set()
+        release.wait(30)
+
+    outbox = Outbox(store, "slow", max_bytes=None, max_batches=None)
+    with store.lock:
+        outbox.put(b"x", 1)
+    outbox.start(send)
+    assert sending.wait(10)
+    conn = outbox._conn
+    assert conn is not None
+    outbox.close(timeout=0.05)  # gives up: the send is still in progress
+    release.set()
+
+    def closed() -> bool:
+        try:
+            conn.execute("SELECT 1")
+        except Exception:  # sqlite3.ProgrammingError: Cannot operate on a closed database
+            return True
+        return False
+
+    wait_until(closed, what="the sender to close its connection after its send returned")

@@ -166,7 +166,7 @@ def test_reply_waits_until_the_events_are_durable(tmp_path: Path) -> None:
 
 
 def test_full_outbox_refuses_before_the_chain_runs(tmp_path: Path) -> None:
-    """A sink whose outbox is full (sidecar.outbox.backpressure) makes the source answer RESOURCE_EXHAUSTED
+    """A sink whose outbox is full (sidecar.outboxes.backpressure) makes the source answer RESOURCE_EXHAUSTED
     without running the chain, so nothing is released into a sink that would refuse it."""
 
     class WithOutbox(_Fake):

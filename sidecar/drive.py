@@ -13,11 +13,10 @@ idle, SIGTERM, the progress bar, the final release and the summary.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +30,7 @@ from sidecar.fieldpolicy import FieldPolicies
 from sidecar.gctune import tune_gc
 from sidecar.pipeline import Pipeline, build_component
 from sidecar.registry import plugins
+from sidecar.replayprogress import ReplayProgress
 from sidecar.signals import StopFlag
 
 log = structlog.get_logger("querylog.replay")
@@ -207,40 +207,6 @@ def _events(
 
 
 # ---- running a source ---------------------------------------------------------------------------------
-
-
-class ReplayProgress:
-    """A tqdm bar on stderr: records read against the input's records (once counted), with the chain's out /
-    held / dropped / dead-lettered counts."""
-
-    REFRESH_SECONDS = 0.5
-
-    def __init__(self) -> None:
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=None, unit=" records", unit_scale=True, file=sys.stderr, leave=False)
-        self._last = 0.0
-
-    def update(self, done: int, total: int | None, stats: Callable[[], Mapping[str, Any]]) -> None:
-        """Move the bar to ``done`` records (of ``total``); ``stats`` is read at most twice a second."""
-        now = time.monotonic()
-        if now - self._last < self.REFRESH_SECONDS:
-            return
-        self._last = now
-        if total is not None and self.bar.total is None:
-            self.bar.total = total
-        s = stats()
-        shown = {
-            "out": "events_out",
-            "held": "events_held",
-            "dropped": "events_dropped",
-            "dead": "events_dead_lettered",
-        }
-        self.bar.set_postfix({k: s.get(v, 0) for k, v in shown.items()}, refresh=False)
-        self.bar.update(done - self.bar.n)
-
-    def close(self) -> None:
-        self.bar.close()
 
 
 def run(source: Any, runtime: Pipeline, stop: StopFlag | None = None, bar: ReplayProgress | None = None) -> None:

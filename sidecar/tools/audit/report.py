@@ -100,9 +100,8 @@ def run_audit(
     kept for the HTML plots).
 
     ``cache``: query -> category, filled here; pass one to reuse the categories in later calls.
-    ``instance_field``: a field that identifies each query event and travels with
-    the query (a request id); with it the attacks are also scored per record
-    (a query put back with its own sender).
+    ``instance_field``: a field that identifies each query event and travels with the query (a request id); with
+    it the attacks are also scored per record (a query put back with its own sender).
     ``config_file`` / ``params``: the chain's config or the protection's parameters (``method``, ``k``,
     ``seed``...), recorded in ``provenance``; ``params["k"]`` draws the 1/k lines of the microaggregation
     measures. The microaggregation measures are computed for every pair of logs (they are cheap);
@@ -153,17 +152,29 @@ def run_audit(
     result["microaggregation"] = _microaggregation(original, protected, path_o, path_p, seed, params)
     _guard_texts(result["microaggregation"], original, rk, include_texts)
     if scans:
-        result["identifiers"] = _identifiers(original, protected, attacked)
-        result["identifiers"]["fields"] = {
-            "original": scans[0].counts(len(original)),
-            "protected": scans[1].counts(len(protected), pseudonymous_fields(schema), scans[0]),
-        }
+        result["identifiers"] = _identifiers_with_fields(original, protected, attacked, scans, schema)
     result["events"] = provenance.events_accounting(result)
     if config_file is not None and "category_buffer" in result["events"]["filters"]:
         from sidecar.tools.audit.held import held_in_state
 
         result["events"]["held_in_state"] = held_in_state(config_file, state_dir)
     return result
+
+
+def _identifiers_with_fields(
+    original: list[Record],
+    protected: list[Record],
+    attacked: list[Record],
+    scans: tuple[FieldScan, FieldScan],
+    schema: SchemaConfig | None,
+) -> dict[str, Any]:
+    """The identifiers in the queries (by origin) and in every other field (``fields``) of both logs."""
+    found = _identifiers(original, protected, attacked)
+    found["fields"] = {
+        "original": scans[0].counts(len(original)),
+        "protected": scans[1].counts(len(protected), pseudonymous_fields(schema), scans[0]),
+    }
+    return found
 
 
 def _paths(

@@ -38,11 +38,14 @@ import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 
-from sidecar.api import BuildContext, ConfigValueError, Listen, ServerTls
+from sidecar.api import BuildContext, ConfigValueError, Listen, ServerTls, TlsFiles
+
+if TYPE_CHECKING:
+    import grpc
 
 log = structlog.get_logger("querylog.serving")
 
@@ -279,3 +282,15 @@ def ssl_server_context(tls: ServerTls, ctx: BuildContext) -> ssl.SSLContext | No
             ) from None
         context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+def grpc_server_credentials(tls: TlsFiles | None) -> grpc.ServerCredentials | None:
+    """A gRPC server's credentials for :meth:`~sidecar.api.ServerTls.server_tls`'s files (None: plaintext); with a
+    client CA, every client must present a certificate signed by it (mutual TLS)."""
+    if tls is None:
+        return None
+    import grpc
+
+    if tls.client_ca is None:
+        return grpc.ssl_server_credentials([(tls.key, tls.cert)])
+    return grpc.ssl_server_credentials([(tls.key, tls.cert)], root_certificates=tls.client_ca, require_client_auth=True)

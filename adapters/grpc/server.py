@@ -40,7 +40,7 @@ from adapters.grpc.stubs.querylog.v1.querylog_pb2 import (
     StatsResponse,
 )
 from adapters.grpc.wire import parse_or_mark
-from sidecar.api import Listen, TlsFiles
+from sidecar.api import Listen
 from sidecar.grpcauth import BearerTokenAuth
 from sidecar.serving import ServerHost
 
@@ -76,15 +76,6 @@ class ReadyHealth(health_aio.HealthServicer):
         while True:
             await asyncio.sleep(HEALTH_POLL_SECONDS)
             await self.refresh()
-
-
-def credentials(tls: TlsFiles | None) -> grpc.ServerCredentials | None:
-    """Server credentials for TLS (None: plaintext); with a client CA, client certificates are required."""
-    if tls is None:
-        return None
-    if tls.client_ca is None:
-        return grpc.ssl_server_credentials([(tls.key, tls.cert)])
-    return grpc.ssl_server_credentials([(tls.key, tls.cert)], root_certificates=tls.client_ca, require_client_auth=True)
 
 
 class GrpcProtocol:

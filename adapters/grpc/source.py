@@ -51,9 +51,9 @@ class GrpcSource(Source[GrpcSourceConfig]):
 
     def start(self, runtime: Runtime) -> None:
         """Bind and serve on the shared host; returns at once (RPCs run on the host's loop and workers)."""
-        from adapters.grpc.server import GrpcProtocol, credentials
+        from adapters.grpc.server import GrpcProtocol
         from adapters.grpc.service import QueryLogService
-        from sidecar.serving import ServerHost
+        from sidecar.serving import ServerHost, grpc_server_credentials
 
         cfg = self.config
         host = ServerHost("grpc", workers=cfg.workers, lock=runtime.lock)
@@ -68,9 +68,8 @@ class GrpcSource(Source[GrpcSourceConfig]):
             reader_subject=cfg.profile_reader_subject,
         )
         listen = Listen.parse(self.listen or cfg.listen)
-        host.start(
-            GrpcProtocol(service, listen, cfg.max_message_bytes, credentials(self.tls), self.token, runtime.ready)
-        )
+        creds = grpc_server_credentials(self.tls)
+        host.start(GrpcProtocol(service, listen, cfg.max_message_bytes, creds, self.token, runtime.ready))
         self.host, self.service = host, service
         if cfg.metrics_listen:
             from sidecar.metrics import serve_metrics

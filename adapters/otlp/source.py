@@ -51,18 +51,13 @@ class OtlpSource(Source[OtlpSourceConfig]):
 
     def start(self, runtime: Runtime) -> None:
         """Bind and serve on the shared host; returns once listening."""
-        import grpc
 
         from adapters.otlp.export import Exporter
         from adapters.otlp.server import OtlpServers
-        from sidecar.serving import ServerHost, ssl_server_context
+        from sidecar.serving import ServerHost, grpc_server_credentials, ssl_server_context
 
         tls = self.tls
-        creds = None
-        if tls is not None:
-            creds = grpc.ssl_server_credentials(
-                [(tls.key, tls.cert)], root_certificates=tls.client_ca, require_client_auth=tls.client_ca is not None
-            )
+        creds = grpc_server_credentials(tls)
         host = ServerHost("otlp", workers=WORKERS, lock=runtime.lock)
         interceptors: list[Any] = []
         if self.token is not None:

@@ -50,14 +50,10 @@ class VectorSource(Source[VectorSourceConfig]):
         import grpc.aio
 
         from adapters.vector.server import VectorProtocol
-        from sidecar.serving import ServerHost
+        from sidecar.serving import ServerHost, grpc_server_credentials
 
         tls = self.tls
-        creds = None
-        if tls is not None:
-            creds = grpc.ssl_server_credentials(
-                [(tls.key, tls.cert)], root_certificates=tls.client_ca, require_client_auth=tls.client_ca is not None
-            )
+        creds = grpc_server_credentials(tls)
         host = ServerHost("vector", workers=WORKERS, lock=runtime.lock)
         codec = VectorCodec(self.ctx.schema)
         interceptors: list[grpc.aio.ServerInterceptor] = []

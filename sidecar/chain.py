@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
 from sidecar.api import Event, Filter
 from sidecar.timings import Histogram
+
+Trace = Callable[[Filter[Any], list[Event], list[Event]], None]
+"""Told after each step of a filter what entered it and what left it (a ``flush`` step: nothing entered); the
+join stage (:mod:`sidecar.joins`) learns from it which queries a filter dropped."""
 
 
 class Chain:
@@ -26,11 +31,11 @@ class Chain:
         #: seconds each filter's ``process`` took per batch, by position in the chain
         self.seconds = [Histogram() for _ in filters]
 
-    def _run(self, batch: list[Event], start: int) -> list[Event]:
+    def _run(self, batch: list[Event], start: int, trace: Trace | None = None) -> list[Event]:
         for f, seconds in zip(self.filters[start:], self.timers()[start:]):
             if not batch:
                 break
-            batch = self._process(f, seconds, batch)
+            batch = self._process(f, seconds, batch, trace)
         return batch
 
     def timers(self) -> list[Histogram]:
@@ -39,31 +44,35 @@ class Chain:
             self.seconds.append(Histogram())
         return self.seconds
 
-    def _process(self, f: Filter[Any], seconds: Histogram, batch: list[Event]) -> list[Event]:
-        """One filter's ``process`` of one batch, counted and timed."""
+    def _process(self, f: Filter[Any], seconds: Histogram, batch: list[Event], trace: Trace | None) -> list[Event]:
+        """One filter's ``process`` of one batch, counted and timed (and traced)."""
         self.per_filter_in[f.NAME] += len(batch)
         t0 = perf_counter()
-        batch = f.process(batch)
+        out = f.process(batch)
         seconds.observe(perf_counter() - t0)
-        self.per_filter_out[f.NAME] += len(batch)
-        return batch
+        self.per_filter_out[f.NAME] += len(out)
+        if trace is not None:
+            trace(f, batch, out)
+        return out
 
-    def process(self, batch: list[Event]) -> list[Event]:
+    def process(self, batch: list[Event], trace: Trace | None = None) -> list[Event]:
         """Run one batch through every filter; returns what leaves the chain now."""
         with self.lock:
             self.events_in += len(batch)
-            out = self._run(batch, 0)
+            out = self._run(batch, 0, trace)
             self.events_out += len(out)
             return out
 
-    def flush(self, final: bool) -> list[Event]:
+    def flush(self, final: bool, trace: Trace | None = None) -> list[Event]:
         """Ask each filter to release what it may; released events run through the rest."""
         with self.lock:
             released: list[Event] = []
             for f, seconds in zip(self.filters, self.timers()):
                 if released:
-                    released = self._process(f, seconds, released)
+                    released = self._process(f, seconds, released, trace)
                 more = f.flush(final)
+                if trace is not None:
+                    trace(f, [], more)
                 if more:
                     self.per_filter_out[f.NAME] += len(more)
                     released.extend(more)

@@ -19,11 +19,16 @@ store, written in the batch's transaction: a restart keeps the join):
   is held (``join_held``) until the query's outcome is known;
 * unknown (never seen): held too, ``hold_seconds`` at most, then dead-lettered (``query_unknown``).
 
-**When a pending query is known dropped.** A chain without a buffering filter releases or drops at once: a query
-it did not release is dropped. With a buffering filter a query not released may be held or dropped (a filter
-does not say which), so it stays pending until it is released, or until the chain holds nothing at all (then it
-was dropped), or for ``pending_seconds`` at most: its held events are then dead-lettered (``query_not_released``)
-and later ones dropped.
+**When a pending query is known dropped.** The stage traces the chain filter by filter (:class:`Suppressed`,
+the chain's ``trace``): a query that entered a filter that holds nothing (``drop``, ``hipaa_scrub``...) and did
+not leave it was dropped by it, in ``process`` as in a release (a query a buffer let go, dropped by a later
+filter): its held events are dropped at once (``dropped_with_query``) and the query counted by the filter's name
+(``queries_dropped``). A query that entered a buffering filter (``category_buffer``) and did not leave it is held,
+when the buffer's held count says it dropped nothing in that step; when the buffer did drop some (its own
+suppressions: no category, ``max_k``, ``max_hold``), it does not say which, so those queries stay pending (counted
+``buffer_drops_unidentified``) until released, until the chain holds nothing at all (then they were dropped), or
+for ``pending_seconds`` at most: their held events are then dead-lettered (``query_not_released``) and later ones
+dropped.
 
 **Bounds.** Held events: ``max_held`` (the oldest beyond it are dead-lettered: ``query_unknown`` or
 ``query_not_released``). Outcomes are remembered ``outcome_seconds`` (and ``max_outcomes`` at most): an event
@@ -41,7 +46,7 @@ from typing import Any
 
 import structlog
 
-from sidecar.api import Codec, Event, SchemaConfig
+from sidecar.api import Codec, Event, Filter, SchemaConfig
 from sidecar.chain import Chain
 from sidecar.deadletter import DeadLetters
 from sidecar.joinstore import DROPPED, HeldRow, JoinStore, Released
@@ -92,6 +97,41 @@ def _join_of(ev: Event) -> tuple[str, bool] | None:
     return join_of(ev) if join_of is not None else None
 
 
+def _query_keys(events: list[Event]) -> list[str]:
+    """The join keys of the query events among ``events``."""
+    keys = []
+    for ev in events:
+        joined = _join_of(ev)
+        if joined is not None and joined[1]:
+            keys.append(joined[0])
+    return keys
+
+
+class Suppressed:
+    """The chain's trace for one ``process`` or ``flush`` (see the module doc): which queries a filter dropped,
+    by the filter's name, and how many events buffering filters dropped without saying which."""
+
+    def __init__(self, filters: list[Filter[Any]]) -> None:
+        self.held = {id(f): f.held() for f in filters}
+        #: join key -> the name of the filter that dropped the query
+        self.dropped: dict[str, str] = {}
+        self.unidentified = 0
+
+    def __call__(self, f: Filter[Any], entered: list[Event], left: list[Event]) -> None:
+        before = self.held.get(id(f), 0)
+        now = self.held[id(f)] = f.held()
+        gone = len(entered) - len(left) - (now - before)  # events the step dropped
+        if gone <= 0:  # nothing dropped: a query that entered and did not leave is held by this filter
+            return
+        if f.BUFFERING:
+            self.unidentified += gone
+            return
+        out = set(_query_keys(left))
+        for key in _query_keys(entered):
+            if key not in out:
+                self.dropped.setdefault(key, f.NAME)
+
+
 class Joins:
     """The join stage of one runtime; see the module doc."""
 
@@ -111,6 +151,8 @@ class Joins:
         self.bounds = bounds
         self.clock = clock
         self.counts: Counter[str] = Counter()
+        #: queries known dropped, by who dropped them: a filter's name, ``chain_holds_nothing``, ``no_buffer``
+        self.queries_dropped: Counter[str] = Counter()
         self._checked = 0.0
 
     # ---- the stage ---------------------------------------------------------------------------------
@@ -133,18 +175,22 @@ class Joins:
         later: list[Event] = []
         for key, ev in attached:
             self._place(key, ev, now, later)
-        out = self._released(chain.process(into) if into else [], now)
+        trace = Suppressed(chain.filters)
+        out = self._released(chain.process(into, trace) if into else [], now)
+        self._suppressed(trace, now)
         if queries and not any(f.BUFFERING for f in chain.filters):
             for key in queries:  # neither released nor held: a chain without a buffer dropped it
                 if self.store.is_pending(key):
-                    self._dropped(key, now)
+                    self._dropped(key, now, "no_buffer")
         self._expire(chain, now, force=False)
         return out + later
 
     def flush(self, chain: Chain, final: bool) -> list[Event]:
         """The chain's release, each released query followed by its attached events; time bounds checked."""
         now = self.clock()
-        out = self._released(chain.flush(final), now)
+        trace = Suppressed(chain.filters)
+        out = self._released(chain.flush(final, trace), now)
+        self._suppressed(trace, now)
         self._expire(chain, now, force=True)
         return out
 
@@ -159,6 +205,7 @@ class Joins:
             "pending_queries": self.store.count("join_pending"),
             "outcomes": self.store.count("join_outcome"),
             "counts": dict(self.counts),
+            "queries_dropped": dict(self.queries_dropped),
         }
 
     # ---- one attached event ------------------------------------------------------------------------
@@ -198,10 +245,19 @@ class Joins:
             ev.time = outcome.time
         self.counts["released_with_query"] += 1
 
-    def _dropped(self, key: str, now: float) -> None:
+    def _suppressed(self, trace: Suppressed, now: float) -> None:
+        """The queries the chain's filters dropped in this step: known dropped, their held events dropped."""
+        for key, name in trace.dropped.items():
+            if self.store.is_pending(key):
+                self._dropped(key, now, name)
+        if trace.unidentified:
+            self.counts["buffer_drops_unidentified"] += trace.unidentified
+
+    def _dropped(self, key: str, now: float, by: str) -> None:
         self.store.dropped(key, now)
         n = len(self.store.take(key))
         self.counts["dropped_with_query"] += n
+        self.queries_dropped[by] += 1
 
     def _events(self, rows: list[HeldRow]) -> list[Event]:
         """Held rows read back by the codec of their format (a row no codec reads is dead-lettered)."""
@@ -214,6 +270,7 @@ class Joins:
                 out.append(events[0])
             else:
                 self.dead.add("join_held_unreadable", "joins", None, line)
+                self.counts["join_held_unreadable"] += 1
         return out
 
     # ---- bounds ------------------------------------------------------------------------------------
@@ -221,7 +278,7 @@ class Joins:
         b = self.bounds
         if chain.held() == 0:  # nothing held: no pending query can be released any more
             for key in self.store.all_pending():
-                self._dropped(key, now)
+                self._dropped(key, now, "chain_holds_nothing")
         if not force and now - self._checked < b.check_every_seconds:
             return
         self._checked = now

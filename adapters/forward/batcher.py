@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import queue
 from dataclasses import dataclass
+from typing import Any
 
-from adapters.forward.codec import ForwardCodec
 from adapters.forward.protocol import Entry
-from sidecar.api import Receipt, RecordBatch, Runtime
+from sidecar.api import Codec, Receipt, RecordBatch, Runtime
 from sidecar.serving import ServerHost
 
 ORIGIN = "forward"
@@ -35,10 +35,13 @@ class Job:
 class Batcher:
     """Merges what every connection has waiting into one ``runtime.receive`` (on the host's worker), one at a time."""
 
-    def __init__(self, host: ServerHost, runtime: Runtime, codec: ForwardCodec, max_events: int) -> None:
+    def __init__(self, host: ServerHost, runtime: Runtime, codec: Codec, max_events: int) -> None:
+        """``codec``: the forward codec (entries), or the schema's codec that reads JSON objects itself
+        (``json_records``, ``format: ubi``): it is given each entry's map."""
         self.host = host
         self.runtime = runtime
         self.codec = codec
+        self.maps = bool(getattr(codec, "json_records", False))
         self.max_events = max_events
         self.batches = 0
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
@@ -93,7 +96,9 @@ class Batcher:
         for job in jobs:
             for reason, note in job.bad:
                 dead.add(reason, ORIGIN, None, note)
-        records = [e for job in jobs for e in job.entries] if len(jobs) > 1 else jobs[0].entries
+        records: list[Any] = [e for job in jobs for e in job.entries] if len(jobs) > 1 else jobs[0].entries
+        if self.maps:
+            records = [e.record for e in records]
         self.batches += 1
         if records:
             return self.runtime.receive(RecordBatch(records, self.codec, ORIGIN))

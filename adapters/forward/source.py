@@ -57,7 +57,7 @@ from adapters.forward.protocol import (
     parse_ping,
     parse_weight,
 )
-from sidecar.api import BuildContext, ConfigValueError, Listen, Runtime, Source, client_authentication
+from sidecar.api import BuildContext, Codec, ConfigValueError, Listen, Runtime, Source, client_authentication
 from sidecar.serving import ServerHost, ssl_server_context
 
 log = structlog.get_logger("querylog.forward")
@@ -136,7 +136,8 @@ class ForwardSource(Source[ForwardSourceConfig]):
                 raise ConfigValueError(f"users[{i}].{exc.key}", exc.problem) from None
         self.self_hostname = config.self_hostname or default_hostname("in")
         self.ssl = ssl_server_context(config, ctx)
-        self.codec = ForwardCodec(ctx.schema)
+        own = ctx.codec_for(ctx.schema.format) if ctx.schema is not None else None  # format: ubi reads the maps
+        self.codec: Codec = own if own is not None and getattr(own, "json_records", False) else ForwardCodec(ctx.schema)
         self._host: ServerHost | None = None
         self._batcher: Batcher | None = None
         self._runtime: Runtime | None = None

@@ -28,7 +28,8 @@ json``) is taken as those objects; ``application/msgpack`` (also ``x-msgpack``, 
 ``http`` output by default): a stream of maps, or of ``[time, map]`` / ``[[time, metadata], map]`` entries, each
 map taken as a JSON object; ``text/plain`` (Vector's ``text`` codec, syslog-ng's ``body("${MSG}")``): one record
 per line in the schema's format, TSV of ``schema.columns`` (a line that is exactly their header is skipped) or
-JSON lines; with ``format: auto`` JSON lines when the first line starts with ``{``, else TSV.
+JSON lines; with ``format: auto`` JSON lines when the first line starts with ``{``, else TSV. A schema format
+whose codec reads JSON objects itself (``json_records``: ``format: ubi``) reads the objects of every body kind.
 ``Content-Encoding`` ``gzip`` (several members too), ``deflate`` or ``identity``;
 ``Content-Length`` or chunked. See :mod:`adapters.http.body` for the reasons a record is dead-lettered here;
 the runtime's codec dead-letters lines that are not a record (``invalid_json``, ``missing_query``...).
@@ -96,6 +97,10 @@ class HttpSource(Source[HttpSourceConfig]):
         self._token = config.bearer_token(ctx)
         self._tls = ssl_server_context(config, ctx)
         codec = ctx.codec_for("jsonl")  # the runtime's own JSON-lines codec: sinks writing JSON lines keep lines
+        own = ctx.codec_for(ctx.schema.format) if ctx.schema is not None else None
+        if getattr(own, "json_records", False):  # the schema's format reads JSON objects itself (format: ubi)
+            codec = own
+        #: the codec of JSON and msgpack bodies' objects
         self.codec = codec if codec is not None else JsonlCodec(ctx.schema or SchemaConfig())
         #: Counters by reason (requests refused, records dead-lettered...): no values.
         self.counts: Counter[str] = Counter()

@@ -20,7 +20,11 @@ Fields: every leaf of a nested object is a field named by its dotted path (``eve
 ``scrub``...) like any top-level key; a list (``query_response_hit_ids``) is one field. An event written by another
 format carries these dotted names as its keys.
 
-Bad records: ``invalid_json``, ``json_too_deep``, ``json_not_object``, ``missing_query_id`` (no non-empty
+Records are JSON lines, or JSON objects a network source already parsed (:attr:`UbiCodec.json_records`: the
+``http`` source's NDJSON, JSON-array and msgpack bodies, the ``forward`` source's maps), read as their JSON line.
+
+Bad records: ``invalid_json``, ``json_too_deep``, ``json_not_object``, ``not_json`` (a parsed object with a value
+JSON cannot carry, such as msgpack bin), ``missing_query_id`` (no non-empty
 ``query_id`` text: nothing to join, and a UBI event with no query is not protected by any query's outcome),
 ``not_ubi_record`` (neither ``user_query`` nor ``action_name``), ``query_not_string``, ``missing_user``.
 """
@@ -59,10 +63,24 @@ def _dumps(record: Mapping[str, Any]) -> str:
     return text
 
 
+def _object_line(record: dict[str, Any]) -> str:
+    """A parsed record as its JSON line, decoded from it as any line is; ``not_json`` for a value JSON cannot
+    carry (msgpack bin), ``json_too_deep``."""
+    try:
+        return _dumps(record)
+    except (TypeError, ValueError):
+        raise BadRecord("not_json") from None
+    except RecursionError:
+        raise BadRecord("json_too_deep") from None
+
+
 class UbiCodec(Codec):
     """UBI query and event records as JSON lines; see the module documentation."""
 
     format = "ubi"
+    #: Each record is one JSON object: a source that receives JSON objects (the http source's JSON and msgpack
+    #: bodies, the forward source's maps) gives them to this codec when it is the schema's format.
+    json_records = True
 
     def __init__(self, schema: SchemaConfig | None = None) -> None:
         self.schema = schema or SchemaConfig()
@@ -120,7 +138,10 @@ class UbiCodec(Codec):
         out: list[Event] = []
         for i, line in enumerate(records):
             try:
-                text = line.decode("utf-8") if isinstance(line, bytes) else str(line)
+                if isinstance(line, dict):  # a JSON object a network source parsed (a forward map)
+                    text = _object_line(line)
+                else:
+                    text = line.decode("utf-8") if isinstance(line, bytes) else str(line)
                 out.append(self._decode(text, eol))
             except UnicodeDecodeError:
                 bad.append((i, "not_utf8"))
@@ -154,6 +175,12 @@ class UbiCodec(Codec):
             if self._writes(record, role, key, value):
                 record[key] = value
         return _dumps(record)
+
+    def json_line(self, event: Event) -> str:
+        """The record as one JSON line under its own UBI keys, nesting kept (what :meth:`encode` writes): a
+        JSON-lines output (a ``.jsonl`` file, the nats and s3 sinks) writes a UBI record in the schema it came in,
+        not its roles under ``schema.roles``' keys and its nested fields flattened."""
+        return self.encode(event)
 
     # ---- fields (schema.fields; other formats) -----------------------------------------------------
     def fields(self, event: Event) -> Mapping[str, Any]:

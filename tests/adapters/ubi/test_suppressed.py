@@ -1,0 +1,101 @@
+"""A query a filter drops releases its events at once (dropped with it, counted by the filter's name), in a chain
+with a buffer too: dropped before the buffer (``drop``, ``hipaa_scrub`` ``emptied: drop``), or let go by the buffer
+and dropped by a later filter. A query the buffer holds keeps its events held; a query the buffer itself drops is
+not identified (the buffer does not say which): its events stay held, counted ``buffer_drops_unidentified``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers.ubipipe import EVENTS, QUERIES, dead, feed, output, query_id, write_config
+
+from sidecar.config import load_config
+from sidecar.joins import JoinBounds, Joins
+from sidecar.pipeline import Pipeline
+
+CHARGER = query_id(QUERIES[1])  # "usb c charger 65w": EVENTS[2] is its click
+
+
+@pytest.fixture
+def pipelines() -> Iterator[list[Pipeline]]:
+    made: list[Pipeline] = []
+    yield made
+    for p in made:
+        p.close()
+
+
+def build(folder: Path, filters: str, made: list[Pipeline]) -> tuple[Pipeline, Joins, list[float]]:
+    p = Pipeline(load_config(write_config(folder, filters)), seed=1)
+    made.append(p)
+    assert isinstance(p.joins, Joins)
+    now = [1_000_000.0]
+    p.joins.clock = lambda: now[0]
+    return p, p.joins, now
+
+
+def test_a_query_dropped_before_the_buffer_drops_its_click_in_the_same_batch(
+    tmp_path: Path, pipelines: list[Pipeline]
+) -> None:
+    filters = "  - drop: {rules: [{role: query, matches: charger}]}\n  - category_buffer: {k: 5}\n"
+    p, joins, now = build(tmp_path, filters, pipelines)
+    feed(p, [*QUERIES, *EVENTS[:4]])  # one batch: the click arrives with its query
+    assert output(tmp_path) == []  # three queries held by the buffer (k=5), one dropped
+    assert joins.stats()["queries_dropped"] == {"drop": 1}
+    assert joins.stats()["counts"]["dropped_with_query"] == 1
+    assert joins.held() == 3  # the clicks of the held queries wait with them; the charger's is gone
+    feed(p, [EVENTS[2]])  # a later click of the dropped query: dropped on arrival
+    assert joins.stats()["counts"]["dropped_with_query"] == 2 and joins.held() == 3
+    now[0] += JoinBounds().hold_seconds + 1
+    p.release(False)
+    assert dead(tmp_path) == [] and joins.held() == 3  # held queries' clicks stay held: no query_unknown
+
+
+def test_a_query_the_buffer_lets_go_and_a_later_filter_drops_takes_its_clicks(
+    tmp_path: Path, pipelines: list[Pipeline]
+) -> None:
+    filters = "  - category_buffer: {k: 2}\n  - drop: {rules: [{role: query, matches: charger}]}\n"
+    p, joins, _ = build(tmp_path, filters, pipelines)
+    fillers = [
+        json.dumps({"query_id": f"f-{i}", "client_id": f"u-{i % 7}", "user_query": f"filler {i}", "timestamp": i})
+        for i in range(40)
+    ]
+    feed(p, [*QUERIES, *EVENTS[:4], *fillers], batch=10)
+    out = output(tmp_path)
+    assert joins.stats()["queries_dropped"] == {"drop": 1}  # released by the buffer, then dropped
+    assert not [r for r in out if r["query_id"] == CHARGER]
+    assert joins.stats()["counts"]["dropped_with_query"] == 1
+    released = {r["query_id"]: r["client_id"] for r in out if "user_query" in r}
+    held_clicks = sum(1 for line in EVENTS[:4] if query_id(line) != CHARGER and query_id(line) not in released)
+    assert joins.held() == held_clicks  # only clicks of queries the buffer still holds wait
+    for r in out:
+        if "action_name" in r:
+            assert released[r["query_id"]] == r["client_id"]
+
+
+def test_a_query_hipaa_scrub_empties_drops_its_click(tmp_path: Path, pipelines: list[Pipeline]) -> None:
+    filters = "  - hipaa_scrub: {emptied: drop}\n  - category_buffer: {k: 5}\n"
+    p, joins, _ = build(tmp_path, filters, pipelines)
+    query = {"query_id": "q-mail", "client_id": "c-1", "user_query": "jane.roe@example.com", "timestamp": "t"}
+    click = {"action_name": "click", "query_id": "q-mail", "client_id": "c-1", "timestamp": "t2"}
+    feed(p, [json.dumps(click), json.dumps(query), QUERIES[0], EVENTS[0]])
+    assert joins.stats()["queries_dropped"] == {"hipaa_scrub": 1}
+    assert joins.stats()["counts"]["dropped_with_query"] == 1
+    assert joins.held() == 1 and output(tmp_path) == []  # the notebook query is held, and its click with it
+
+
+def test_a_query_the_buffer_itself_drops_is_not_identified(tmp_path: Path, pipelines: list[Pipeline]) -> None:
+    filters = "  - category_buffer: {k: 5, category_field: query_attributes.category, unknown: drop}\n"
+    p, joins, _ = build(tmp_path, filters, pipelines)
+
+    def query(qid: str, category: str | None) -> str:
+        attributes = {"category": category} if category else {}
+        return json.dumps({"query_id": qid, "client_id": "c", "user_query": qid, "query_attributes": attributes})
+
+    clicks = [json.dumps({"action_name": "click", "query_id": q, "client_id": "c"}) for q in ("a", "b", "x")]
+    feed(p, [query("a", "shop"), query("b", "shop"), query("x", None), *clicks])
+    assert joins.stats()["queries_dropped"] == {}
+    assert joins.stats()["counts"]["buffer_drops_unidentified"] == 1
+    assert joins.held() == 3 and output(tmp_path) == []  # x's click waits (pending) as a held query's would

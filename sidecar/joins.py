@@ -157,8 +157,9 @@ class Joins:
 
     # ---- the stage ---------------------------------------------------------------------------------
     def process(self, chain: Chain, events: list[Event]) -> list[Event]:
-        """Run ``events`` through ``chain``, attached events aside; what leaves now, each released query
-        followed by its attached events, then the attached events whose query was released earlier."""
+        """Run ``events`` through ``chain``, attached events aside; what leaves now: each released query followed
+        by the attached events held for it, then the batch's attached events whose query is released (in this
+        batch or earlier)."""
         now = self.clock()
         into: list[Event] = []
         attached: list[tuple[str, Event]] = []
@@ -172,9 +173,6 @@ class Joins:
                 queries[joined[0]] = ev.time
             into.append(ev)
         self.store.add_pending(queries.items(), now)
-        later: list[Event] = []
-        for key, ev in attached:
-            self._place(key, ev, now, later)
         trace = Suppressed(chain.filters)
         out = self._released(chain.process(into, trace) if into else [], now)
         self._suppressed(trace, now)
@@ -182,8 +180,10 @@ class Joins:
             for key in queries:  # neither released nor held: a chain without a buffer dropped it
                 if self.store.is_pending(key):
                     self._dropped(key, now, "no_buffer")
+        for key, ev in attached:  # after the chain: the outcome of a query of this batch is known already
+            self._place(key, ev, now, out)
         self._expire(chain, now, force=False)
-        return out + later
+        return out
 
     def flush(self, chain: Chain, final: bool) -> list[Event]:
         """The chain's release, each released query followed by its attached events; time bounds checked."""

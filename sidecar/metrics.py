@@ -38,6 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from sidecar.api import Listen
+from sidecar.joinmetrics import join_families
 from sidecar.liveaudit_metrics import live_audit_families
 
 StatsSource = Callable[[], dict[str, Any]]
@@ -104,6 +105,7 @@ class PipelineCollector(Collector):
         yield build_info()
         yield _config_reloads(s)
         yield _field_policies(s)
+        yield from join_families(s)
         yield GaugeMetricFamily(
             "querylog_uptime_seconds", "Seconds since the pipeline was built.", value=s.get("uptime_seconds", 0.0)
         )

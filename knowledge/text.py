@@ -50,6 +50,10 @@ NOUN_SUFFIXES: tuple[tuple[str, str], ...] = (
 
 def tokenize(text: str) -> list[str]:
     """Case-folded word tokens of ``text`` (letters and digits; all else separates)."""
+    if text.isascii():  # most queries: ASCII words and spaces, split without the regex
+        low = text.lower()
+        if low.replace(" ", "").isalnum():
+            return low.split()
     return _TOKEN.findall(text.casefold())
 
 

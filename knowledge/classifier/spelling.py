@@ -229,23 +229,30 @@ class Speller:
 
     def tokens_of(self, raw: list[str]) -> Tokens:
         """:meth:`tokens` of a query already tokenised (``raw`` = :func:`~knowledge.text.tokenize` of it)."""
-        plain, zipf = self._plain, self.zipf
-        for t in raw:  # fast path: no token needs a recommendation (a frozenset test per token)
-            if t not in plain and len(t) >= MIN_FIX_LEN:
-                break
-        else:
+        plain = self._plain
+        if plain.issuperset(raw):  # fast path: no token needs a recommendation
             return Tokens(raw, None, None, raw)
+        fixes: list[tuple[str, ...] | None] = []  # the recommendation of each token (None: kept as typed)
+        some = False
+        for t in raw:
+            fixed = None if t in plain or len(t) < MIN_FIX_LEN else self.recommend(t)
+            if fixed is not None and fixed == (t,):
+                fixed = None
+            some = some or fixed is not None
+            fixes.append(fixed)
+        if not some:
+            return Tokens(raw, None, None, raw)
+        zipf = self.zipf
         toks: list[str] = []
         surf: list[float] = []
         changed: list[bool] = []
-        for t in raw:
+        for t, fixed in zip(raw, fixes):
             z = zipf.get(t, 0) / 100.0
-            if t in plain or len(t) < MIN_FIX_LEN:
+            if fixed is None:
                 toks.append(t)
                 surf.append(z)
                 changed.append(False)
                 continue
-            fixed = self.recommend(t)
             for f in fixed:
                 toks.append(f)
                 surf.append(z if len(fixed) == 1 else zipf.get(f, 0) / 100.0)

@@ -51,6 +51,7 @@ class UnitTables:
     curated_stop_first: frozenset[str]  # stop words that start a curated term (``t mobile``)
     curated_stop_last: frozenset[str]  # stop words that end a multiword curated term (``cars com``)
     entries: dict[str, Entry]  # unpacked lemma entries, filled on first use
+    words: dict[str, Word]  # what the unit search knows of each KB or wordfreq word, filled on first use
 
     @classmethod
     def build(cls, kb: KnowledgeBase) -> UnitTables:
@@ -70,7 +71,28 @@ class UnitTables:
                 k.rpartition(" ")[2] for k in curated if " " in k and k.rpartition(" ")[2] in STOPWORDS
             ),
             entries={},
+            words={},
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """What the unit search needs to know of one token, found with one dict lookup (:meth:`UnitFinder.word`)."""
+
+    zipf: float  # Zipf of the token (0 when unknown)
+    #: Never ends a unit: no KB key ends with it or its inflection bases, or a function word (not a web
+    #: word) no curated term ends with.
+    skip_end: bool
+    stop: bool  # a stop word: a span ending with it must be a curated term (unless a web word)
+    #: May start a multiword span: 0 no; 1 yes; 2 only a curated term (a function word such as ``t mobile``).
+    starts: int
+    bases: tuple[str, ...]  # noun-inflection bases that end some KB key
+    key: str | None  # the lemma the token alone matches (itself, else its first base that is one)
+    modifier: bool  # an adjective that may join the unit after it (``european soccer``)
+
+
+#: A token that can play no part in a unit.
+_NOTHING = Word(0.0, True, False, 0, (), None, False)
 
 
 class UnitFinder:
@@ -90,6 +112,7 @@ class UnitFinder:
         self._curated_stop_first = tables.curated_stop_first
         self._curated_stop_last = tables.curated_stop_last
         self._entries = tables.entries
+        self._words = tables.words
 
     def entry(self, key: str) -> Entry:
         """The unpacked KB entry of lemma ``key``."""
@@ -109,37 +132,60 @@ class UnitFinder:
             return ()
         return inflection_bases(last, self.noun_exc, self._last_words)
 
+    def word(self, token: str) -> Word:
+        """The :class:`Word` of ``token``: from the shared table (KB words only: bounded by the KB), else derived."""
+        w = self._words.get(token)
+        if w is not None:
+            return w
+        lemmas = self.lemmas
+        known = token in self.zipf
+        bases = self._bases(token)
+        key = token if token in lemmas else next((b for b in bases if b in lemmas), None)
+        stop = token in STOPWORDS
+        web = token in WEB_WORDS
+        if token in self.multi_first and not (stop and not web and token not in self._curated_stop_first):
+            starts = 2 if stop and not web else 1
+        else:
+            starts = 0
+        modifier = token in self.modifiers and not stop
+        ends = bool(bases) or token in self._last_words
+        if not (stop or starts or ends or modifier):
+            w = _NOTHING
+        else:
+            skip_end = not ends or (stop and token not in self._curated_stop_last and not web)
+            w = Word(self.zipf.get(token, 0) / 100.0, skip_end, stop, starts, bases, key, modifier)
+        if known or starts or modifier or token in self._last_words:  # KB and wordfreq words: bounded by the KB
+            self._words[token] = w
+        return w
+
     def units(self, tokens: Tokens, phrases_over_corrections: bool = True) -> list[Unit]:
         """Semantic units, right to left; with ``phrases_over_corrections`` false no span holds a corrected token."""
         toks, surf, changed = tokens.tokens, tokens.surface, tokens.changed
         out: list[Unit] = []
         end = len(toks)
-        mods, multi, multi2, zipf, lemmas = self.modifiers, self.multi_first, self.multi_first2, self.zipf, self.lemmas
-        infl, bases, stop, stop_ok = self._infl, self._bases, STOPWORDS, self._curated_stop_first
-        stop_last, curated = self._curated_stop_last, self._curated
-        max_n = self.max_ngram
+        table, word, zipf, lemmas, curated = self._words, self.word, self.zipf, self.lemmas, self._curated
+        entries, multi2, max_n = self._entries, self.multi_first2, self.max_ngram
+        info = [table.get(t) or word(t) for t in toks]
         while end > 0:
             last = toks[end - 1]
+            w = info[end - 1]
             # Only a curated term may end with a function word (``realtor com``), a WordNet phrase with a
             # web word (``home page``).
-            stop_end = last in stop
-            if stop_end and last not in stop_last and last not in WEB_WORDS:
+            if w.skip_end:
                 end -= 1
                 continue
+            stop_end = w.stop
             # The unit's core: the lemma ``key`` matched by the span toks[start:end] (None: not found yet).
             key: str | None = None
             start = end - 1
-            cands = infl.get(last, ()) if last in zipf else bases(last)  # inflection bases of the span end
+            cands = w.bases
             lo = end - max_n if end > max_n else 0
             for span_start in range(lo, end - 1):  # longest span first: left-trimming
-                first = toks[span_start]
-                if first not in multi:
+                starts = info[span_start].starts
+                if not starts:
                     continue
-                stop_first = first in stop and first not in WEB_WORDS
-                if stop_first and first not in stop_ok:  # only a curated term may start with a function word
-                    continue
-                curated_only = stop_first or (stop_end and last not in WEB_WORDS)
-                if end - span_start > 2 and first + " " + toks[span_start + 1] not in multi2:
+                curated_only = starts == 2 or (stop_end and last not in WEB_WORDS)
+                if end - span_start > 2 and toks[span_start] + " " + toks[span_start + 1] not in multi2:
                     continue  # no multiword key starts with these two words
                 if not phrases_over_corrections and changed is not None and any(changed[span_start:end]):
                     continue
@@ -157,25 +203,18 @@ class UnitFinder:
                     if key is not None:
                         break
             if key is None:
-                if stop_end:
+                key = w.key
+                if key is None or stop_end:
                     end -= 1
                     continue
-                if last in lemmas:
-                    key = last
-                else:
-                    for b in cands:
-                        if b in lemmas:
-                            key = b
-                            break
-                    else:
-                        end -= 1
-                        continue
-            entry = self.entry(key)
+            entry = entries.get(key)
+            if entry is None:
+                entry = entries[key] = Entry.unpack(lemmas[key])
             m = start
-            while m > 0 and start - m < MAX_MODIFIERS and toks[m - 1] in mods and toks[m - 1] not in stop:
+            while m > 0 and start - m < MAX_MODIFIERS and info[m - 1].modifier:
                 m -= 1
             if end - m == 1:
-                z = zipf.get(last, 0) / 100.0
+                z = w.zipf
                 out.append(Unit(last, key, z, z if surf is None else surf[m], entry, m, start, end))
             else:
                 words = toks[m:end]

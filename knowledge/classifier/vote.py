@@ -24,6 +24,7 @@ MIN_SHARE = 50
 #: ...and a word this common (Zipf x 100: ``home``, ``state``, ``life``) must reach MIN_SHARE_COMMON:
 #: everyday words have many senses, and a minor one with a category is weak evidence.
 COMMON_ZIPF = 520
+COMMON = COMMON_ZIPF / 100.0
 MIN_SHARE_COMMON = 200
 #: Named units (a city, a person; a state, country or region): the main unit only when nothing else is left.
 NAMED = FLAG_IDENT | FLAG_PLACE
@@ -53,26 +54,42 @@ def vote(units: list[Unit], raw: list[str], names: NameTables) -> Verdict | None
     """Category with the most weight over the units that are evidence; None when none is.
 
     ``units`` is not empty; ``raw`` = the typed tokens. The unit reported is the most specific unit
-    of the winning category.
+    of the winning category. (:func:`min_share` is inlined: this runs once per uncached query.)
     """
     if len(units) == 1:
-        if units[0].entry.senses[0].permille < min_share(units[0]):
+        u = units[0]
+        top = u.entry.senses[0].permille
+        if top < MIN_SHARE or (top < MIN_SHARE_COMMON and u.zipf >= COMMON and not u.entry.flags & FLAG_CURATED):
             return None
     else:
-        units = [u for u in units if u.entry.senses[0].permille >= min_share(u)]
-        if not units:
-            return None
-    person = names.name_words(raw)
-    if person:  # a person's name is an identifier, not a topic (paper 001 removes them)
         units = [
-            u for u in units if u.entry.flags & FLAG_CURATED or " " in u.key or not person.issuperset(u.text.split())
+            u
+            for u in units
+            if (top := u.entry.senses[0].permille) >= MIN_SHARE_COMMON
+            or (top >= MIN_SHARE and (u.zipf < COMMON or u.entry.flags & FLAG_CURATED))
         ]
         if not units:
             return None
+    if len(raw) > 1 and not names.first.keys().isdisjoint(raw):
+        person = names.name_words(raw)
+        if person:  # a person's name is an identifier, not a topic (paper 001 removes them)
+            units = [
+                u
+                for u in units
+                if u.entry.flags & FLAG_CURATED or " " in u.key or not person.issuperset(u.text.split())
+            ]
+            if not units:
+                return None
     if len(units) == 1:
         return _one_vote(units[0])
-    main = main_unit(units, surface=False, avoid=NAMED)
-    has_plain = any(not u.entry.flags & NAMED for u in units)
+    return _scored(units)
+
+
+def _scored(units: list[Unit]) -> Verdict:
+    """The vote of two or more units that are evidence."""
+    plain = [u for u in units if not u.entry.flags & NAMED]
+    main = min(plain or units, key=_specific)
+    has_plain = bool(plain)
     scores: dict[int, float] = {}
     for u in units:
         flags = u.entry.flags
@@ -87,14 +104,23 @@ def vote(units: list[Unit], raw: list[str], names: NameTables) -> Verdict | None
             w *= NAMED_FACTOR
         w /= 1000.0
         for sense in u.entry.senses:
-            scores[sense.category] = scores.get(sense.category, 0.0) + w * sense.permille
-    total = sum(scores.values())
-    win = max(sorted(scores), key=scores.__getitem__)
+            cat = sense.category
+            scores[cat] = scores.get(cat, 0.0) + w * sense.permille
+    win, best_score, total = -1, -1.0, 0.0
+    for cat, sc in scores.items():  # the highest score, the lowest category index on a tie
+        total += sc
+        if sc > best_score or (sc == best_score and cat < win):
+            win, best_score = cat, sc
     backers = [u for u in units if u.entry.sense_for(win) is not None]
-    best = main_unit(backers, surface=False, avoid=NAMED)
+    best = min([u for u in backers if not u.entry.flags & NAMED] or backers, key=_specific)
     chosen = best.entry.sense_for(win)
     assert chosen is not None  # best is one of the backers
-    return Verdict(best, win, scores[win] / total, chosen.path)
+    return Verdict(best, win, best_score / total, chosen.path)
+
+
+def _specific(u: Unit) -> tuple[float, str]:
+    """Sort key of :func:`main_unit` on recommended frequencies: the rarest unit, then its text."""
+    return (u.zipf, u.text)
 
 
 def _one_vote(u: Unit) -> Verdict:

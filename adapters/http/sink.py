@@ -1,7 +1,8 @@
 """The ``http`` sink: events as newline-delimited JSON, POSTed in batches through a durable outbox.
 
 ``write`` encodes each event as one JSON line in the input's schema (JSON-lines input keeps its lines byte for
-byte; other input becomes a fresh object of its fields) and cuts batches of ``batch_max_events`` /
+byte, as does a format whose records are JSON objects, ``json_records``: a UBI record keeps its own keys; other
+input becomes a fresh object of its fields) and cuts batches of ``batch_max_events`` /
 ``batch_max_bytes``; ``flush`` (inside the runtime's transaction) puts them into the sink's outbox
 (``ctx.outbox``, the contract's :class:`~sidecar.api.Outbox`), so an acknowledgement upstream waits only for
 that. The outbox's sender thread POSTs each batch, oldest first:
@@ -133,10 +134,12 @@ class HttpSink(Sink[HttpSinkConfig]):
         if self.batcher is None:
             raise RuntimeError("the http sink was built to check a config only")
         encode = self.codec.encode
+        first = events[0].codec  # a codec whose records are JSON objects (format: ubi) writes them with their keys
+        own = first if first is not None and getattr(first, "json_records", False) else None
         add = self.batcher.add
         for ev in events:
             try:
-                text = encode(ev)
+                text = own.encode(ev) if own is not None and ev.codec is own else encode(ev)
                 line = (text[:-1] if text.endswith("\r") else text).encode("utf-8")  # a CRLF input: LF-framed here
             except (BadRecord, TypeError, ValueError) as exc:  # a value JSON cannot carry, a lone surrogate...
                 self._reject(ev, exc.reason if isinstance(exc, BadRecord) else "unencodable_record")

@@ -1,7 +1,7 @@
 """UBI records over the network join as they do from a file: the ``http`` source's NDJSON, JSON-array and msgpack
 bodies and the ``forward`` source's maps (sent by PyPI ``fluent-logger``'s FluentSender) are read by the UBI codec
 when the schema's format is ``ubi`` (its ``json_records``), so clicks leave after their query, under its released
-user, or are dropped with it."""
+user, or are dropped with it; the ``http`` sink sends UBI records with their own keys."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import msgpack
 import pytest
 from fluent import sender
-from helpers.httptest import post
-from helpers.ubipipe import EVENTS, QUERIES, dead, query_id, write_config
+from helpers.httptest import Peer, post
+from helpers.ubipipe import EVENTS, QUERIES, dead, feed, query_id, write_config
 from helpers.waiting import wait_until
 
 from adapters.forward.config import ForwardSourceConfig
@@ -28,6 +28,15 @@ CHARGER = query_id(QUERIES[1])
 #: what a passthrough releases: every query, then the clicks of known queries (EVENTS[4]'s query never comes: held;
 #: EVENTS[5] has no query_id: dead-lettered)
 RELEASED = sorted([*QUERIES, *EVENTS[:4]])
+
+
+@pytest.fixture
+def peer() -> Iterator[Peer]:
+    """An HTTP peer taking the http sink's batches (helpers.httptest.Peer)."""
+    state = Peer()
+    state.start()
+    yield state
+    state.stop()
 
 
 @pytest.fixture
@@ -96,4 +105,19 @@ def test_forward_maps_from_fluent_logger_join_and_follow_a_drop(tmp_path: Path) 
         wait_until(lambda: dead(tmp_path) == ["missing_query_id"], what="the record without a query_id")
     finally:
         source.stop(grace=2)
+        pipeline.close()
+
+
+def test_the_http_sink_sends_ubi_records_with_their_own_keys(tmp_path: Path, peer: Peer) -> None:
+    config = tmp_path / "q.yaml"
+    config.write_text(
+        f"state_dir: state\nschema: {{format: ubi}}\nfilters: []\nsinks:\n  - http: {{url: '{peer.url}'}}\n",
+        encoding="utf-8",
+    )
+    pipeline = Pipeline(load_config(config))
+    try:
+        feed(pipeline, [*QUERIES, *EVENTS])
+        pipeline.release(False)
+        wait_until(lambda: sorted(peer.delivered()) == RELEASED, what="the records delivered as they came")
+    finally:
         pipeline.close()

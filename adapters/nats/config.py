@@ -89,6 +89,7 @@ class NatsClient:
             "max_reconnect_attempts": -1,
             "reconnect_time_wait": 1,
             "name": "querylog-sidecar",
+            "skip_subject_validation": True,  # the subjects are checked in the config; the server's are valid
         }
         token = _secret(ctx, self.token_env, self.token_file, "token_env", "token_file", "NATS token")
         if token is not None:
@@ -98,10 +99,16 @@ class NatsClient:
             password = _secret(ctx, self.password_env, self.password_file, "password_env", "password_file", "password")
             out["password"] = (password or b"").decode("utf-8").strip()
         if self.creds_file is not None:
+            from adapters.nats.creds import CredsError, callbacks
+
             path = ctx.resolve(self.creds_file)
             if not path.is_file():
                 raise ConfigValueError("creds_file", f"no such file: {path}")
-            out["user_credentials"] = str(path)
+            try:
+                out["user_jwt_cb"], out["signature_cb"] = callbacks(path)
+            except (CredsError, OSError) as exc:
+                problem = str(exc) if isinstance(exc, CredsError) else f"cannot read it: {exc.strerror}"
+                raise ConfigValueError("creds_file", f"not a usable .creds file: {problem}") from None
         tls = self.tls_context(ctx)
         if tls is not None:
             out["tls"] = tls
@@ -196,12 +203,14 @@ class NatsSourceConfig(NatsClient, SourceConfig):
 
 @dataclass(frozen=True)
 class NatsSinkConfig(NatsClient, OutboxOptions, SinkConfig):
-    """Events published to NATS JetStream, one record per message, with publish acknowledgements.
+    """Events published to NATS JetStream, one record line per message (or `records_per_message`), with publish
+    acknowledgements.
 
     Each event leaves as one line in the input's text format (TSV, JSON lines...; an event of another format
-    as a JSON line). With `partition_count` P > 0 an event goes to `<subject>.<p>`, p the partition of its user
-    (the keyed user hash of `replay --workers`: a `nats` source of P partitions downstream gets every user on
-    one replica); with 0 to `subject`. Batches go through a durable outbox; a batch counts as delivered once
+    as a JSON line); a message carries up to `records_per_message` lines of one subject (256 KiB at most).
+    With `partition_count` P > 0 an event goes to `<subject>.<p>`, p the partition of its user (the keyed user
+    hash of `replay --workers`: a `nats` source of P partitions downstream gets every user on one replica);
+    with 0 to `subject`. Batches go through a durable outbox; a batch counts as delivered once
     JetStream acknowledged every message (stored); each message carries a `Nats-Msg-Id` fixed when it entered
     the outbox, so a batch sent again within the stream's duplicate window is stored once.
     """
@@ -216,7 +225,14 @@ class NatsSinkConfig(NatsClient, OutboxOptions, SinkConfig):
     create_stream: bool = option(
         False, "Create `stream` (file storage, subjects `subject` and `<subject>.*`) when it does not exist."
     )
-    batch_size: int = option(1000, "Most messages per outbox batch.", min=1, max=4000)
+    batch_size: int = option(1000, "Most events per outbox batch.", min=1, max=4000)
+    records_per_message: int = option(
+        1,
+        "Most records (lines) one message carries, those of one subject in order; a `nats` source reads each "
+        "line as a record. 1: a record per message.",
+        min=1,
+        max=4000,
+    )
     timeout_seconds: float = option(10.0, "How long a batch's publish acknowledgements may take.", gt=0)
     outbox_name: str | None = option(
         None, "Name of this sink's outbox (letters, digits, _; null: `nats_` and the subject)."

@@ -34,31 +34,48 @@ async def publish_partitioned(
     key: bytes | None = None,
     *,
     chunk: int = 4000,
+    records_per_message: int = 1,
 ) -> int:
-    """Publish ``(user, record line)`` pairs to their partitions' subjects with JetStream, ``chunk`` at a time,
-    waiting for every acknowledgement; returns how many were stored. ``key``: the partition key (default: the
-    environment's, as ``replay --workers``). A message JetStream did not store raises RuntimeError."""
+    """Publish ``(user, record line)`` pairs to their partitions' subjects with JetStream, ``chunk`` messages at
+    a time, waiting for every acknowledgement; returns how many records were stored. ``records_per_message``:
+    lines of one partition joined into one message (``\n``-separated, in order; a ``nats`` source reads each
+    line as a record). ``key``: the partition key (default: the environment's, as ``replay --workers``).
+    A message JetStream did not store raises RuntimeError."""
     from adapters.nats.jetstream import Publisher
 
     key = partition_key() if key is None else key
     publisher = Publisher(nc)
     await publisher.start()
     stored = 0
+    open_lines: dict[str, list[bytes]] = {}  # subject -> lines of its message being filled
     batch: list[tuple[str, str, bytes]] = []
+    counts: list[int] = []
     prefix_id = nc.new_inbox().rpartition(".")[2]
-    for i, (user, data) in enumerate(records):
-        batch.append((subject_for(user, prefix, n, key), f"{prefix_id}-{i}", data))
+
+    def close(subject: str) -> None:
+        lines = open_lines.pop(subject)
+        batch.append((subject, f"{prefix_id}-{len(counts)}", b"\n".join(lines)))
+        counts.append(len(lines))
+
+    for user, data in records:
+        subject = subject_for(user, prefix, n, key)
+        lines = open_lines.setdefault(subject, [])
+        lines.append(data)
+        if len(lines) >= records_per_message:
+            close(subject)
         if len(batch) >= chunk:
-            stored += await _send(publisher, batch)
+            stored += await _send(publisher, batch, counts[-len(batch) :])
             batch = []
+    for subject in list(open_lines):
+        close(subject)
     if batch:
-        stored += await _send(publisher, batch)
+        stored += await _send(publisher, batch, counts[-len(batch) :])
     await publisher.stop()
     return stored
 
 
-async def _send(publisher: Publisher, batch: list[tuple[str, str, bytes]]) -> int:
-    stored, duplicates, refused = await publisher.publish(batch, None, 60.0)
+async def _send(publisher: Publisher, batch: list[tuple[str, str, bytes]], records: list[int]) -> int:
+    refused = (await publisher.publish(batch, None, 60.0))[2]  # stored or reported a duplicate: stored
     if refused:
         raise RuntimeError(f"{refused} messages not stored (no stream for the subjects?)")
-    return stored + duplicates
+    return sum(records)

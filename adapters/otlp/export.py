@@ -10,6 +10,7 @@ in the answer with a message of reasons and counts (never a value); the good rec
 from __future__ import annotations
 
 import json
+import operator
 import zlib
 from collections import Counter
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from sidecar.api import Backpressure, RecordBatch, Runtime
 __all__ = ["Exporter", "InvalidRequest", "Outcome", "TooLarge", "TooMany", "decompress", "json_to_protobuf"]
 
 ORIGIN = "otlp:Export"
+_LOG = operator.itemgetter(2)  # a Piece's log record bytes
 
 
 class InvalidRequest(Exception):
@@ -110,7 +112,7 @@ class Exporter:
         reasons: Counter[str] = Counter()
         limit = self.max_record_bytes
         positions: range | list[int] = range(1, len(pieces) + 1)
-        if any(len(p.log) > limit for p in pieces):
+        if pieces and max(map(len, map(_LOG, pieces))) > limit:
             kept: list[Piece] = []
             places: list[int] = []
             for i, p in enumerate(pieces, 1):

@@ -154,40 +154,60 @@ def any_text(v: AnyValue) -> str:
     return json.dumps(any_json(v), separators=(",", ":"), ensure_ascii=False)
 
 
+#: the OTLP/JSON of an attribute up to its value (``{"key":"<key>","value":``), by key: keys repeat
+_HEADS: dict[str, str] = {}
+_HEADS_MAX = 4096
+
+
+def _head(key: str) -> str:
+    head = _HEADS.get(key)
+    if head is None:
+        if len(_HEADS) >= _HEADS_MAX:
+            _HEADS.clear()
+        head = _HEADS[key] = '{"key":' + _quote(key) + ',"value":'
+    return head
+
+
+def attributes_text(attrs: Any) -> str:
+    """A repeated ``KeyValue`` in the OTLP/JSON mapping, as JSON text (the common kind, a string, written here)."""
+    items = []
+    for kv in attrs:
+        v = kv.value
+        s = v.string_value  # a non-empty string is a string value: one call instead of two
+        if s or v.WhichOneof("value") == "string_value":
+            items.append(_head(kv.key) + '{"stringValue":' + _quote(s) + "}}")
+        else:
+            items.append(_head(kv.key) + any_text(v) + "}")
+    return "[" + ",".join(items) + "]"
+
+
 def record_text(r: Any) -> str:
     """A ``LogRecord`` in the OTLP/JSON mapping, as JSON text (fields in field-number order, defaults left out,
     64-bit integers as strings, ids as hex). Unknown fields, which JSON cannot name, are left out."""
     parts: list[str] = []
     add = parts.append
-    if r.time_unix_nano:
-        add(f'"timeUnixNano":"{r.time_unix_nano}"')
-    if r.severity_number:
-        add(f'"severityNumber":{r.severity_number}')
-    if r.severity_text:
-        add('"severityText":' + _quote(r.severity_text))
+    if t := r.time_unix_nano:
+        add(f'"timeUnixNano":"{t}"')
+    if n := r.severity_number:
+        add(f'"severityNumber":{n}')
+    if s := r.severity_text:
+        add('"severityText":' + _quote(s))
     if r.HasField("body"):
         add('"body":' + any_text(r.body))
-    if r.attributes:
-        items = []
-        for kv in r.attributes:
-            v = kv.value
-            if v.WhichOneof("value") == "string_value":  # the common kind, written here
-                items.append('{"key":' + _quote(kv.key) + ',"value":{"stringValue":' + _quote(v.string_value) + "}}")
-            else:
-                items.append('{"key":' + _quote(kv.key) + ',"value":' + any_text(v) + "}")
-        add('"attributes":[' + ",".join(items) + "]")
-    if r.dropped_attributes_count:
-        add(f'"droppedAttributesCount":{r.dropped_attributes_count}')
-    if r.flags:
-        add(f'"flags":{r.flags}')
-    if r.trace_id:
-        add('"traceId":"' + r.trace_id.hex() + '"')
-    if r.span_id:
-        add('"spanId":"' + r.span_id.hex() + '"')
-    if r.observed_time_unix_nano:
-        add(f'"observedTimeUnixNano":"{r.observed_time_unix_nano}"')
-    if r.event_name:
-        add('"eventName":' + _quote(r.event_name))
+    if a := r.attributes:
+        add('"attributes":' + attributes_text(a))
+    if n := r.dropped_attributes_count:
+        add(f'"droppedAttributesCount":{n}')
+    if n := r.flags:
+        add(f'"flags":{n}')
+    if b := r.trace_id:
+        add('"traceId":"' + b.hex() + '"')
+    if b := r.span_id:
+        add('"spanId":"' + b.hex() + '"')
+    if t := r.observed_time_unix_nano:
+        add(f'"observedTimeUnixNano":"{t}"')
+    if s := r.event_name:
+        add('"eventName":' + _quote(s))
     return "{" + ",".join(parts) + "}"
 
 

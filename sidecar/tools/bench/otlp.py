@@ -6,17 +6,23 @@ The sidecar (``querylog serve``, its own process) has an ``otlp`` source (gRPC, 
 counted once every export returned). Records are AOL records as log-record attributes (``AnonID``, ``Query``...:
 the schema's default roles, bare names being attribute keys), with a resource and scope as the SDK writes them.
 
-``--client sdk`` (the default): ``--concurrency`` threads, each with its own ``OTLPLogExporter`` (gRPC or HTTP),
-call ``export(batch)`` with batches of ``--batch`` SDK log records, the SDK encoding each batch as it sends it;
-an export that returns SUCCESS is the sidecar's acknowledgement. ``--client encoded``: the same requests, encoded
-once ahead by the SDK's own encoder and sent as bytes (gRPC ``Export`` or an HTTP POST), so the client's encoding
-does not compete with the sidecar for the two cores. See :mod:`sidecar.tools.bench.network` for what is printed.
+``--client sdk``: ``--concurrency`` threads, each with its own ``OTLPLogExporter`` (gRPC or HTTP), call
+``export(batch)`` with batches of ``--batch`` SDK log records, the SDK encoding each batch as it sends it; an export
+that returns SUCCESS is the sidecar's acknowledgement. ``--client encoded``: a light client, the same requests
+encoded once ahead by the SDK's own encoder and sent as bytes (gRPC ``Export`` with ``--inflight`` requests in
+flight per thread, or HTTP POSTs one after another), so the client's encoding does not compete with the sidecar
+for the cores and the sidecar's own capacity shows. ``--client both`` (the default) runs the two, one after the
+other. Besides what :mod:`sidecar.tools.bench.network` prints, each run prints the CPU time the sidecar process
+and the client process spent while it ran, per event (``/proc/<pid>/stat``; the client's includes the SDK's
+encoding and gRPC), and the load average.
 """
 
 from __future__ import annotations
 
 import http.client
+import os
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +73,10 @@ def sdk_batches(records: list[dict[str, str]], batch: int) -> list[list[Any]]:
 class _Client:
     """Sends its share of the batches one after another; counts the records of acknowledged exports."""
 
-    def __init__(self, mode: str, protocol: str, grpc_port: int, http_port: int, share: list[list[Any]]) -> None:
-        self.mode, self.protocol = mode, protocol
+    def __init__(
+        self, mode: str, protocol: str, grpc_port: int, http_port: int, share: list[list[Any]], inflight: int = 1
+    ) -> None:
+        self.mode, self.protocol, self.inflight = mode, protocol, inflight
         self.grpc_port, self.http_port = grpc_port, http_port
         self.share = share
         self.acked = 0
@@ -114,9 +122,17 @@ class _Client:
 
         with grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}") as chan:
             export: Any = chan.unary_unary(METHOD)
+            waiting: deque[tuple[Any, int]] = deque()  # (the call's future, its records), oldest first
             for payload, batch in zip(self.payloads, self.share, strict=True):
-                export(payload, timeout=IO_TIMEOUT)
-                self.acked += len(batch)
+                if len(waiting) >= self.inflight:
+                    self._answered(*waiting.popleft())
+                waiting.append((export.future(payload, timeout=IO_TIMEOUT), len(batch)))
+            while waiting:
+                self._answered(*waiting.popleft())
+
+    def _answered(self, call: Any, records: int) -> None:
+        call.result()  # raises the call's error
+        self.acked += records
 
     def _run_http(self) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=IO_TIMEOUT)
@@ -134,7 +150,17 @@ class _Client:
             conn.close()
 
 
-def run_once(events: int, batch: int, chain: str, seed: int, concurrency: int, protocol: str, mode: str) -> Run:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (``/proc/<pid>/stat``), seconds."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_once(
+    events: int, batch: int, chain: str, seed: int, concurrency: int, protocol: str, mode: str, inflight: int
+) -> tuple[Run, float, float]:
+    """One run: the figures, and the CPU seconds the sidecar and this process (the clients) spent in it."""
     batches = sdk_batches(aol_records(events, seed), batch)
     total = sum(len(b) for b in batches)
     with temp_folder() as tmp:
@@ -142,8 +168,24 @@ def run_once(events: int, batch: int, chain: str, seed: int, concurrency: int, p
         http_port = free_port()
         source = {"otlp": {"http_listen": f"127.0.0.1:{http_port}"}}
         with sidecar(Path(tmp), chain, source, [{"file": {"path": str(out)}}]) as sc:
-            clients = [_Client(mode, protocol, sc.port, http_port, batches[i::concurrency]) for i in range(concurrency)]
-            return run_clients(clients, out, sc, total, batch, "in the file before each export's answer")
+            clients = [
+                _Client(mode, protocol, sc.port, http_port, batches[i::concurrency], inflight)
+                for i in range(concurrency)
+            ]
+            sidecar_cpu, client_cpu = cpu_seconds(sc.proc.pid), time.process_time()
+            run = run_clients(clients, out, sc, total, batch, "in the file before each export's answer")
+            return run, cpu_seconds(sc.proc.pid) - sidecar_cpu, time.process_time() - client_cpu
+
+
+def print_cpu(run: Run, sidecar_cpu: float, client_cpu: float) -> None:
+    """The CPU the sidecar and the client spent per event, and the load average (a shared machine is noisy)."""
+    n = max(run.acked, 1)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    click.echo(
+        f"  CPU: sidecar {sidecar_cpu:.2f} s = {sidecar_cpu / n * 1e6:.1f} us/event "
+        f"(one core's worth: {n / sidecar_cpu if sidecar_cpu else 0:,.0f} events/s), "
+        f"client {client_cpu:.2f} s = {client_cpu / n * 1e6:.1f} us/event; load average {load}"
+    )
 
 
 @click.command("otlp")
@@ -158,13 +200,26 @@ def run_once(events: int, batch: int, chain: str, seed: int, concurrency: int, p
 @click.option(
     "--client",
     "mode",
-    type=click.Choice(["sdk", "encoded"]),
-    default="sdk",
+    type=click.Choice(["both", "sdk", "encoded"]),
+    default="both",
     show_default=True,
-    help="sdk: the SDK's OTLPLogExporter encodes and sends; encoded: the SDK's encoder runs ahead, bytes are sent.",
+    help="sdk: the SDK's OTLPLogExporter encodes and sends; encoded: the SDK's encoder runs ahead, bytes are "
+    "sent; both: one run of each.",
 )
-def COMMAND(events: int, batch: int, chain: str, seed: int, concurrency: int, protocol: str, mode: str) -> None:
-    """Events/s from the OpenTelemetry SDK's OTLP log exporter through the otlp source, a chain and a file sink
-    (OTLP/JSON), the sidecar in its own process."""
-    run = run_once(events, batch, chain, seed, concurrency, protocol, mode)
-    print_run(f"otlp {protocol} ({mode} client) -> {chain} -> file ({concurrency} clients)", run)
+@click.option(
+    "--inflight",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="encoded gRPC client: requests in flight per thread.",
+)
+def COMMAND(
+    events: int, batch: int, chain: str, seed: int, concurrency: int, protocol: str, mode: str, inflight: int
+) -> None:
+    """Events/s from the OpenTelemetry SDK's OTLP log exporter (and a light client sending the SDK's encoded
+    requests) through the otlp source, a chain and a file sink (OTLP/JSON), the sidecar in its own process."""
+    for each in ("sdk", "encoded") if mode == "both" else (mode,):
+        run, sidecar_cpu, client_cpu = run_once(events, batch, chain, seed, concurrency, protocol, each, inflight)
+        flight = f", {inflight} in flight each" if each == "encoded" and protocol == "grpc" else ""
+        print_run(f"otlp {protocol} ({each} client) -> {chain} -> file ({concurrency} clients{flight})", run)
+        print_cpu(run, sidecar_cpu, client_cpu)

@@ -37,13 +37,13 @@ def test_the_ubi_recipe_protects_queries_and_their_events(tmp_path: Path) -> Non
     for spec in config["filters"]:
         if "classify" in spec:
             spec["classify"] = {"kb_path": str(kb_file())}
-    out = tmp_path / "released.log"
+    out = tmp_path / "released.jsonl"
     config["sinks"] = [{"file": {"path": str(out)}}]
     path = tmp_path / "querylog-ubi.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     words = shlex.split(found["ubi command"])
     assert words[:4] == ["querylog", "replay", "--config", "querylog-ubi.yaml"] and words[5] == "-o"
-    assert not words[6].endswith((".jsonl", ".json"))  # the page says why
+    assert words[6].endswith(".jsonl")  # a JSON-lines output writes UBI records under their own keys
     log = tmp_path / "ubi.log"
     spec_lines = [
         *(FIXTURES / "queries.jsonl").read_text(encoding="utf-8").splitlines(),

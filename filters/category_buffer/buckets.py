@@ -6,14 +6,16 @@ its query (in a bucket's query set) — that leave at different times, so a
 keeps both sets with O(1) random removal and owns its k: raised to
 ceil(k * delta) when no valid pair exists (paper 001) but never above its
 ``max_k``, stepped back toward its base after a release when decay is on.
-:func:`most_held_first` picks what a bucket at ``max_k`` suppresses.
+:func:`heaviest_first` picks whose halves a bucket at ``max_k`` suppresses.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence, Sized
+from operator import attrgetter
 from typing import Any
 
 from sidecar.api import Event
@@ -22,6 +24,9 @@ UNKNOWN = "unknown"
 """The bucket of events without a category."""
 ROOT = "*"
 """The bucket that overdue level-1 buckets merge into (``max_hold: merge``)."""
+
+_ROW = attrgetter("row")
+_ARRIVED = attrgetter("arrived")
 
 
 def parent_name(name: str) -> str:
@@ -90,11 +95,14 @@ class Bucket:
     with the distinct users also in a list (``names``, O(1) removal by swapping
     with the last, ``name_pos`` their positions), so a user is drawn uniformly
     among distinct users in O(1); the query set is a list with O(1) random
-    removal. Both sets always have the same size: an arrival adds to both, a
-    release takes one from each.
+    removal, and its halves per sender (``sent``, each in the order they came
+    into the bucket). Both sets always have the same size: an arrival adds to
+    both, a release takes one from each. A user's held user halves stay in the
+    order they came, as their query halves do in ``sent``: the oldest of
+    either is the first (:meth:`take_most_held` reads no more than it takes).
     """
 
-    __slots__ = ("base", "by_name", "k", "max_k", "name", "name_pos", "names", "queries", "retry_at")
+    __slots__ = ("base", "by_name", "k", "max_k", "name", "name_pos", "names", "queries", "retry_at", "sent")
 
     def __init__(self, name: str, base: int, max_k: int | None = None) -> None:
         self.name = name
@@ -109,6 +117,7 @@ class Bucket:
         self.names: list[str] = []  # the keys of by_name, in an order with O(1) removal
         self.name_pos: dict[str, int] = {}  # each name's index in names
         self.queries: list[Held] = []
+        self.sent: dict[str, dict[Held, None]] = {}  # held query halves per sender, oldest first
 
     # --- the two sets ------------------------------------------------------------
 
@@ -128,14 +137,17 @@ class Bucket:
         h.qidx = len(self.queries)
         h.qbucket = self.name
         self.queries.append(h)
+        mine = self.sent.get(h.sender)
+        if mine is None:
+            self.sent[h.sender] = {h: None}
+        else:
+            mine[h] = None
 
     def pop_user(self, name: str, i: int) -> Held:
-        """Take user ``name``'s ``i``-th held user half (O(1))."""
+        """Take user ``name``'s ``i``-th held user half (the others keep their order: a memmove of that user's
+        halves, O(1) in Python)."""
         slots = self.by_name[name]
-        h = slots[i]
-        last = slots.pop()
-        if last is not h:
-            slots[i] = last
+        h = slots.pop(i)
         if not slots:
             self.forget(name)
         h.ubucket = None
@@ -175,16 +187,30 @@ class Bucket:
 
     def take_most_held(self, n: int) -> tuple[list[Held], list[Held]]:
         """Take ``n`` query halves and ``n`` user halves, each from the user who holds the most here
-        (:func:`most_held_first`); returns them (``max_k_policy: suppress``)."""
-        senders: dict[str, list[Held]] = {}
-        for h in self.queries:
-            senders.setdefault(h.sender, []).append(h)
-        queries = most_held_first(senders, n, {name: len(hs) for name, hs in self.by_name.items()})
-        sent = {name: len(hs) for name, hs in senders.items()}
-        for h in queries:
-            self.pop_query(h.qidx)
-            sent[h.sender] -= 1
-        users = most_held_first(self.by_name, n, sent)
+        (:func:`heaviest_first`), each user's oldest first; returns them (``max_k_policy: suppress``).
+        O(users log users + n): who gives is decided on counts, and a user's oldest halves are their first."""
+        sent = self.sent
+        by_name = self.by_name
+        givers = heaviest_first({name: len(hs) for name, hs in sent.items()}, n, by_name)
+        queries = [self.pop_query(next(iter(sent[name])).qidx) for name in givers]
+        givers = heaviest_first({name: len(hs) for name, hs in by_name.items()}, n, sent)
+        oldest: dict[str, Iterator[Held]] = {}
+        for name, m in Counter(givers).items():
+            slots = by_name[name]
+            oldest[name] = iter(slots[:m])
+            del slots[:m]
+            if not slots:
+                self.forget(name)
+        users = [next(oldest[name]) for name in givers]
+        for h in users:
+            h.ubucket = None
+        return queries, users
+
+    def take_oldest(self, n: int) -> tuple[list[Held], list[Held]]:
+        """Take the ``n`` oldest held query halves and the ``n`` oldest user halves (by arrival time, ties in the
+        bucket's order); returns them (``max_hold: suppress``, ``max_held``)."""
+        queries = [self.pop_query(h.qidx) for h in sorted(self.queries, key=_ARRIVED)[:n]]
+        users = sorted(self.users(), key=_ARRIVED)[:n]
         self.remove_users(users)
         return queries, users
 
@@ -197,6 +223,10 @@ class Bucket:
             queries[i] = last
             last.qidx = i
         h.qbucket = None
+        mine = self.sent[h.sender]
+        del mine[h]
+        if not mine:
+            del self.sent[h.sender]
         return h
 
     def users(self) -> list[Held]:
@@ -204,9 +234,11 @@ class Bucket:
         return [h for slots in self.by_name.values() for h in slots]
 
     def take_all(self) -> tuple[list[Held], list[Held]]:
-        """Empty the bucket; returns its held query halves and user halves (to move them elsewhere)."""
-        queries, users = self.queries, self.users()
+        """Empty the bucket; returns its held query halves and user halves, each in arrival order (to move them
+        elsewhere, where they then are the oldest of their users)."""
+        queries, users = sorted(self.queries, key=_ROW), sorted(self.users(), key=_ROW)
         self.queries = []
+        self.sent = {}
         self.by_name = {}
         self.names = []
         self.name_pos = {}
@@ -231,25 +263,22 @@ class Bucket:
         return True
 
 
-def most_held_first(groups: Mapping[str, Sequence[Held]], n: int, other: Mapping[str, int]) -> list[Held]:
-    """``n`` halves of ``groups`` taken from the user who holds the most, one at a time, each user's oldest first.
+def heaviest_first(counts: Mapping[str, int], n: int, other: Mapping[str, Sized]) -> list[str]:
+    """Who gives each of ``n`` halves, in order: the user who holds the most, one half at a time.
 
-    ``groups`` are one side's held halves by user (a bucket's query halves by sender, or its user halves by
-    user), ``other`` each user's count of halves on the other side: a user's weight is all they hold in the
-    bucket. The heaviest user with a half on this side gives one, then whoever is heaviest then (ties: the
-    smaller name), so the dominant user's excess goes first: what ``max_k_policy: suppress`` drops.
-    O(held log held).
+    ``counts`` is one side's held halves per user (a bucket's query halves by sender, or its user halves by
+    user), ``other`` each user's halves on the other side: a user's weight is all they hold in the bucket. The
+    heaviest user with a half on this side gives one, then whoever is heaviest then (ties: the smaller name),
+    so the dominant user's excess goes first: what ``max_k_policy: suppress`` drops. O(users + n log users).
     """
-    oldest = {name: sorted(hs, key=lambda h: h.arrived) for name, hs in groups.items() if hs}
-    heap = [(-len(hs) - other.get(name, 0), name) for name, hs in oldest.items()]
+    heap = [(-c - (len(other[name]) if name in other else 0), name) for name, c in counts.items() if c > 0]
     heapq.heapify(heap)
-    taken: dict[str, int] = {}
-    out: list[Held] = []
+    given: dict[str, int] = {}
+    out: list[str] = []
     while heap and len(out) < n:
         neg, name = heapq.heappop(heap)
-        i = taken.get(name, 0)
-        out.append(oldest[name][i])
-        taken[name] = i + 1
-        if i + 1 < len(oldest[name]):
+        out.append(name)
+        i = given[name] = given.get(name, 0) + 1
+        if i < counts[name]:
             heapq.heappush(heap, (neg + 1, name))
     return out

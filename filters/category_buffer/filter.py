@@ -99,6 +99,12 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
         else:
             self.journal.moved(h)
 
+    def _gone_halves(self, taken: tuple[list[Held], list[Held]]) -> None:
+        """Bookkeeping after query and user halves were taken from a bucket (of an event a half, or both)."""
+        queries, users = taken
+        for h in dict.fromkeys((*queries, *users)):
+            self._gone_half(h)
+
     def _release(self, bucket: Bucket, out: list[Event]) -> None:
         """Release while the bucket holds k events of at least ``min_users`` distinct users and a valid
         pair exists; otherwise k <- ceil(k * delta) (paper 001's rule, which is ``min_users: 2``), or
@@ -169,18 +175,13 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
         count = min(count, len(bucket.queries))
         if count <= 0:
             return
-        for h in sorted(bucket.queries, key=lambda x: x.arrived)[:count]:
-            bucket.pop_query(h.qidx)
-            self._gone_half(h)
-        for h in sorted(bucket.users(), key=lambda x: x.arrived)[:count]:
-            bucket.remove_user(h)
-            self._gone_half(h)
+        self._gone_halves(bucket.take_oldest(count))
         self._held -= count
         self.counts[reason] += count
 
     def _at_max_k(self, bucket: Bucket) -> None:
         """``max_k_policy`` for a bucket at max_k with no valid pair: count it (``hold``), or suppress the oldest
-        held halves of whoever holds the most (:func:`.buckets.most_held_first`) until it holds max_k - 1."""
+        held halves of whoever holds the most (:func:`.buckets.heaviest_first`) until it holds max_k - 1."""
         if self.config.max_k_policy == "hold":
             bucket.retry_at = max(len(bucket.queries) + 1, math.ceil(len(bucket.queries) * self.config.delta))
             self.counts["held_at_max_k"] += 1
@@ -188,9 +189,7 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
         n = len(bucket.queries) - bucket.max_k + 1
         if n <= 0:
             return
-        queries, users = bucket.take_most_held(n)
-        for h in dict.fromkeys((*queries, *users)):  # a half of each, or both: bookkeeping once per event
-            self._gone_half(h)
+        self._gone_halves(bucket.take_most_held(n))
         self._held -= n
         self.counts["suppressed_max_k"] += n
 
@@ -324,7 +323,7 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
             self._next_id += 1
             bucket = self.buckets.get(name) or self._bucket(name)
             if specialised:
-                # SPECIALISED: Bucket.add_user and add_query, Journal.arrived, PairMemory.hold and remember
+                # SPECIALISED: Bucket.add_user, Journal.arrived, PairMemory.hold and remember
                 h.ubucket = h.qbucket = name
                 slots = bucket.by_name.get(sender)
                 if slots is None:
@@ -333,8 +332,7 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
                     bucket.names.append(sender)
                 else:
                     slots.append(h)
-                h.qidx = len(bucket.queries)
-                bucket.queries.append(h)
+                bucket.add_query(h)
                 self.journal.new.append(h)
                 held = memory.held
                 held[pair] = held.get(pair, 0) + 1

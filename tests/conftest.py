@@ -48,6 +48,7 @@ SLOW_PATHS: dict[str, str] = {
 #: Single tests (every parametrisation) left out, by file: ``name`` or ``Class::name`` -> seconds.
 SLOW_TESTS: dict[str, dict[str, str]] = {
     "tests/tools/test_audit_linkage.py": {"test_linkage_on_the_real_sample_renamed": "2-11 (39k real lines)"},
+    "tests/adapters/ubi/test_real_clicks.py": {"test_real_queries_and_clicks": "16 (69k UBI records from real clicks)"},
     "tests/tools/test_audit_verdicts.py": {"test_microaggregation_copies_identifiers_unless_scrubbed_first": "12-21"},
     "tests/adapters/file/test_filter_command.py": {"test_a_buffered_release_reaches_stdout_while_stdin_is_idle": "31"},
     "tests/adapters/file/test_prescan.py": {

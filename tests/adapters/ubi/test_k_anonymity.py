@@ -8,69 +8,13 @@ import json
 import random
 import shutil
 import tempfile
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
-from helpers.kb import kb_file
+from helpers.ubipipe import k_anonymity_config, released_ok, run
 from helpers.ubistream import ubi_stream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from sidecar.api import RecordBatch
-from sidecar.config import load_config
-from sidecar.pipeline import Pipeline
-from sidecar.textcodecs import text_codec
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def released_ok(lines: list[str]) -> Counter[str]:
-    """The invariant on a released stream, counted: ``violations`` must be 0."""
-    seen: dict[str, object] = {}  # query_id -> released user, as far as the output has gone
-    counts: Counter[str] = Counter()
-    for line in lines:
-        record = json.loads(line)
-        if "user_query" in record:
-            seen[record["query_id"]] = record["client_id"]
-            counts["queries"] += 1
-        elif record["query_id"] not in seen or record["client_id"] != seen[record["query_id"]]:
-            counts["violations"] += 1
-        else:
-            counts["clicks"] += 1
-    return counts
-
-
-def run(config: Path, lines: list[str], batches: list[int], restart_at: int | None = None) -> Pipeline:
-    """Feed ``lines`` in batches of the given sizes (cycled), releasing after each, restarting once."""
-    p = Pipeline(load_config(config), seed=3)
-    codec = text_codec(p.config.sidecar.schema, None)
-    i = n = 0
-    while i < len(lines):
-        size = batches[n % len(batches)]
-        p.receive(RecordBatch(lines[i : i + size], codec, "test"))
-        p.release(False)
-        i, n = i + size, n + 1
-        if restart_at is not None and n == restart_at:
-            p.close()
-            p = Pipeline(load_config(config), seed=3)
-    return p
-
-
-def k_anonymity_config(folder: Path) -> Path:
-    doc: dict[str, Any] = yaml.safe_load((ROOT / "config" / "k-anonymity.yaml").read_text(encoding="utf-8"))
-    doc["state_dir"] = "state"
-    doc["schema"] = {"format": "ubi", "fields": {"session_id": "drop"}}
-    doc.pop("sources", None)
-    doc["sinks"] = [{"file": {"path": "out.ubi"}}]
-    for spec in doc["filters"]:
-        if "classify" in spec:
-            spec["classify"] = {"kb_path": str(kb_file())}
-    path = folder / "k.yaml"
-    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    return path
 
 
 def test_the_k_anonymity_chain_releases_clicks_only_with_their_query_and_its_user(tmp_path: Path) -> None:

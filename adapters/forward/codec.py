@@ -8,7 +8,9 @@ else a new entry whose map is a copy with the changed role values written into t
 order kept; the entry another event may share is never changed in place).
 
 An event from another codec (a TSV line, a gRPC message) becomes a fresh entry: the sink's tag,
-the current time as an EventTime, and a map of the event's carried-through fields plus its roles.
+the current time as an EventTime, and a map of the event's carried-through fields plus its roles; an event of a
+codec whose records are JSON objects (``json_records``: a UBI record) becomes that object, its own keys and
+nesting kept.
 
 Bad records (dead-lettered by the runtime, by reason): ``record_not_map``, ``missing_query`` (no
 query key, or null), ``query_not_string``, ``missing_user``, ``invalid_utf8`` (a user or query that
@@ -18,6 +20,7 @@ valid event, as in every codec.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -159,6 +162,9 @@ class ForwardCodec(Codec):
                 if key in m or value is not None:
                     m[key] = value
             return Entry(entry.tag, entry.time, m)
+        other = event.codec
+        if other is not None and getattr(other, "json_records", False):  # a UBI record: its own map, nesting kept
+            return Entry(self.tag, EventTime.from_ns(time.time_ns()), json.loads(other.encode(event)))
         return Entry(self.tag, EventTime.from_ns(time.time_ns()), foreign_record(event, self.pairs))
 
     # ---- field access (filters that change non-role fields) ------------------------------------

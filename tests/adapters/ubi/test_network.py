@@ -121,3 +121,30 @@ def test_the_http_sink_sends_ubi_records_with_their_own_keys(tmp_path: Path, pee
         wait_until(lambda: sorted(peer.delivered()) == RELEASED, what="the records delivered as they came")
     finally:
         pipeline.close()
+
+
+def test_forward_sink_to_forward_source_keeps_the_ubi_records(tmp_path: Path) -> None:
+    """UBI records out of one runtime's forward sink into another's forward source: the maps are the records as they
+    came (keys, order, nesting), so the second runtime joins them again and writes them byte for byte."""
+    receiver_dir, sender_dir = tmp_path / "receiver", tmp_path / "sender"
+    receiver_dir.mkdir()
+    sender_dir.mkdir()
+    receiver = Pipeline(load_config(write_config(receiver_dir, "")))
+    source = ForwardSource(ForwardSourceConfig(listen="127.0.0.1:0"), receiver.ctx)
+    source.start(receiver)
+    try:
+        config = sender_dir / "q.yaml"
+        config.write_text(
+            "state_dir: state\nschema: {format: ubi}\nfilters: []\n"
+            f"sinks:\n  - forward: {{address: '127.0.0.1:{source.port}', require_ack: true}}\n",
+            encoding="utf-8",
+        )
+        sender_runtime = Pipeline(load_config(config))
+        try:
+            feed(sender_runtime, [*QUERIES, *EVENTS])
+            wait_until(lambda: sorted(written(receiver_dir)) == RELEASED, what="the records through forward")
+        finally:
+            sender_runtime.close()
+    finally:
+        source.stop(grace=2)
+        receiver.close()

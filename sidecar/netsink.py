@@ -93,7 +93,9 @@ class HttpClient:
         timeout: float,
         headers: Mapping[str, str] | None = None,
         ca_file: str | None = None,
+        client_cert: tuple[str, str] | None = None,
     ) -> None:
+        """``client_cert``: the (certificate, key) PEM files presented to a peer requiring mutual TLS (https)."""
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("the url must be http://host[:port][/path] or https://...")
@@ -109,6 +111,8 @@ class HttpClient:
         self._context: ssl.SSLContext | None = None
         if self.tls:
             self._context = ssl.create_default_context(cafile=ca_file)
+            if client_cert is not None:
+                self._context.load_cert_chain(*client_cert)
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
 

@@ -52,7 +52,20 @@ class OtlpSourceConfig(ServerTls, BearerToken, SourceConfig):
         "before any record is taken: lower the exporter's batch size (`max_export_batch_size`).",
         min=1,
     )
-    retry_after_seconds: int = option(2, "HTTP: `Retry-After` of a 503 (a sink's outbox is full).", min=1)
+    retry_after_seconds: int = option(
+        2,
+        "When a sink's outbox is full: the `Retry-After` of HTTP's 503, and the `RetryInfo` delay of gRPC's "
+        "RESOURCE_EXHAUSTED (OTLP's throttling).",
+        min=1,
+    )
+    max_connections: int = option(
+        1000,
+        "OTLP/HTTP: open connections at most. One more closes the connection idle the longest (no request in "
+        "progress) to make room; when every one is busy it is answered 503 with `Retry-After` and closed. "
+        "(gRPC multiplexes an exporter's requests on one connection.)",
+        min=1,
+        max=65536,
+    )
     shutdown_grace_seconds: float = option(10.0, "On stop, how long in-flight requests may take to finish.", min=0)
 
     def __post_init__(self) -> None:
@@ -69,8 +82,9 @@ class OtlpSinkConfig(OutboxOptions, SinkConfig):
     Records from an otlp source leave as they came (resource, scope, attributes in order, timestamps, severity,
     ids; byte for byte when unchanged); records of other formats become log records of their fields. Batches
     go through a durable outbox; throttling (gRPC RESOURCE_EXHAUSTED/UNAVAILABLE, HTTP 429/502/503/504) is
-    retried, after the peer's `Retry-After` when it gives one; a batch the peer refuses for good (HTTP 400,
-    gRPC INVALID_ARGUMENT) is dead-lettered (`otlp_rejected`).
+    retried, after the peer's `Retry-After` (HTTP) or `RetryInfo` delay (gRPC) when it gives one; a batch the
+    peer refuses for good (HTTP 400, gRPC INVALID_ARGUMENT) is dead-lettered (`otlp_rejected`). With
+    `tls_cert_file` and `tls_key_file` the sink presents a client certificate (a receiver requiring mutual TLS).
     """
 
     endpoint: str = option(
@@ -81,6 +95,12 @@ class OtlpSinkConfig(OutboxOptions, SinkConfig):
     tls_ca_file: str | None = option(
         None, "gRPC: PEM CA certificate(s) of the server (enables TLS); HTTP: the CA for an https endpoint."
     )
+    tls_cert_file: str | None = option(
+        None,
+        "PEM client certificate (chain) presented to a receiver that requires mutual TLS (with tls_key_file; "
+        "gRPC: needs tls_ca_file, HTTP: an https endpoint).",
+    )
+    tls_key_file: str | None = option(None, "PEM private key of tls_cert_file.", secret_ref=True)
     bearer_token_env: str | None = option(
         None, "Environment variable holding a bearer token sent as `authorization: Bearer`.", secret_ref=True
     )
@@ -104,6 +124,15 @@ class OtlpSinkConfig(OutboxOptions, SinkConfig):
             parts = urllib.parse.urlsplit(self.endpoint)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ConfigValueError("endpoint", "must be http(s)://host:port/v1/logs with protocol http")
+        if self.tls_cert_file is not None and self.tls_key_file is None:
+            raise ConfigValueError("tls_cert_file", "Set tls_key_file too (the certificate's private key)")
+        if self.tls_key_file is not None and self.tls_cert_file is None:
+            raise ConfigValueError("tls_key_file", "Set tls_cert_file too (the client certificate)")
+        if self.tls_cert_file is not None:
+            if self.protocol == "grpc" and self.tls_ca_file is None:
+                raise ConfigValueError("tls_cert_file", "a client certificate needs TLS: set tls_ca_file")
+            if self.protocol == "http" and not self.endpoint.startswith("https://"):
+                raise ConfigValueError("tls_cert_file", "a client certificate needs TLS: an https:// endpoint")
         if self.bearer_token_env is not None and self.bearer_token_file is not None:
             raise ConfigValueError("bearer_token_file", "Set bearer_token_env or bearer_token_file, not both")
         check_env_name("bearer_token_env", self.bearer_token_env)

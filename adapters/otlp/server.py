@@ -3,13 +3,15 @@
 * **gRPC** ``opentelemetry.proto.collector.logs.v1.LogsService/Export`` on ``listen``: the request's bytes go to
   :meth:`~adapters.otlp.export.Exporter.export` in the host's work; OK with an ``ExportLogsServiceResponse``
   (``partial_success`` when records were rejected) once it returned. ``RESOURCE_EXHAUSTED`` when an outbox or
-  the disk is full, ``UNAVAILABLE`` for another failure (the exporters retry both), ``INVALID_ARGUMENT`` for
+  the disk is full (with a ``google.rpc.RetryInfo`` of ``retry_after_seconds`` in its status details, OTLP's
+  throttling), ``UNAVAILABLE`` for another failure (the exporters retry both), ``INVALID_ARGUMENT`` for
   garbage or too many records (not retried). gRPC itself refuses a request over ``max_message_bytes``.
 * **HTTP** ``POST /v1/logs`` on ``http_listen`` (aiohttp's low-level server on the same loop):
   ``application/x-protobuf`` or ``application/json`` (OTLP/JSON), ``Content-Encoding: gzip`` too; the answer
   in the request's content type. 200 once durable; 400 garbage or too many records; 401 without the token;
   404/405 another path/method; 413 over ``max_message_bytes`` (as sent or decompressed); 415 another type or
   encoding; 503 with ``Retry-After`` when the sinks cannot take it now (the exporters retry 429/502/503/504).
+  At most ``max_connections`` connections (:mod:`adapters.otlp.connections`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import structlog
 from aiohttp import web
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 
+from adapters.otlp.connections import BoundedServer
 from adapters.otlp.export import Exporter, InvalidRequest, Outcome, TooLarge, TooMany, decompress, json_to_protobuf
+from adapters.otlp.throttle import DETAILS_KEY, status_details
 from sidecar.api import Backpressure, Listen
 from sidecar.failures import describe_failure
 from sidecar.serving import ServerHost
@@ -85,7 +89,7 @@ class OtlpServers:
         self.host: ServerHost | None = None
         self.stopping = False
         self._grpc: grpc.aio.Server | None = None
-        self._web: web.Server | None = None
+        self._web: BoundedServer | None = None
         self._listener: asyncio.Server | None = None
         self._last: str | None = None
 
@@ -115,7 +119,15 @@ class OtlpServers:
         self._grpc = server
         bound = [Listen(self.listen.host, port)]
         if self.http_listen is not None:
-            self._web = web.Server(self.http_export, access_log=None, auto_decompress=False)
+            assert self.host is not None
+            self._web = BoundedServer(
+                self.http_export,
+                max_connections=self.config.max_connections,
+                retry_after_seconds=self.config.retry_after_seconds,
+                count=self.host.count,
+                access_log=None,
+                auto_decompress=False,
+            )
             listener = await asyncio.get_running_loop().create_server(
                 self._web, self.http_listen.host, self.http_listen.port, ssl=self.ssl_context
             )
@@ -123,6 +135,11 @@ class OtlpServers:
             sock = listener.sockets[0].getsockname()
             bound.append(Listen(self.http_listen.host, int(sock[1])))
         return bound
+
+    @property
+    def open_connections(self) -> int:
+        """OTLP/HTTP connections open now."""
+        return self._web.open if self._web is not None else 0
 
     async def stop(self, host: ServerHost, grace: float) -> None:
         self.stopping = True
@@ -169,7 +186,11 @@ class OtlpServers:
             code = grpc.StatusCode.RESOURCE_EXHAUSTED if kind == "busy" else grpc.StatusCode.UNAVAILABLE
             self._count(f"refused_{kind}")
             message = str(exc) if kind == "busy" else describe_failure(exc).message
-            await context.abort(code, message)
+            trailers: tuple[tuple[str, str | bytes], ...] = ()
+            if kind == "busy":  # OTLP's throttling: a RetryInfo says when to come back
+                delay = self.config.retry_after_seconds
+                trailers = ((DETAILS_KEY, status_details(code.value[0], message, delay)),)
+            await context.abort(code, message, trailing_metadata=trailers)
         self._done(outcome)
         return bytes(response(outcome).SerializeToString())
 

@@ -9,8 +9,9 @@ runtime's batch. The outbox's sender thread exports each batch, oldest first:
 * **delivered**: HTTP 2xx, gRPC OK. A ``partial_success`` with rejected records is counted
   (``records_rejected_by_peer``): the peer took the request and will not take those records again.
 * **throttled** (HTTP 429, 502, 503, 504; gRPC RESOURCE_EXHAUSTED, UNAVAILABLE): sent again after the peer's
-  ``Retry-After`` when it gives one (at least 0.1 s, at most ``retry_max_seconds``), else after the outbox's
-  backoff.
+  ``Retry-After`` (HTTP) or the ``retry_delay`` of the ``google.rpc.RetryInfo`` in its status details (gRPC,
+  :mod:`adapters.otlp.throttle`) when it gives one (at least 0.1 s, at most ``retry_max_seconds``), else after
+  the outbox's backoff.
 * **refused for good** (another 4xx, gRPC INVALID_ARGUMENT...): the batch goes to the dead-letter file (reason
   ``otlp_rejected``) and the sender goes on; any other failure is retried with backoff, at least once.
 """
@@ -18,6 +19,7 @@ runtime's batch. The outbox's sender thread exports each batch, oldest first:
 from __future__ import annotations
 
 import gzip
+import ssl
 import threading
 from collections import Counter
 from typing import Any
@@ -28,8 +30,9 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 
 from adapters.otlp.codec import OtlpCodec
 from adapters.otlp.config import OtlpSinkConfig
+from adapters.otlp.throttle import retry_delay
 from adapters.otlp.wire import Piece, frame
-from sidecar.api import Backpressure, BadRecord, BuildContext, Codec, Event, Outbox, Sink
+from sidecar.api import Backpressure, BadRecord, BuildContext, Codec, ConfigValueError, Event, Outbox, Sink
 from sidecar.netsink import HttpClient, PeerUnavailable, dead_letter_event, outbox_stats, read_secret
 
 log = structlog.get_logger("querylog.otlp")
@@ -48,6 +51,8 @@ RETRY_GRPC = frozenset(
         grpc.StatusCode.DATA_LOSS,
     }
 )
+#: the statuses of a throttling server, whose RetryInfo (in the status details) says when to come back
+THROTTLED_GRPC = frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE})
 #: the shortest wait after a throttling answer (a `Retry-After: 0` must not make a busy loop)
 THROTTLE_FLOOR_SECONDS = 0.1
 _FRAMING = 12  # bytes a record may add to a request besides its own (tags and lengths, at most)
@@ -83,7 +88,14 @@ class OtlpSink(Sink[OtlpSinkConfig]):
             headers = {**self.headers, "Content-Type": "application/x-protobuf"}
             if config.compression == "gzip":
                 headers["Content-Encoding"] = "gzip"
-            self._client = HttpClient(config.endpoint, timeout=config.timeout_seconds, headers=headers, ca_file=ca)
+            cert = self._client_cert()
+            files = (str(ctx.resolve(cert[0])), str(ctx.resolve(cert[1]))) if cert else None
+            try:
+                self._client = HttpClient(
+                    config.endpoint, timeout=config.timeout_seconds, headers=headers, ca_file=ca, client_cert=files
+                )
+            except (OSError, ssl.SSLError) as exc:  # a CA, certificate or key file missing or not PEM
+                raise ConfigValueError("tls_cert_file" if cert else "tls_ca_file", f"cannot load: {exc}") from None
             self._target = self._client.path + (f"?{self._client.query}" if self._client.query else "")
         else:
             self._channel = self._open_channel()
@@ -103,8 +115,25 @@ class OtlpSink(Sink[OtlpSinkConfig]):
         compression = grpc.Compression.Gzip if cfg.compression == "gzip" else None
         if cfg.tls_ca_file is None:
             return grpc.insecure_channel(cfg.endpoint, options=options, compression=compression)
-        creds = grpc.ssl_channel_credentials(root_certificates=self.ctx.resolve(cfg.tls_ca_file).read_bytes())
+        cert = self._client_cert()
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=self._read("tls_ca_file", cfg.tls_ca_file),
+            private_key=self._read("tls_key_file", cert[1]) if cert else None,
+            certificate_chain=self._read("tls_cert_file", cert[0]) if cert else None,
+        )
         return grpc.secure_channel(cfg.endpoint, creds, options=options, compression=compression)
+
+    def _client_cert(self) -> tuple[str, str] | None:
+        """The client certificate and key files (mutual TLS), or None."""
+        cfg = self.config
+        return (cfg.tls_cert_file, cfg.tls_key_file) if cfg.tls_cert_file and cfg.tls_key_file else None
+
+    def _read(self, key: str, name: str) -> bytes:
+        path = self.ctx.resolve(name)
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise ConfigValueError(key, f"cannot read {path}: {exc.strerror}") from None
 
     # ---- the runtime's side -----------------------------------------------------------------------
     def start(self, header: str | None, codec: Codec | None) -> None:
@@ -189,6 +218,11 @@ class OtlpSink(Sink[OtlpSinkConfig]):
             if isinstance(code, grpc.StatusCode) and code not in RETRY_GRPC:
                 self._refused(payload, code.name.lower())
                 return None
+            if code in THROTTLED_GRPC:
+                trailers = getattr(exc, "trailing_metadata", None)
+                wait = retry_delay(trailers() if callable(trailers) else None)
+                if wait is not None:
+                    return wait
             raise PeerUnavailable(f"{self.config.endpoint} answered {getattr(code, 'name', 'an error')}") from None
         self._partial(reply)
         return None

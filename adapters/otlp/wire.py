@@ -11,12 +11,12 @@ request split and framed again carries the same records, resources and scopes in
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from sidecar.protowire import read_varint
 
-__all__ = ["Piece", "TooMany", "frame", "split_request", "varint"]
+__all__ = ["Piece", "TooMany", "frame", "message_fields", "split_request", "varint"]
 
 
 class Piece(NamedTuple):
@@ -65,6 +65,20 @@ def _fields(data: bytes) -> Iterable[tuple[int, int, int, int]]:
         number, wire_type, stop = _skip(data, pos)
         yield number, wire_type, pos, stop
         pos = stop
+
+
+def message_fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
+    """``(field number, value)`` of each top-level field of a message: an int for a varint or fixed-width field
+    (unsigned, as on the wire), the payload bytes of a length-delimited one; ValueError when the framing is
+    broken."""
+    for number, wire_type, start, stop in _fields(data):
+        if wire_type == 2:
+            yield number, _payload(data, start, stop)
+        elif wire_type == 0:
+            _, pos = read_varint(data, start)
+            yield number, read_varint(data, pos)[0]
+        else:
+            yield number, int.from_bytes(data[stop - (8 if wire_type == 1 else 4) : stop], "little")
 
 
 def _payload(data: bytes, start: int, stop: int) -> bytes:

@@ -19,6 +19,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs
 from adapters.otlp.config import OtlpSourceConfig
 from adapters.otlp.source import OtlpSource
 from adapters.otlp.values import set_value
+from sidecar.api import RecordBatch
 from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
 
@@ -124,3 +125,40 @@ def sdk_logger(exporter: Any, name: str = "shop.search") -> tuple[logging.Logger
         warnings.simplefilter("ignore", DeprecationWarning)
         logger.addHandler(LoggingHandler(level=logging.INFO, logger_provider=provider))
     return logger, provider
+
+
+#: sink options of the tests: a long backoff (a retry after a throttling answer must not be the backoff's)
+QUICK = "close_drain_seconds: 5, retry_initial_seconds: 30, retry_max_seconds: 30, timeout_seconds: 5"
+
+
+def request_bytes(n: int = 5) -> bytes:
+    """An export request of ``n`` records of one resource and scope and one record of another."""
+    groups = [
+        (
+            {"service.name": "a"},
+            "s1",
+            [log_record(f"q{i}", {"user_id": f"u{i}", "n": i}, time_unix_nano=i + 1) for i in range(n)],
+        ),
+        ({"service.name": "b"}, "s2", [log_record("other", {"user_id": "v", "z": 1.5}, trace_id=b"\x01" * 16)]),
+    ]
+    return export_request(groups).SerializeToString()
+
+
+@contextmanager
+def sending_sidecar(tmp_path: Path, sink: str) -> Iterator[Pipeline]:
+    """A pipeline (no filters) in ``tmp_path/a`` whose only sink is ``sink`` (a YAML flow mapping of otlp options)."""
+    (tmp_path / "a").mkdir()
+    config = write_config(tmp_path / "a", sinks=f"  - otlp: {sink}\n")
+    pipeline = Pipeline(load_config(config), seed=7)
+    try:
+        yield pipeline
+    finally:
+        pipeline.close()
+
+
+def send(pipeline: Pipeline, data: bytes) -> None:
+    """An export request's records into the pipeline, as the otlp source hands them."""
+    from adapters.otlp.codec import OtlpCodec
+    from adapters.otlp.wire import split_request
+
+    pipeline.receive(RecordBatch(split_request(data, 1000), OtlpCodec(pipeline.ctx.schema), "test"))

@@ -15,44 +15,10 @@ from pathlib import Path
 
 import pytest
 from helpers import wait_until
-from helpers.otlp import export_request, log_record, otlp_sidecar, write_config
+from helpers.otlp import QUICK, otlp_sidecar, request_bytes, send, sending_sidecar, write_config
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 
-from adapters.otlp.codec import OtlpCodec
 from adapters.otlp.wire import split_request
-from sidecar.api import RecordBatch
-from sidecar.config import load_config
-from sidecar.pipeline import Pipeline
-
-QUICK = "close_drain_seconds: 5, retry_initial_seconds: 30, retry_max_seconds: 30, timeout_seconds: 5"
-
-
-def request_bytes(n: int = 5) -> bytes:
-    groups = [
-        (
-            {"service.name": "a"},
-            "s1",
-            [log_record(f"q{i}", {"user_id": f"u{i}", "n": i}, time_unix_nano=i + 1) for i in range(n)],
-        ),
-        ({"service.name": "b"}, "s2", [log_record("other", {"user_id": "v", "z": 1.5}, trace_id=b"\x01" * 16)]),
-    ]
-    return export_request(groups).SerializeToString()
-
-
-@contextmanager
-def sending_sidecar(tmp_path: Path, sink: str) -> Iterator[Pipeline]:
-    """A pipeline (no filters) whose only sink is ``sink`` (a YAML flow mapping of otlp options)."""
-    (tmp_path / "a").mkdir()
-    config = write_config(tmp_path / "a", sinks=f"  - otlp: {sink}\n")
-    pipeline = Pipeline(load_config(config), seed=7)
-    try:
-        yield pipeline
-    finally:
-        pipeline.close()
-
-
-def send(pipeline: Pipeline, data: bytes) -> None:
-    pipeline.receive(RecordBatch(split_request(data, 1000), OtlpCodec(pipeline.ctx.schema), "test"))
 
 
 @dataclass

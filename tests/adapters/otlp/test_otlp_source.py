@@ -21,6 +21,8 @@ from helpers.kb import kb_file
 from helpers.otlp import export_request, log_record, otlp_sidecar, out_lines, sdk_logger, write_config
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 
+from adapters.otlp.throttle import retry_delay
+
 METHOD = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 
 
@@ -284,6 +286,7 @@ def test_a_full_outbox_answers_resource_exhausted_and_503_with_retry_after(tmp_p
         with pytest.raises(grpc.RpcError) as err:
             grpc_export(sc.grpc_endpoint, bad_batch())
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert retry_delay(err.value.trailing_metadata()) == 2.0  # OTLP's throttling: RetryInfo in the details
         status, headers, _ = http_post(sc.http_endpoint, bad_batch(), "application/x-protobuf")
         assert status == 503 and headers["Retry-After"] == "2"
     assert len(records_of(tmp_path / "out.jsonl")) == 3  # the first request only

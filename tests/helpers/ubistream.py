@@ -35,11 +35,12 @@ ACTIONS = ("click", "click", "click", "add_to_cart")
 
 @dataclass
 class UbiStream:
-    """The lines, and the truth: each query id's original client and time, the empty queries."""
+    """The lines, and the truth: each query id's original client, time and text, the empty queries."""
 
     lines: list[str] = field(default_factory=list)
     query_client: dict[str, str] = field(default_factory=dict)
     query_time: dict[str, str] = field(default_factory=dict)
+    query_text: dict[str, str] = field(default_factory=dict)
     empty_queries: set[str] = field(default_factory=set)
     unknown_events: int = 0
 
@@ -75,6 +76,7 @@ def ubi_stream(
             text = f"{text} mail {client}@example.com"
         out.query_client[qid] = client
         out.query_time[qid] = _ts(n)
+        out.query_text[qid] = text
         query = {
             "application": "gen",
             "query_id": qid,

@@ -6,11 +6,16 @@ not identified (the buffer does not say which): its events stay held, counted ``
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.ubipipe import EVENTS, QUERIES, dead, feed, output, query_id, write_config
+from helpers.ubipipe import EVENTS, QUERIES, dead, feed, output, query_id, released_ok, run, write_config
+from helpers.ubistream import ubi_stream
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sidecar.config import load_config
 from sidecar.joins import JoinBounds, Joins
@@ -99,3 +104,35 @@ def test_a_query_the_buffer_itself_drops_is_not_identified(tmp_path: Path, pipel
     assert joins.stats()["queries_dropped"] == {}
     assert joins.stats()["counts"]["buffer_drops_unidentified"] == 1
     assert joins.held() == 3 and output(tmp_path) == []  # x's click waits (pending) as a held query's would
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    batches=st.lists(st.integers(1, 40), min_size=1, max_size=4),
+    where=st.sampled_from(["before", "after"]),
+)
+def test_property_a_dropped_query_leaves_no_click_behind(seed: int, batches: list[int], where: str) -> None:
+    """Random streams and batchings, a topic dropped before or after a buffer: no click of a dropped query is
+    released or still held, no click leaves before or without its query, and every pending query is held by the
+    buffer (it drops nothing of its own here)."""
+    rule = "  - drop: {rules: [{role: query, matches: 'weather|pizza'}]}\n"
+    chain = "  - drop: {rules: [{role: query, empty: true}]}\n  - category_buffer: {k: 2}\n"
+    folder = Path(tempfile.mkdtemp(prefix="ubi-drop-"))
+    try:
+        stream = ubi_stream(seed, users=6, queries=40, early=0.2, empty=0.1, unknown=0)
+        p = run(write_config(folder, rule + chain if where == "before" else chain + rule), stream.lines, batches)
+        try:
+            assert isinstance(p.joins, Joins)
+            store = p.joins.store
+            held_rows = store.conn.execute("SELECT key FROM join_held").fetchall()
+            assert all(store.is_pending(key) for (key,) in held_rows)  # none waits for a query known dropped
+            assert p.joins.stats()["pending_queries"] == p.chain.held()
+        finally:
+            p.close()
+        lines = (folder / "out.ubi").read_text(encoding="utf-8").splitlines() if (folder / "out.ubi").exists() else []
+        assert released_ok(lines).get("violations", 0) == 0
+        dropped = {q for q, text in stream.query_text.items() if not text or "weather" in text or "pizza" in text}
+        assert not {json.loads(x)["query_id"] for x in lines} & dropped
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -40,9 +40,11 @@ def publish(
     *,
     stream: str = STREAM,
     prefix: str = PREFIX,
+    records_per_message: int = 1,
 ) -> int:
-    """Publish records to their partitions (the stream created first if missing); ``raw``: (subject, data)
-    messages as they are. Waits for every JetStream acknowledgement."""
+    """Publish records to their partitions (the stream created first if missing), ``records_per_message`` lines
+    of a partition to a message; ``raw``: (subject, data) messages as they are. Waits for every JetStream
+    acknowledgement."""
     import nats
 
     from adapters.nats.jetstream import ensure_stream
@@ -52,7 +54,9 @@ def publish(
         try:
             js = nc.jetstream()
             await ensure_stream(js, stream, [f"{prefix}.*"])
-            n = await publish_partitioned(nc, records, prefix, partitions, partition_key())
+            n = await publish_partitioned(
+                nc, records, prefix, partitions, partition_key(), records_per_message=records_per_message
+            )
             for subject, data in raw:
                 await js.publish(subject, data)
                 n += 1

@@ -11,7 +11,8 @@ publishing what leaves its chain to ``querylog.out`` (stream ``OUT``, N records 
   is built) to every input message acknowledged
   (durable in the sink's outbox, held by the chain, or dead-lettered);
 * **published** events/s: records the sinks delivered (JetStream-acknowledged) / time from the sources starting
-  to the replicas' exit after SIGTERM (the outboxes drained, a buffering chain's final release included);
+  to the last replica closed after SIGTERM (its source stopped, a buffering chain's final release made, the
+  outboxes drained);
 * each replica's CPU seconds from the start to the acknowledgement of every message, and events per CPU second
   (less sensitive to a shared machine than events/s);
 * each replica's peak RSS.
@@ -143,6 +144,7 @@ def _replica(
     (folder / "sidecar.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     source = {"servers": [url], "stream": IN_STREAM, "subject_prefix": IN_PREFIX, "partition_count": partitions}
     source.update({"partitions": parts, "batch_size": batch, "max_ack_pending": max(20_000, batch)})
+    source["pull_wait_seconds"] = 0.1  # an idle pull at the end holds the stop no longer than this
     sink = {"servers": [url], "subject": OUT_SUBJECT, "stream": OUT_STREAM, "batch_size": min(batch * per, 4000)}
     sink["records_per_message"] = per
     env = {**os.environ, "QUERYLOG_HMAC_KEY": os.environ.get("QUERYLOG_HMAC_KEY", BENCH_HMAC_KEY)}
@@ -183,7 +185,7 @@ def run_once(setting: Setting, lines: list[tuple[str, bytes]], partitions: int, 
             for f, p in zip(folders, procs, strict=True):
                 _ready(f, p, deadline)  # every replica built (its chain's models loaded): the sources start at once
             cpu0 = [_cpu_seconds(p.pid) for p in procs]  # the start's CPU (config, models) is not counted
-            t0 = time.monotonic()
+            t0, t0_wall = time.monotonic(), time.time()
             go.touch()
             durables = [f"querylog_p{p}" for p in range(partitions)]
             while not asyncio.run(_acknowledged(server.url, durables)):
@@ -197,19 +199,20 @@ def run_once(setting: Setting, lines: list[tuple[str, bytes]], partitions: int, 
                     p.send_signal(signal.SIGTERM)
             for p in procs:
                 p.wait(300)
-        ended = time.monotonic()
+        ended = t0_wall
         published, chain_counts = 0, Counter[str]()
         for folder in folders:
             counts = json.loads((folder / "counts.json").read_text(encoding="utf-8"))
             published += int(counts.get("sink", {}).get("sent_events", 0))
+            ended = max(ended, float(counts.get("closed_at", time.time())))
             chain_counts.update({k: int(v) for k, v in counts.get("chain", {}).items() if isinstance(v, int)})
     return Result(
         events / publish_s,
         events / (acked - t0),
         acked - t0,
         published,
-        published / (ended - t0),
-        ended - t0,
+        published / (ended - t0_wall),
+        ended - t0_wall,
         rss,
         cpu,
         dict(chain_counts),

@@ -54,7 +54,13 @@ def main(config: str, counts: str, source_json: str, sink_json: str | None = Non
     box = sink.outbox if sink is not None else None
     chain = {k: v for k, v in pipe.stats().items() if k.startswith("events_")}
     pipe.close()
-    out = {"source": dict(source.counts), "sink_written": sink.written if sink is not None else 0, "chain": chain}
+    closed = time.time()  # the outboxes drained (or given up after close_drain_seconds)
+    out = {
+        "source": dict(source.counts),
+        "sink_written": sink.written if sink is not None else 0,
+        "chain": chain,
+        "closed_at": closed,
+    }
     if box is not None:
         out["sink"] = box.stats()  # sent_events: records JetStream acknowledged
     Path(counts).write_text(json.dumps(out), encoding="utf-8")

@@ -1,10 +1,9 @@
-"""The scrubbing engine: run the detectors that a cheap pre-check allows, resolve overlaps,
-apply the per-type policies, repeat until the text is stable (scrubbing is idempotent)."""
+"""The scrubbing engine: run the detectors that the one-pass prefilter or cheap pre-checks allow, resolve
+overlaps, apply the per-type policies, repeat until the text is stable (scrubbing is idempotent)."""
 
 from __future__ import annotations
 
 import re
-from operator import attrgetter
 
 from filters.hipaa_scrub.config import HipaaScrubConfig
 from filters.hipaa_scrub.custom import CustomDetector
@@ -34,6 +33,7 @@ from filters.hipaa_scrub.geo import load_geo
 from filters.hipaa_scrub.hosts import outside_hosts
 from filters.hipaa_scrub.names import common_words, load_names
 from filters.hipaa_scrub.operators import KEYED, OperatorKeys, encrypt_token, hash_token, mask
+from filters.hipaa_scrub.overlaps import rank, resolve, word_or_dash
 from filters.hipaa_scrub.plans import (
     ANY_RUNS,
     DigitPlan,
@@ -46,6 +46,7 @@ from filters.hipaa_scrub.plans import (
     digit_plans,
     plan_for,
 )
+from filters.hipaa_scrub.prefilter import Prefilter
 from filters.hipaa_scrub.public import public_names
 
 TOKENS = {k: "[" + k.upper() + "]" for k in KINDS}
@@ -63,43 +64,7 @@ _KEEP_LETTERS = bytes(c if 97 <= c <= 122 else 32 for c in range(256))
 _KEEP_DIGITS = bytes(c if 48 <= c <= 57 else 32 for c in range(256))
 
 
-_START = attrgetter("start")
-
-
-def _word_or_dash(char: str) -> bool:
-    """``re.match(r"[\\w-]", char)``: a word character (alphanumeric or ``_``) or a dash."""
-    return char.isalnum() or char in "_-"
-
-
-def _rank(s: Span) -> tuple[int, int, int]:
-    """Overlap resolution order: longer spans first, then lower priority numbers, then text order."""
-    return (s.start - s.end, s.priority, s.start)
-
-
-def resolve(found: list[Span]) -> list[Span]:
-    """The spans kept when overlaps are resolved by :func:`_rank`, in text order."""
-    if len(found) == 2:  # the usual case (a catch-all number under a specific one), without sorting
-        a, b = found
-        a_first = _rank(a) <= _rank(b)  # the order a stable sort by rank gives
-        if a.end > b.start and a.start < b.end:
-            return [a if a_first else b]  # overlap: the higher ranked one stays
-        if a.start != b.start:
-            a_first = a.start < b.start
-        return [a, b] if a_first else [b, a]
-    found.sort(key=_rank)
-    kept = [found[0]]
-    for s in found[1:]:
-        start, end = s.start, s.end
-        for k in kept:
-            if end > k.start and start < k.end:
-                break  # overlaps a span that ranks higher
-        else:
-            kept.append(s)
-    if len(kept) > 1:
-        kept.sort(key=_START)
-    return kept
-
-
+_rank, _word_or_dash = rank, word_or_dash  # the names tests and earlier callers use
 _resolve = resolve  # the name tests and earlier callers use
 
 
@@ -112,11 +77,17 @@ class Scrubber:
     classes still do: a text of letters and spaces runs the word detectors alone, the e-mail
     detector needs an ``@`` and the network detectors a ``.``, ``:`` or ``-``. It finds exactly what
     the default scrubber finds (the pre-checks are necessary conditions; tests compare the two),
-    only slower. The default path is not touched by the switch.
+    only slower. The default path is not touched by the switch. ``prefilter=False`` keeps the pre-checks but not
+    the one-pass trigger match (:mod:`.prefilter`) that replaces them on ASCII texts: the same findings again.
     """
 
     def __init__(
-        self, config: HipaaScrubConfig | None = None, *, prechecks: bool = True, keys: OperatorKeys | None = None
+        self,
+        config: HipaaScrubConfig | None = None,
+        *,
+        prechecks: bool = True,
+        prefilter: bool = True,
+        keys: OperatorKeys | None = None,
     ) -> None:
         cfg = config or HipaaScrubConfig()
         self.prechecks = prechecks
@@ -138,6 +109,8 @@ class Scrubber:
         self._alpha_plan, self._alpha_words, self._alpha_gated = alpha_plans(self.alpha)
         # one combined pre-check: most queries have none of these
         self.netcheck = re.compile(r"[.:]\S|-[0-9a-f]{2}-", re.IGNORECASE)
+        #: the digit, e-mail and network detectors' triggers in one set (None: no prefilter, the pre-checks decide)
+        self.prefilter = Prefilter(self.digit, [*self.at, *self.net]) if prefilter and prechecks else None
         if not prechecks:
             self._drop_prechecks()
 
@@ -228,6 +201,8 @@ class Scrubber:
             if found and self.thresholds:
                 found = self.screen(lower, found)
             return found if len(found) <= 1 else resolve(found)
+        if self.prefilter is not None and ascii_text:
+            return self._triggered(text, lower, raw, words)
         digit_runs = raw.translate(_KEEP_DIGITS).split() if ascii_text else _RUNS.findall(text)
         found = []
         runs: frozenset[int] = _NO_RUNS
@@ -259,6 +234,22 @@ class Scrubber:
             for resort_check, run in last:
                 if resort_check is None or resort_check(text, lower, words, runs):
                     run(text, lower, found)
+        if found and ("." in lower or "<" in lower or self.thresholds):
+            found = self.screen(lower, found)
+        return found if len(found) <= 1 else resolve(found)
+
+    def _triggered(self, text: str, lower: str, raw: bytes, words: list[str]) -> list[Span]:
+        """:meth:`detect` of an ASCII text with other characters than letters and spaces: the detectors the one-pass
+        prefilter's plan names (the triggers found replace the digit-run plans and the pre-check calls)."""
+        found: list[Span] = []
+        ordered, last = self.prefilter.plan(raw)  # type: ignore[union-attr]  # the caller checked it is set
+        for cue_words, run in ordered:
+            if cue_words is None or not cue_words.isdisjoint(words):
+                run(text, lower, found)
+        self._word_detectors(text, lower, words, found)
+        if last and not (found and self._covered(lower, found, ascii_digits(lower))):
+            for run in last:
+                run(text, lower, found)
         if found and ("." in lower or "<" in lower or self.thresholds):
             found = self.screen(lower, found)
         return found if len(found) <= 1 else resolve(found)

@@ -3,7 +3,8 @@
 A detector declares its patterns, context words and validity checks as
 class-level data; :meth:`Detector.build` compiles them once. ``detect`` appends
 :class:`Span` objects for one text. ``NEEDS`` names the cheap pre-check that must
-pass before the detector runs at all (most queries have no digit, no ``@``...).
+pass before the detector runs at all (most queries have no digit, no ``@``...);
+``TRIGGERS`` the patterns the one-pass prefilter (:mod:`..prefilter`) looks for.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 _DIGIT_BYTES = b"0123456789"
+
+WS = r"[\t-\r\x1c- ]"
+"""What Python's ``\\s`` matches in ASCII text, for ``TRIGGERS`` (RE2's ``\\s`` lacks ``\\v`` and ``\\x1c-\\x1f``)."""
 
 
 def ascii_digits(ascii_text: str) -> int:
@@ -104,12 +108,23 @@ class Detector:
     #: Optional words (``[a-z]+`` runs of the lowercased text) of which one must occur; faster
     #: than a regex alternation of many words.
     GATE_WORDS: ClassVar[frozenset[str] | None] = None
+    #: RE2 patterns on the lowercased ASCII text, one of which matches wherever :meth:`detect` finds anything (a
+    #: necessary condition, like a pre-check): the scrubber matches every detector's triggers in one pass
+    #: (:mod:`~filters.hipaa_scrub.prefilter`) and skips the detectors none of whose triggers occur. None: the
+    #: detector has no triggers and is never skipped by the prefilter. Write ``WS`` for ``\s``; no look-arounds
+    #: or back-references (RE2 has none): drop a look-ahead, write a one-character look-behind at the start as
+    #: ``(?:^|[^...])`` and a back-reference as what its group matches.
+    TRIGGERS: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self) -> None:
         self.compiled = tuple((p.name, re.compile(p.regex, self.FLAGS)) for p in self.PATTERNS)
         #: the same, for ASCII lowercased text (see :func:`ascii_variant`)
         self.compiled_ascii = tuple((name, ascii_variant(rx)) for name, rx in self.compiled)
         self.gate = re.compile(self.GATE) if self.GATE else None
+
+    def trigger_patterns(self) -> tuple[str, ...] | None:
+        """``TRIGGERS``, or this detector's own when its options narrow them."""
+        return self.TRIGGERS
 
     def has_prefilter(self) -> bool:
         """False when :meth:`prefilter` always passes (the scrubber then skips the call)."""

@@ -126,6 +126,7 @@ class ContextNumberDetector(Detector):
         ]
     )
     SKIP = re.compile(r"^(?:19|20)\d\d$|^\d{1,3}$")
+    TRIGGERS = (r"\d",)  # every value has a digit; the cue words are checked apart (``GATE_WORDS``)
 
     @staticmethod
     def code(v: str) -> bool:
@@ -194,6 +195,7 @@ class VinDetector(Detector):
     PRIORITY = 14
     PATTERNS = (Pattern("vin", r"(?<![a-z0-9])(?=[a-z0-9]*\d)(?=[0-9]*[a-z])[a-hj-npr-z0-9]{17}(?![a-z0-9])"),)
     CUE = re.compile(r"\bvin\b")
+    TRIGGERS = (r"[a-hj-npr-z0-9]{17}",)
     RUN17 = re.compile(r"(?<![a-z0-9])[a-z0-9]{17}(?![a-z0-9])", re.IGNORECASE)
 
     RUN17_ASCII = ascii_variant(RUN17)
@@ -214,6 +216,7 @@ class CuedVinDetector(VinDetector):
 
     MIN_DIGITS = 1
     GATE_WORDS = frozenset({"vin"})
+    TRIGGERS = VinDetector.TRIGGERS  # the cue word is checked apart (``GATE_WORDS``)
     prefilter = Detector.prefilter  # the cue word is the whole pre-check (a set test the scrubber makes)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
@@ -237,6 +240,7 @@ class MbiDetector(Detector):
     # letter follows, and no word character or dash comes before)
     RUNS_ALL = frozenset({1, 2})
     PRIORITY = 16
+    TRIGGERS = (rf"[1-9]{_MBI_LETTER}{_MBI_ALNUM}\d-?{_MBI_LETTER}{_MBI_ALNUM}\d-?{_MBI_LETTER}{_MBI_LETTER}\d\d",)
     PATTERNS = (
         Pattern(
             "mbi",

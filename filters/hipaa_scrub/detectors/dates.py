@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from filters.hipaa_scrub.detectors import Detector, Pattern, Span, ascii_variant, scan_from_starts
+from filters.hipaa_scrub.detectors import WS, Detector, Pattern, Span, ascii_variant, scan_from_starts
 
 MONTHS = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
@@ -76,6 +76,14 @@ class DateDetector(Detector):
     )
 
     _sep = re.compile(r"\d[/.-]\d")
+    _CUE3 = r"(?:born|birth|dob|d\.o\.b|died|death|deceased|passed|admi|discharg)"
+    # numeric and ISO dates (``_mid``), the written patterns, a cue's start
+    TRIGGERS = (
+        r"(?:^|[^\w/.-])(?:\d{1,2}|\d{4})[/.-]\d\d?[/.-]\d",
+        rf"{MONTHS}{WS}+{DAY},?{WS}+{YEAR}",
+        rf"{DAY}{WS}+(?:of{WS}+)?{MONTHS},?{WS}+{YEAR}",
+        _CUE3,
+    )
     CUE_WORDS = frozenset(
         {"born", "birth", "birthday", "birthdate", "dob", "d", "died", "death", "deceased", "passed", "admitted"}
         | {"discharged", "admission", "discharge"}
@@ -173,6 +181,8 @@ class AgeDetector(Detector):
 
     KINDS = ("age",)
     GATE_WORDS = frozenset(["age", "aged", "ages", "yr", "yrs", "year", "years", "yo", "y"])
+    # an age word, then 90-125 (maybe a 0 before it); 90-125 then a word starting with y
+    TRIGGERS = (rf"age[ds]?{WS}*:?{WS}*0?(?:9\d|1[0-2]\d)", rf"(?:9\d|1[0-2]\d){WS}*-?{WS}*y")
     MIN_DIGITS = 2
     RUNS = frozenset({2, 3})  # the age is a bounded run of 2-3 digits
     PRIORITY = 26

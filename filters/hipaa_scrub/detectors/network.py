@@ -14,6 +14,7 @@ class EmailDetector(Detector):
     KINDS = ("email",)
     NEEDS = "at"
     PRIORITY = 5
+    TRIGGERS = (r"[a-z0-9._%+-]@[a-z0-9]",)
     PATTERNS = (
         Pattern("email", r"(?<![\w.%+-])[a-z0-9._%+-]+@(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,24}(?![\w-])"),
     )
@@ -29,6 +30,7 @@ class IpDetector(Detector):
     KINDS = ("ip",)
     NEEDS = "dot_or_colon"
     GATE = r"\d\.\d"
+    TRIGGERS = (r"\d\.\d{1,3}\.\d{1,3}\.\d", r":[0-9a-f]*:")  # four dotted numbers; two colons in a hex run
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """A valid IPv6 address has ``::`` or 6 colons or more (8 groups, or 6 and an IPv4 tail);
@@ -89,6 +91,7 @@ class MacDetector(Detector):
     NEEDS = "dot_or_colon_or_dash"
 
     CISCO = re.compile(r"[0-9a-f]{4}\.[0-9a-f]{4}\.[0-9a-f]{4}", re.IGNORECASE)
+    TRIGGERS = (r"[0-9a-f]{2}(?:[:-][0-9a-f]{2}){5}", r"[0-9a-f]{4}\.[0-9a-f]{4}\.[0-9a-f]{4}")
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """Six pairs need five separators of a kind; Cisco triples two dots between hex groups of 4."""
@@ -135,6 +138,7 @@ class UrlDetector(Detector):
             r"(?::\d{1,5})?(?P<path>[/?#~][^\s]*)?(?![\w@-])",
         ),
     )
+    TRIGGERS = (r"[a-z0-9]\.(?:" + TLDS + ")",)  # a host's last label
     PERSONAL_HOSTS = (
         "blogspot.com",
         "livejournal.com",
@@ -201,6 +205,13 @@ class UrlDetector(Detector):
         self.all_paths = url_paths == "all"
         # unless bare domains are scrubbed, a URL is scrubbed for its path or a personal host
         self.path_or_host = re.compile(r"[/?#~]|" + "|".join(re.escape("." + h) for h in self.PERSONAL_HOSTS))
+
+    def trigger_patterns(self) -> tuple[str, ...]:
+        """A host's last label; unless bare domains are scrubbed, with a path after it, or a personal host."""
+        if self.scrub_bare:
+            return self.TRIGGERS
+        hosts = "|".join(re.escape("." + h) for h in self.PERSONAL_HOSTS)
+        return (r"[a-z0-9]\.(?:" + self.TLDS + r")(?::\d{1,5})?[/?#~]", f"(?:{hosts})")
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
         """A dot before a letter; and, unless bare domains are scrubbed, a path character or a personal host."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from filters.hipaa_scrub.detectors import Detector, Pattern, Span, ascii_variant, context_before, luhn_ok
+from filters.hipaa_scrub.detectors import WS, Detector, Pattern, Span, ascii_variant, context_before, luhn_ok
 from filters.hipaa_scrub.geo import zip3
 
 _NON_DIGIT = re.compile(r"\D")
@@ -33,6 +33,8 @@ class SsnDetector(Detector):
         Pattern("ssn_bare", r"(?<![\w.-])(\d{3})()(\d{2})(\d{4})(?![\w-]|\.\d)"),
     )
     CONTEXT = re.compile(r"\b(?:ssn|ss#|ss no|soc(?:ial)?\s*sec(?:urity)?(?:\s*(?:number|no|num|#))?)\b|ss#")
+    # separated groups; 9 digits after a cue (every cue has ``ss`` or ``soc``)
+    TRIGGERS = (r"\d{3}[- .]\d{2}[- .]\d{4}", r"(?:ss|soc).*\d{9}")
     INVALID = frozenset({"078051120", "219099999", "123456789"})  # famous published/sample numbers
 
     def prefilter(self, text: str, lower: str, words: list[str], runs: frozenset[int]) -> bool:
@@ -76,6 +78,13 @@ class PhoneDetector(Detector):
         Pattern("international", r"(?<![\w.+-])\+[2-9]\d{0,2}(?:[\s.-]?\(?\d{1,4}\)?){2,5}(?![\w-]|\.\d)"),
     )
     FAX = re.compile(r"\bfax(?:\s*(?:number|no|num|#))?\b")
+    _END = r"(?:$|[^\w.-]|\.$|\.[^\d]|x|e)"  # the end look-ahead, or an extension
+    _SEP = rf"(?:{WS}|[.-])?"
+    TRIGGERS = (
+        rf"(?:^|[^\w.+-])(?:\+?1{_SEP})?(?:\({WS}*[2-9]\d\d{WS}*\)|[2-9]\d\d){_SEP}\d{{3}}{_SEP}\d{{4}}{_END}",
+        rf"(?:^|[^\w.+-])[2-9]\d\d[-.]\d{{4}}{_END}",
+        r"(?:^|[^\w.+-])\+[2-9]",
+    )
     LAST_RUNS = frozenset({4, 7, 10, 11})
     # how every NANP number (area code digits or ``)``, 3 digits, 4 digits) and local number ends
     TAIL = re.compile(r"[\d)][\s.-]?\d{3}[\s.-]?\d{4}|\d{3}[-.]\d{4}")
@@ -126,6 +135,11 @@ class NationalPhoneDetector(Detector):
     # ``(0`` passes whatever comes before the bracket: a little looser than the pattern, still a necessary condition
     TRUNK_GATE = re.compile(r"0(?<![\w.+/-]0)[1-9]")
     ES_GATE = re.compile(r"[6-9](?<![\w.+-][6-9])\d\d[ .-]\d\d")
+    # a trunk form's start, a separator after it (a value of digits alone is left); a Spanish number
+    TRIGGERS = (
+        r"(?:^|[^\w.+/-])(?:\(0[1-9]\d{0,3}\)|0[1-9]\d*[ ./-]\d\d)",
+        r"(?:^|[^\w.+-])[6-9]\d\d(?:[ .-]\d\d\d[ .-]\d\d\d|[ .-]\d\d[ .-]\d\d[ .-]\d\d)",
+    )
     NOT_NATIONAL = re.compile(r"\d{3}([-. ])\d{2}\1\d{4}|\d{5}-\d{4}")  # SSN and ZIP+4 shapes
     FAX = PhoneDetector.FAX
 
@@ -159,6 +173,7 @@ class CardDetector(Detector):
     MIN_DIGITS = 13
     PRIORITY = 15
     PATTERNS = (Pattern("digits", r"(?<![\w.-])\d(?:[ -]?\d){12,18}(?![\w-]|\.\d)"),)
+    TRIGGERS = (r"\d(?:[ -]?\d){12}",)
     PREFIX = re.compile(r"4|5[1-5]|2(?:2[2-9]|[3-6]\d|7[01]|720)|3[47]|6(?:011|5|4[4-9])|3(?:0[0-5]|[68])|35")
 
     CARD_WORD = r"(?:visa|master\s?card|amex|american\s+express|discover|diners|jcb|maestro|credit|debit|card|cc)\b"
@@ -187,6 +202,7 @@ class ZipDetector(Detector):
     RUNS = frozenset({5})  # the 5 digits are a bounded run (the whole pre-check)
     PRIORITY = 40
     PATTERNS = (Pattern("zip", r"(?<![\w$#.,/:-])(\d{5})(?:-(\d{4}))?(?![\w%/:-]|[.,]\d)"),)
+    TRIGGERS = (r"(?:^|[^\w$#.,/:-])\d{5}(?:[^\w]|$)",)
     BEFORE = re.compile(
         r"(?:\$|#|\b(?:no|model|part|item|sku|page|pages|p|vol|room|rm|flight|route|rte|hwy|highway|i|interstate|"
         r"apt|suite|ste|unit|version|v|ver|build|case|order|invoice|ticket|price|for|over|under|about|sec|section|"
@@ -227,6 +243,9 @@ class LongNumberDetector(Detector):
             r"|(?<![\w-])(?=[0-9-]*[a-z])(?=(?:[a-z-]*\d){8})[a-z0-9-]{9,}(?![\w-])",
         ),
     )
+
+    # 9 joined digits, 10 with dashes, 8 in a run of letters, digits and dashes (the mixed form)
+    TRIGGERS = (r"\d{9}", r"\d(?:-?\d){9}", r"\d(?:[a-z-]*\d){7}")
 
     def __init__(self) -> None:
         super().__init__()

@@ -103,7 +103,9 @@ class AddressDetector(Detector):
     is part of the address whatever its size; a town that is also a common word (``union``, ``hope``)
     counts only after a comma or before a state word or ZIP code."""
 
-    GATE_WORDS = frozenset(f"{_SAFE_SUFFIX}|{_RISKY_SUFFIX}|box".split("|"))
+    # ``pob`` and ``pobox`` too: a box written without the space (``pob 1234``) was missed by this pre-check
+    GATE_WORDS = frozenset(f"{_SAFE_SUFFIX}|{_RISKY_SUFFIX}|box|pob|pobox".split("|"))
+    TRIGGERS = (r"\d",)  # a house or box number; the suffix and box words are checked apart (``GATE_WORDS``)
 
     KINDS = ("address",)
     MIN_DIGITS = 1

@@ -135,6 +135,7 @@ class PlateDetector(Detector):
     MIN_DIGITS = 2
     PRIORITY = 34
     GATE_WORDS = frozenset({"plate", "plates", "tag", "tags"})
+    TRIGGERS = (r"\d",)  # a digit of the value; the cue words are checked apart (``GATE_WORDS``)
     PATTERNS = (
         Pattern("after_cue", rf"(?<![\w]){_CUE}{_NUMBER}{_VALUE}(?![\w-])"),
         Pattern(

@@ -154,30 +154,35 @@ def any_text(v: AnyValue) -> str:
     return json.dumps(any_json(v), separators=(",", ":"), ensure_ascii=False)
 
 
-#: the OTLP/JSON of an attribute up to its value (``{"key":"<key>","value":``), by key: keys repeat
+#: the OTLP/JSON of an attribute up to its value (``{"key":"<key>","value":``), and up to a string value's text
+#: (``...{"stringValue":``), by key: keys repeat from record to record
 _HEADS: dict[str, str] = {}
+_STRING_HEADS: dict[str, str] = {}
 _HEADS_MAX = 4096
 
 
-def _head(key: str) -> str:
-    head = _HEADS.get(key)
-    if head is None:
-        if len(_HEADS) >= _HEADS_MAX:
-            _HEADS.clear()
-        head = _HEADS[key] = '{"key":' + _quote(key) + ',"value":'
+def _head(key: str, string: bool) -> str:
+    heads = _STRING_HEADS if string else _HEADS
+    if len(heads) >= _HEADS_MAX:
+        heads.clear()
+    head = heads[key] = '{"key":' + _quote(key) + ',"value":' + ('{"stringValue":' if string else "")
     return head
 
 
 def attributes_text(attrs: Any) -> str:
     """A repeated ``KeyValue`` in the OTLP/JSON mapping, as JSON text (the common kind, a string, written here)."""
-    items = []
+    items: list[str] = []
+    add = items.append
+    heads = _STRING_HEADS
     for kv in attrs:
         v = kv.value
         s = v.string_value  # a non-empty string is a string value: one call instead of two
         if s or v.WhichOneof("value") == "string_value":
-            items.append(_head(kv.key) + '{"stringValue":' + _quote(s) + "}}")
+            key = kv.key
+            add((heads.get(key) or _head(key, True)) + _quote(s) + "}}")
         else:
-            items.append(_head(kv.key) + any_text(v) + "}")
+            key = kv.key
+            add((_HEADS.get(key) or _head(key, False)) + any_text(v) + "}")
     return "[" + ",".join(items) + "]"
 
 

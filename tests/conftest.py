@@ -44,6 +44,7 @@ SLOW_PATHS: dict[str, str] = {
     "tests/filters/dp_replace/test_release.py": "replay subprocesses, kill -9, the audit and bench commands (1-7 s)",
     "tests/sidecar/test_serve.py": "querylog serve subprocesses (1.5-6 s each)",
     "tests/tools/test_audit_html_browser.py": "a headless browser renders the report (1-4 s each)",
+    "tests/tools/test_bench_scrub_presidio.py": "Presidio's analyzer, blank and with a spaCy NER model (3-6 s each)",
 }
 
 #: Single tests (every parametrisation) left out, by file: ``name`` or ``Class::name`` -> seconds.

@@ -21,6 +21,7 @@ from helpers.certs import make_pki
 from helpers.otlp import QUICK, otlp_sidecar, request_bytes, send, sending_sidecar, write_config
 
 from adapters.otlp.throttle import DETAILS_KEY, retry_delay, status_details
+from sidecar.config import ConfigError
 
 SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 
@@ -143,3 +144,16 @@ def test_the_sink_presents_its_client_certificate_to_a_source_requiring_mutual_t
             send(a, request_bytes())
             wait_until(lambda: b.source.stats().get("records_accepted", 0) == 6, what="B to take A's batch")
     assert len((tmp_path / "b" / "out.jsonl").read_text(encoding="utf-8").splitlines()) == 6
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_client_certificate_that_cannot_be_read_is_an_error_at_its_key(protocol: str, tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki")
+    endpoint = "127.0.0.1:9" if protocol == "grpc" else "https://127.0.0.1:9/v1/logs"
+    sink = (
+        f"{{endpoint: '{endpoint}', protocol: {protocol}, tls_ca_file: '{pki.ca}', tls_cert_file: missing.pem,"
+        " tls_key_file: missing.key}"
+    )
+    located = r"sidecar.yaml:\d+: sinks\[0\]\.otlp\.tls_(cert|key)_file: cannot"
+    with pytest.raises(ConfigError, match=located), sending_sidecar(tmp_path, sink):
+        pass

@@ -5,7 +5,8 @@ Each run starts ``nats-server -js`` (temp store), publishes ``--events`` AOL rec
 ``querylog.in.<p>`` (``--partitions`` P, by the keyed user hash of ``replay --workers``; ``--records-per-message``
 N lines of one partition to a message; the publisher's own rate is printed), then starts R sidecar processes
 (:mod:`sidecar.tools.bench.natsreplica`), replica r reading the partitions p with ``p % R == r`` and
-publishing what leaves its chain to ``querylog.out`` (stream ``OUT``, N records to a message too). Printed per run:
+publishing what leaves its chain to ``querylog.out`` (stream ``OUT``; ``--sink-records-per-message`` records to a
+message, N by default). Printed per run:
 
 * **acknowledged** events/s: events / time from the replicas' sources starting (all at once, once every replica
   is built) to every input message acknowledged
@@ -17,11 +18,11 @@ publishing what leaves its chain to ``querylog.out`` (stream ``OUT``, N records 
   (less sensitive to a shared machine than events/s);
 * each replica's peak RSS.
 
-The runs are every combination of ``--chain`` (``passthrough``: no filter; ``default``: config/default.yaml's
-chain; ``k-anonymity``: config/k-anonymity.yaml's hipaa_scrub, classify, category_buffer, profile, whose per-user
-state is why the partitions follow users), ``--replicas`` and ``--records-per-message`` (comma lists),
-``--repeat`` times, interleaved; a summary gives each setting's median and, with several replica counts, the
-speedup of each over the first (medians of acknowledged events/s).
+The runs are every combination of ``--chain`` (``passthrough``: no filter; ``default``: config/default.yaml's chain;
+``k-anonymity``: config/k-anonymity.yaml's hipaa_scrub, classify, category_buffer, profile, whose per-user state is
+why the partitions follow users), ``--replicas``, ``--records-per-message`` and ``--sink-records-per-message``
+(comma lists), ``--repeat`` times, interleaved; a summary gives each setting's median and, with several replica
+counts, the speedup of each over the first (medians of acknowledged events/s).
 """
 
 from __future__ import annotations
@@ -54,14 +55,18 @@ IN_STREAM, IN_PREFIX, OUT_STREAM, OUT_SUBJECT = "QUERYLOG", "querylog.in", "OUT"
 
 @dataclass(frozen=True)
 class Setting:
-    """One benchmark setting: the chain, how many replicas, records per message (in and out)."""
+    """One benchmark setting: the chain, how many replicas, records per message in and out."""
 
     chain: str
     replicas: int
     per_message: int
+    sink_per_message: int
 
     def label(self) -> str:
-        return f"{self.chain}, {self.replicas} replica(s), {self.per_message} record(s)/message"
+        return (
+            f"{self.chain}, {self.replicas} replica(s), {self.per_message} record(s)/message in, "
+            f"{self.sink_per_message} out"
+        )
 
 
 @dataclass(frozen=True)
@@ -177,7 +182,7 @@ def run_once(setting: Setting, lines: list[tuple[str, bytes]], partitions: int, 
         folders = [Path(tmp) / f"replica{r}" for r in range(replicas)]
         go = Path(tmp) / "go"
         procs = [
-            _replica(f, server.url, chain, a, partitions, pull, setting.per_message, go)
+            _replica(f, server.url, chain, a, partitions, pull, setting.sink_per_message, go)
             for f, a in zip(folders, assigned, strict=True)
         ]
         try:
@@ -228,13 +233,13 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _ints(text: str, name: str) -> list[int]:
+def _ints(text: str, name: str, least: int = 1) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise click.BadParameter("a comma-separated list of integers", param_hint=name) from None
-    if not values or min(values) < 1:
-        raise click.BadParameter("integers >= 1", param_hint=name)
+    if not values or min(values) < least:
+        raise click.BadParameter(f"integers >= {least}", param_hint=name)
     return values
 
 
@@ -255,11 +260,12 @@ def _summary(results: dict[Setting, list[Result]]) -> None:
             f"({len(runs)} run(s))"
         )
     for s in results:
-        base = Setting(s.chain, min(t.replicas for t in results), s.per_message)
+        base = Setting(s.chain, min(t.replicas for t in results), s.per_message, s.sink_per_message)
         if s.replicas != base.replicas:
             click.echo(
                 f"  speedup of {s.replicas} replicas over {base.replicas} ({s.chain}, {s.per_message} record(s)"
-                f"/message): {medians[s] / medians[base]:.2f}x ({medians[base]:,.0f} -> {medians[s]:,.0f} events/s)"
+                f"/message in, {s.sink_per_message} out): {medians[s] / medians[base]:.2f}x "
+                f"({medians[base]:,.0f} -> {medians[s]:,.0f} events/s)"
             )
 
 
@@ -277,14 +283,29 @@ def _summary(results: dict[Setting, list[Result]]) -> None:
     "per_message",
     default="1,100",
     show_default=True,
-    help="Records per message (input and output), comma-separated.",
+    help="Records per input message, comma-separated.",
+)
+@click.option(
+    "--sink-records-per-message",
+    "sink_per_message",
+    default="0",
+    show_default=True,
+    help="The sink's records_per_message, comma-separated; 0: as the input.",
 )
 @click.option("--partitions", default=4, show_default=True, help="Partitions (subjects querylog.in.<p>).")
 @click.option("--batch", default=1000, show_default=True, help="Records per pull (and per sink batch).")
 @click.option("--repeat", default=1, show_default=True, help="Runs of each setting (interleaved; medians).")
 @click.option("--seed", default=1, show_default=True, help="Seed of the synthetic records.")
 def command(
-    events: int, chain: str, replicas: str, per_message: str, partitions: int, batch: int, repeat: int, seed: int
+    events: int,
+    chain: str,
+    replicas: str,
+    per_message: str,
+    sink_per_message: str,
+    partitions: int,
+    batch: int,
+    repeat: int,
+    seed: int,
 ) -> None:
     """Events/s from a partitioned JetStream stream through nats source replicas, a chain and a nats sink."""
     if server_binary() is None:
@@ -295,7 +316,9 @@ def command(
     filters = {c: filters_of(c) for c in chains}
     records = aol_records(events, seed)
     lines = [(r["AnonID"], "\t".join(r.values()).encode()) for r in records]
-    settings = [Setting(c, r, n) for c, n, r in itertools.product(chains, pers, counts)]
+    sinks = _ints(sink_per_message, "--sink-records-per-message", least=0)
+    combos = itertools.product(chains, pers, dict.fromkeys(sinks), counts)
+    settings = list(dict.fromkeys(Setting(c, r, n, k or n) for c, n, k, r in combos))
     results: dict[Setting, list[Result]] = {s: [] for s in settings}
     for _ in range(max(1, repeat)):
         for s in settings:

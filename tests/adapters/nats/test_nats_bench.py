@@ -21,8 +21,9 @@ def test_bench_nats_prints_every_setting_and_the_speedup() -> None:
     proc = subprocess.run([QUERYLOG, "bench", "nats", *args], capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     runs = re.findall(
-        r"nats passthrough, (\d) replica\(s\), (\d+) record\(s\)/message on 4 partitions: publisher [\d,]+ events/s"
-        r" \(acked\); acknowledged [\d,]+ events/s .*; published ([\d,]+) records, [\d,]+ events/s incl\. drain.*"
+        r"nats passthrough, (\d) replica\(s\), (\d+) record\(s\)/message in, \d+ out on 4 partitions: "
+        r"publisher [\d,]+ events/s \(acked\); acknowledged [\d,]+ events/s .*; "
+        r"published ([\d,]+) records, [\d,]+ events/s incl\. drain.*"
         r"CPU s per replica [\d., ]+ \([\d,]+ events per CPU second\); peak RSS per replica [\d, ]+ MiB; "
         r"chain: in 3,000, out 3,000",
         proc.stdout,
@@ -31,5 +32,6 @@ def test_bench_nats_prints_every_setting_and_the_speedup() -> None:
     assert {published for _, _, published in runs} == {"3,000"}
     for per in ("1", "20"):
         assert re.search(
-            rf"speedup of 2 replicas over 1 \(passthrough, {per} record\(s\)/message\): [\d.]+x", proc.stdout
+            rf"speedup of 2 replicas over 1 \(passthrough, {per} record\(s\)/message in, {per} out\): [\d.]+x",
+            proc.stdout,
         )

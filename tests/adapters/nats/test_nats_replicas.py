@@ -30,7 +30,9 @@ def _replica(folder: Path, url: str, **options: Any) -> subprocess.Popen[bytes]:
     config = config_file(folder)
     opts = {"servers": [url], "stream": STREAM, "pull_wait_seconds": 0.2, **options}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with (folder / "replica.log").open("ab") as log:
+    log_file = folder / "replica.log"
+    before = log_file.read_bytes().count(b"replica_started") if log_file.exists() else 0  # an earlier replica's
+    with log_file.open("ab") as log:
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -44,8 +46,8 @@ def _replica(folder: Path, url: str, **options: Any) -> subprocess.Popen[bytes]:
             stderr=log,
             env=env,
         )
-    wait_until(
-        lambda: b"replica_started" in (folder / "replica.log").read_bytes(), what="the replica", abort=exited(proc)
+    wait_until(  # this replica's own marker (it blocks SIGTERM before): the log is shared with the killed one
+        lambda: log_file.read_bytes().count(b"replica_started") > before, what="the replica", abort=exited(proc)
     )
     return proc
 
@@ -64,7 +66,7 @@ def test_kill9_of_a_replica_loses_nothing_published(nats_server: NatsServer, tmp
     """``per_message``: records per input message (50: a message is acknowledged once all its lines are durable)."""
     records = (record(i, users=500) for i in range(RECORDS))
     publish(nats_server.url, records, partitions=2, records_per_message=per_message)
-    options = {"partition_count": 2, "batch_size": 500, "ack_wait_seconds": 5}
+    options = {"partition_count": 2, "batch_size": 500 // per_message, "ack_wait_seconds": 5}  # 500 records a pull
     first = _replica(tmp_path, nats_server.url, **options)
     try:
         wait_until(lambda: len(output(tmp_path)) >= KILL_AT, what="records before the kill", abort=exited(first))

@@ -37,6 +37,7 @@ SLOW_PATHS: dict[str, str] = {
     "tests/adapters/nats/": "a real nats-server per test, JetStream consumers and ack waits (1-9 s each)",
     "tests/adapters/otlp/test_otlp_sink.py": "the sink against our otlp source and a throttling peer (1-3 s each)",
     "tests/adapters/otlp/test_otlp_sink_peers.py": "the sink against throttling gRPC peers, mutual TLS (1-2 s each)",
+    "tests/adapters/otlp/test_otlp_throttling.py": "RetryInfo delays waited for, by the sink and the SDK (1-6 s each)",
     "tests/adapters/otlp/test_otlp_bench.py": "bench otlp's two runs, each with a serve subprocess (15-30 s each)",
     "tests/adapters/s3/": "moto's S3 server, objects closed by age, a writer killed -9 (1-6 s each)",
     "tests/tools/test_audit_linkage.py": "generated logs released through the ready chains, then attacked (1-5 s)",

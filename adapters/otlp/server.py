@@ -3,9 +3,10 @@
 * **gRPC** ``opentelemetry.proto.collector.logs.v1.LogsService/Export`` on ``listen``: the request's bytes go to
   :meth:`~adapters.otlp.export.Exporter.export` in the host's work; OK with an ``ExportLogsServiceResponse``
   (``partial_success`` when records were rejected) once it returned. ``RESOURCE_EXHAUSTED`` when an outbox or
-  the disk is full (with a ``google.rpc.RetryInfo`` of ``retry_after_seconds`` in its status details, OTLP's
-  throttling), ``UNAVAILABLE`` for another failure (the exporters retry both), ``INVALID_ARGUMENT`` for
-  garbage or too many records (not retried). gRPC itself refuses a request over ``max_message_bytes``.
+  the disk is full (with a ``google.rpc.RetryInfo`` of ``retry_after_seconds``, OTLP's throttling, in both
+  trailers of :mod:`adapters.otlp.throttle`), ``UNAVAILABLE`` for another failure (the exporters retry both),
+  ``INVALID_ARGUMENT`` for garbage or too many records (not retried). gRPC itself refuses a request over
+  ``max_message_bytes``.
 * **HTTP** ``POST /v1/logs`` on ``http_listen`` (aiohttp's low-level server on the same loop):
   ``application/x-protobuf`` or ``application/json`` (OTLP/JSON), ``Content-Encoding: gzip`` too; the answer
   in the request's content type. 200 once durable; 400 garbage or too many records; 401 without the token;
@@ -29,7 +30,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 
 from adapters.otlp.connections import BoundedServer
 from adapters.otlp.export import Exporter, InvalidRequest, Outcome, TooLarge, TooMany, decompress, json_to_protobuf
-from adapters.otlp.throttle import DETAILS_KEY, status_details
+from adapters.otlp.throttle import throttle_trailers
 from sidecar.api import Backpressure, Listen
 from sidecar.failures import describe_failure
 from sidecar.serving import ServerHost
@@ -186,10 +187,9 @@ class OtlpServers:
             code = grpc.StatusCode.RESOURCE_EXHAUSTED if kind == "busy" else grpc.StatusCode.UNAVAILABLE
             self._count(f"refused_{kind}")
             message = str(exc) if kind == "busy" else describe_failure(exc).message
-            trailers: tuple[tuple[str, str | bytes], ...] = ()
+            trailers: tuple[tuple[str, bytes], ...] = ()
             if kind == "busy":  # OTLP's throttling: a RetryInfo says when to come back
-                delay = self.config.retry_after_seconds
-                trailers = ((DETAILS_KEY, status_details(code.value[0], message, delay)),)
+                trailers = throttle_trailers(code.value[0], message, self.config.retry_after_seconds)
             await context.abort(code, message, trailing_metadata=trailers)
         self._done(outcome)
         return bytes(response(outcome).SerializeToString())

@@ -15,7 +15,7 @@ message, N by default). Printed per run:
   to the last replica closed after SIGTERM (its source stopped, a buffering chain's final release made, the
   outboxes drained);
 * each replica's CPU seconds from the start to the acknowledgement of every message, and events per CPU second
-  (less sensitive to a shared machine than events/s);
+  (less sensitive to a shared machine than events/s); nats-server's CPU seconds meanwhile;
 * each replica's peak RSS.
 
 The runs are every combination of ``--chain`` (``passthrough``: no filter; ``default``: config/default.yaml's chain;
@@ -81,6 +81,7 @@ class Result:
     published_seconds: float
     rss: list[float]
     cpu: list[float]
+    server_cpu: float
     chain: dict[str, int]
 
 
@@ -190,6 +191,7 @@ def run_once(setting: Setting, lines: list[tuple[str, bytes]], partitions: int, 
             for f, p in zip(folders, procs, strict=True):
                 _ready(f, p, deadline)  # every replica built (its chain's models loaded): the sources start at once
             cpu0 = [_cpu_seconds(p.pid) for p in procs]  # the start's CPU (config, models) is not counted
+            server0 = _cpu_seconds(server.proc.pid)
             t0, t0_wall = time.monotonic(), time.time()
             go.touch()
             durables = [f"querylog_p{p}" for p in range(partitions)]
@@ -198,6 +200,7 @@ def run_once(setting: Setting, lines: list[tuple[str, bytes]], partitions: int, 
             acked = time.monotonic()
             rss = [peak_rss_of(p.pid) for p in procs]
             cpu = [_cpu_seconds(p.pid) - c for p, c in zip(procs, cpu0, strict=True)]
+            server_cpu = _cpu_seconds(server.proc.pid) - server0
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -220,6 +223,7 @@ def run_once(setting: Setting, lines: list[tuple[str, bytes]], partitions: int, 
         ended - t0_wall,
         rss,
         cpu,
+        server_cpu,
         dict(chain_counts),
     )
 
@@ -329,7 +333,7 @@ def command(
                 f"acknowledged {r.acked_rate:,.0f} events/s ({r.acked_seconds:.2f} s); published {r.published:,} "
                 f"records, {r.published_rate:,.0f} events/s incl. drain ({r.published_seconds:.2f} s); "
                 f"CPU s per replica {', '.join(f'{c:.1f}' for c in r.cpu)} "
-                f"({events / max(sum(r.cpu), 0.01):,.0f} events per CPU second); "
+                f"({events / max(sum(r.cpu), 0.01):,.0f} events per CPU second), nats-server {r.server_cpu:.1f}; "
                 f"peak RSS per replica {', '.join(f'{m:.0f}' for m in r.rss)} MiB; chain: "
                 + ", ".join(f"{k.removeprefix('events_')} {v:,}" for k, v in sorted(r.chain.items()) if v)
             )

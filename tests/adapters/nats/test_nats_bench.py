@@ -24,7 +24,8 @@ def test_bench_nats_prints_every_setting_and_the_speedup() -> None:
         r"nats passthrough, (\d) replica\(s\), (\d+) record\(s\)/message in, \d+ out on 4 partitions: "
         r"publisher [\d,]+ events/s \(acked\); acknowledged [\d,]+ events/s .*; "
         r"published ([\d,]+) records, [\d,]+ events/s incl\. drain.*"
-        r"CPU s per replica [\d., ]+ \([\d,]+ events per CPU second\); peak RSS per replica [\d, ]+ MiB; "
+        r"CPU s per replica [\d., ]+ \([\d,]+ events per CPU second\), nats-server [\d.]+; "
+        r"peak RSS per replica [\d, ]+ MiB; "
         r"chain: in 3,000, out 3,000",
         proc.stdout,
     )

@@ -9,7 +9,7 @@ runtime's batch. The outbox's sender thread exports each batch, oldest first:
 * **delivered**: HTTP 2xx, gRPC OK. A ``partial_success`` with rejected records is counted
   (``records_rejected_by_peer``): the peer took the request and will not take those records again.
 * **throttled** (HTTP 429, 502, 503, 504; gRPC RESOURCE_EXHAUSTED, UNAVAILABLE): sent again after the peer's
-  ``Retry-After`` (HTTP) or the ``retry_delay`` of the ``google.rpc.RetryInfo`` in its status details (gRPC,
+  ``Retry-After`` (HTTP) or the ``retry_delay`` of its ``google.rpc.RetryInfo`` (gRPC, in either trailer of
   :mod:`adapters.otlp.throttle`) when it gives one (at least 0.1 s, at most ``retry_max_seconds``), else after
   the outbox's backoff.
 * **refused for good** (another 4xx, gRPC INVALID_ARGUMENT...): the batch goes to the dead-letter file (reason
@@ -51,7 +51,7 @@ RETRY_GRPC = frozenset(
         grpc.StatusCode.DATA_LOSS,
     }
 )
-#: the statuses of a throttling server, whose RetryInfo (in the status details) says when to come back
+#: the statuses of a throttling server, whose RetryInfo (when it sends one) says when to come back
 THROTTLED_GRPC = frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE})
 #: the shortest wait after a throttling answer (a `Retry-After: 0` must not make a busy loop)
 THROTTLE_FLOOR_SECONDS = 0.1

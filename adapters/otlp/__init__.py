@@ -22,6 +22,8 @@ resource and scope. A file sink writes OTLP/JSON, one export request of one reco
 **Delivery** (:mod:`adapters.otlp.server`, :mod:`adapters.otlp.sink`): an export is answered only once its
 records are durable; bad records are dead-lettered and counted in ``partial_success`` (a count and reasons),
 never failing the export, so the exporter does not resend the good ones. A full outbox answers
-RESOURCE_EXHAUSTED / 503 with ``Retry-After``, which the exporters retry. The sink batches through a durable
-outbox and honours ``Retry-After``. At least once, end to end.
+RESOURCE_EXHAUSTED with a ``google.rpc.RetryInfo`` / 503 with ``Retry-After``, which the exporters wait for
+(:mod:`adapters.otlp.throttle`); OTLP/HTTP holds at most ``max_connections`` connections
+(:mod:`adapters.otlp.connections`). The sink batches through a durable outbox, honours ``Retry-After`` and
+``RetryInfo``, and presents a client certificate where the receiver wants one. At least once, end to end.
 """

@@ -113,6 +113,10 @@ class ClassifyFilter(Filter[ClassifyConfig]):
             dead.add("unclassified", "classify", None, ev.raw if ev.raw is not None else _record_text(ev))
         return False
 
+    def annotates_only(self) -> bool:
+        """``unknown: annotate`` drops nothing and no role changes: a buffer's first pass skips classifying."""
+        return self.config.unknown == "annotate"
+
     def process(self, batch: list[Event]) -> list[Event]:
         assert self.classifier is not None, "built with validate_only: never run"
         classify = self.classifier.lookup

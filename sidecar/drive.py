@@ -148,7 +148,10 @@ def prescan(pipeline: Pipeline, source: Any) -> None:
     pass runs the pipeline's own instances of them (building a chain twice cost more than a second at every
     start), so their per-query caches are warm for the real pass. Meanwhile each sees a first-pass context
     (``Filter.ctx``: no state store, dead letters counted nowhere, so the real pass reports bad records once)
-    and its ``counts`` are put back afterwards (the real pass counts each event once)."""
+    and its ``counts`` are put back afterwards (the real pass counts each event once). A filter that only
+    annotates (``annotates_only``: ``classify`` with ``unknown: annotate``) is left out when the target reads no
+    annotations (``PRESCAN_ROLES_ONLY``: ``category_buffer``): classifying each event in the first pass only
+    warmed the classifier's cache (a warm pass over 625k events: 0.6 s, about 4% of that archive's replay)."""
     if not getattr(source, "rewindable", False):
         raise PrescanError("--prescan reads the input twice: give a file, not stdin or a pipe", "stdin")
     filters = pipeline.chain.filters
@@ -181,7 +184,8 @@ def prescan(pipeline: Pipeline, source: Any) -> None:
     try:
         for f in prefix:
             f.ctx = ctx
-        target.prescan(_events(source.prescan_batches(), prefix, pipeline.fields))
+        passes = [f for f in prefix if not (target.PRESCAN_ROLES_ONLY and f.annotates_only())]
+        target.prescan(_events(source.prescan_batches(), passes, pipeline.fields))
     finally:
         for f, (own_ctx, counts) in zip(prefix, saved, strict=True):
             f.ctx = own_ctx

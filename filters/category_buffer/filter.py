@@ -34,6 +34,7 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
     BUFFERING = True
     STATEFUL = True
     PRESCAN = True
+    PRESCAN_ROLES_ONLY = True  # shared_pairs reads users and texts
     #: The hot-path specialisation of :meth:`process` and :meth:`_release` (the branches marked SPECIALISED): the
     #: arrival's text key, common bucket name and user side, its bucket and pair bookkeeping, and a release's first
     #: random draw, written out inline instead of calling the helpers named there. Measured on ``bench buffer``'s

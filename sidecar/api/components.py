@@ -30,6 +30,9 @@ class Filter(Generic[C]):
     STATEFUL: ClassVar[bool] = False
     #: Learns from a first pass over an archive (``replay --prescan``); implements ``prescan``.
     PRESCAN: ClassVar[bool] = False
+    #: Its ``prescan`` reads which events arrive and their roles, never their annotations (``meta``): the first
+    #: pass then skips the filters in front that only annotate (:meth:`annotates_only`).
+    PRESCAN_ROLES_ONLY: ClassVar[bool] = False
 
     def __init__(self, config: C, ctx: BuildContext) -> None:
         self.config: C = config
@@ -40,6 +43,11 @@ class Filter(Generic[C]):
     def process(self, batch: list[Event]) -> list[Event]:
         """The events that leave the filter now (changed in place or new), in order."""
         raise NotImplementedError
+
+    def annotates_only(self) -> bool:
+        """True when this filter, as configured, passes every event on with its roles unchanged (it annotates, or
+        writes fields that are no role): a first pass for a ``PRESCAN_ROLES_ONLY`` filter behind it skips it."""
+        return False
 
     def prescan(self, batches: Iterable[list[Event]]) -> None:
         """Read every event of an archive, as it will later arrive here, before the replay starts.

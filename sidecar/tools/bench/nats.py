@@ -135,24 +135,26 @@ async def _acknowledged(url: str, durables: list[str]) -> bool:
 
 
 def _replica(
-    folder: Path, url: str, chain: list[Any], parts: list[int], partitions: int, batch: int, per: int, go: Path
+    folder: Path, url: str, chain: list[Any], parts: list[int], partitions: int, setting: Setting, batch: int, go: Path
 ) -> Any:
+    """Start one replica process: pulls of about ``batch`` records, the sink's ``records_per_message`` of
+    ``setting``; its source starts once ``go`` exists."""
     folder.mkdir(parents=True)
     config = {
         "state_dir": str(folder / "state"),
         "dead_letter_file": None,
         "logging": {"level": "warning", "format": "json"},
         "schema": {"format": "tsv", "header": False},
-        "limits": {"batch_size": batch},
         "filters": chain,
         "sinks": [],
     }
     (folder / "sidecar.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     source = {"servers": [url], "stream": IN_STREAM, "subject_prefix": IN_PREFIX, "partition_count": partitions}
-    source.update({"partitions": parts, "batch_size": batch, "max_ack_pending": max(20_000, batch)})
+    pull = max(1, batch // setting.per_message)  # messages of N records: N times the records
+    source.update({"partitions": parts, "batch_size": pull, "max_ack_pending": max(20_000, pull)})
     source["pull_wait_seconds"] = 0.1  # an idle pull at the end holds the stop no longer than this
-    sink = {"servers": [url], "subject": OUT_SUBJECT, "stream": OUT_STREAM, "batch_size": min(batch * per, 4000)}
-    sink["records_per_message"] = per
+    sink = {"servers": [url], "subject": OUT_SUBJECT, "stream": OUT_STREAM, "batch_size": min(batch, 4000)}
+    sink["records_per_message"] = setting.sink_per_message
     env = {**os.environ, "QUERYLOG_HMAC_KEY": os.environ.get("QUERYLOG_HMAC_KEY", BENCH_HMAC_KEY)}
     env["NATSREPLICA_GO_FILE"] = str(go)
     args = [sys.executable, "-m", "sidecar.tools.bench.natsreplica", str(folder / "sidecar.yaml")]
@@ -176,14 +178,12 @@ def run_once(setting: Setting, lines: list[tuple[str, bytes]], partitions: int, 
     """One run on a fresh server: publish, replicas until every message is acknowledged, SIGTERM, counts."""
     replicas, events = setting.replicas, len(lines)
     with tempfile.TemporaryDirectory(prefix="querylog-bench-nats-") as tmp, NatsServer(Path(tmp) / "nats") as server:
-        # a message's batch: the source pulls `batch` messages, so N records a message make N times the records
-        pull = max(1, batch // setting.per_message)
         publish_s = asyncio.run(_publish(server.url, lines, partitions, setting.per_message))
         assigned = [[p for p in range(partitions) if p % replicas == r] for r in range(replicas)]
         folders = [Path(tmp) / f"replica{r}" for r in range(replicas)]
         go = Path(tmp) / "go"
         procs = [
-            _replica(f, server.url, chain, a, partitions, pull, setting.sink_per_message, go)
+            _replica(f, server.url, chain, a, partitions, setting, batch, go)
             for f, a in zip(folders, assigned, strict=True)
         ]
         try:

@@ -29,16 +29,15 @@ from typing import Any
 
 from adapters.accesslog.escapes import escape, to_text
 from adapters.accesslog.formats import FormatError, Layout, apache_layout, nginx_layout
-from adapters.accesslog.referer import ReleasedQueries
-from adapters.accesslog.urlparams import decode_value, encode_value, find_param, path_of, query_span, style_of
+from adapters.accesslog.lazyevent import LazyEvent, match_of
+from adapters.accesslog.patterns import line_patterns
+from adapters.accesslog.queryreader import QueryReader
 from sidecar.api import AOL_COLUMNS, ROLES, BadRecord, Codec, ConfigValueError, Event, FieldError, SchemaConfig
 
 __all__ = ["AccessLogCodec", "layout_of"]
 
-_ACCESS_DEFAULTS = {"user": "remote_addr", "query": "request.q", "time": "time_local", "rank": None, "url": None}
-_QUERY_STRING_VARS = ("args", "query_string")
 REFERER = "http_referer"
-_VALUE_END = re.compile(r"[^ &#]*")
+_ACCESS_DEFAULTS = {"user": "remote_addr", "query": "request.q", "time": "time_local", "rank": None, "url": None}
 
 
 def layout_of(schema: SchemaConfig) -> Layout:
@@ -75,16 +74,27 @@ class AccessLogCodec(Codec):
         self._role_idx = {r: (index[v] if v is not None else None) for r, v in roles.items() if r != "query"}
         self._role_vars = {v: r for r, v in roles.items() if v is not None and r != "query"}
         self._role_vars[self._query_var] = "query"
-        self._search_path = schema.search_path
-        self._fast, self._slow = _regexes(layout, index)
+        self._fast, self._slow, finds = line_patterns(
+            layout, index, self._query_var, self._params, schema.search_path is not None
+        )
+        #: the fast pattern's group of each variable, in the order of ``names``
+        self._groups = tuple(f"g{i}" for i in range(self._n))
+        #: a line ending in "\r" cannot match the fast pattern (the format ends with a literal that is no "\r")
+        self._cr_fails = layout.literals[-1][-1:] not in ("", "\r")
         self._ref = index.get(REFERER)
-        self._ref_keys = tuple(p + "=" for p in self._params)
-        self._ref_key = self._ref_keys[0] if len(self._ref_keys) == 1 else None
+        ref_group = self._groups[self._ref] if self._ref is not None else None
+        number = self._fast.groupindex
+        self._reader = reader = QueryReader(
+            self._query_var,
+            self._params,
+            schema.search_path,
+            self.dialect,
+            finds,
+            (number[self._groups[self._qi]], number[ref_group] if ref_group is not None else None),
+        )
         self._role_pairs = tuple((r, i) for r, i in self._role_idx.items() if i is not None)
-        #: the one query parameter of the request line as ``NAME=`` (None: several, or another variable)
-        self._request_key = self._ref_key if self._query_var == "request" else None
-        self._amp_key = f"&{self._request_key}"
-        self.referer_memo = ReleasedQueries()
+        #: the query texts released, which referers follow (:mod:`adapters.accesslog.referer`)
+        self.referer_memo = reader.memo
 
     def _roles(self, schema: SchemaConfig, index: Mapping[str, int]) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
@@ -102,92 +112,83 @@ class AccessLogCodec(Codec):
 
     # ---- decoding ---------------------------------------------------------------------------------------------
 
-    def _query(self, value: str) -> str:
-        """The query text of the query variable's value ("" when it is no search or has none of the parameters)."""
-        key = self._request_key
-        if key is not None:  # one parameter of the request line, the usual line: str.find; else the general path
-            if key not in value:
-                return ""
-            q = value.find("?")
-            at = q + 1 if value.startswith(key, q + 1) else value.find(self._amp_key, q) + 1
-            if q > 0 and at > 0:
-                start = at + len(key)
-                end = _VALUE_END.match(value, start).end()  # type: ignore[union-attr]  # matches the empty text
-                if (
-                    "#" not in value[q:start]
-                    and " " not in value[q:start]
-                    and (value[end : end + 1] != " " or value.find(" ", end + 1) < 0)  # no space in the target
-                    and (self._search_path is None or value[value.find(" ") + 1 : q] == self._search_path)
-                ):
-                    return decode_value(value[start:end], self.dialect)
-        if self._query_var == "request":  # METHOD TARGET PROTOCOL
-            first = value.find(" ")
-            q = value.find("?", first + 1) if first >= 0 else -1
-            if q < 0:
-                return ""
-            end = value.rfind(" ")
-            if end < q:
-                end = len(value)
-            span: tuple[int, int, int] | None = (first + 1, q + 1, end)
-            h = value.find("#", q, end)
-            if h >= 0:
-                span = (first + 1, q + 1, h)
-            if self._search_path is not None and value[first + 1 : q] != self._search_path:
-                span = None if path_of(value, first + 1, q + 1) != self._search_path else span
-        else:
-            span = self._span(value)
-        if span is None:
-            return ""
-        p = find_param(value, span[1], span[2], self._params)
-        return "" if p is None else decode_value(value[p[0] : p[1]], self.dialect)
-
-    def _span(self, value: str) -> tuple[int, int, int] | None:
-        """The query string of the query variable's value when it is a search (``search_path``), else None."""
-        if self._query_var in _QUERY_STRING_VARS:
-            return 0, 1 if value[:1] == "?" else 0, len(value)
-        span = query_span(value, self._query_var == "request")
-        if span is None or (self._search_path is not None and path_of(value, span[0], span[1]) != self._search_path):
-            return None
-        return span
-
     def decode_many(self, lines: Sequence[str], eol: str, bad: list[tuple[int, str]]) -> list[Event]:
+        """A lazy event for each line the fast pattern matches (split when first read); the others through
+        :meth:`_decode_other`."""
         out: list[Event] = []
         append = out.append
-        fast, slow, qi, dialect = self._fast.fullmatch, self._slow.fullmatch, self._qi, self.dialect
-        ui, ti, ri, li = (self._role_idx[r] for r in ("user", "time", "rank", "url"))
-        query_of = self._query
+        fast = self._fast.fullmatch
+        if self._cr_fails:  # the usual format: a line is tried as it is, its "\r" only stripped when it fails
+            for i, line in enumerate(lines):
+                m = fast(line)
+                if m is not None:
+                    append(LazyEvent(line, m, self, eol))
+                else:
+                    self._decode_other(i, line, eol, out, bad, line[-1:] == "\r")
+            return out
         for i, line in enumerate(lines):
-            body = line[:-1] if line[-1:] == "\r" else line
-            m = fast(body) or slow(body)
-            if m is None:
-                bad.append((i, "line_does_not_match_format"))
-                continue
-            groups = m.groups()
-            query = query_of(groups[qi])
-            values = (*groups, query)
-            user = values[ui] if ui is not None else None
-            if user is not None and "\\" in user:
-                user = to_text(user, dialect)
-            append(
-                Event(
-                    user,
-                    query,
-                    values[ti] if ti is not None else None,
-                    to_text(values[ri], dialect) if ri is not None else None,
-                    to_text(values[li], dialect) if li is not None else None,
-                    values,
-                    line,
-                    self,
-                    eol,
-                )
-            )
+            m = fast(line[:-1] if line[-1:] == "\r" else line)
+            if m is not None:
+                append(LazyEvent(line, m, self, eol))
+            else:
+                self._decode_other(i, line, eol, out, bad, False)
         return out
+
+    def _decode_other(
+        self, i: int, line: str, eol: str, out: list[Event], bad: list[tuple[int, str]], try_fast: bool
+    ) -> None:
+        """A line the fast pattern missed: matched without its "\r" (``try_fast``), or split by the slow
+        pattern (an event split at once), or a dead letter."""
+        body = line[:-1] if line[-1:] == "\r" else line
+        m = self._fast.fullmatch(body) if try_fast else None
+        if m is not None:
+            out.append(LazyEvent(line, m, self, eol))
+            return
+        m = self._slow.fullmatch(body)
+        if m is None:
+            bad.append((i, "line_does_not_match_format"))
+            return
+        groups = m.groups()
+        ev = Event(None, None, raw=line, codec=self, eol=eol)
+        self._fill(ev, (*groups, self._reader.query(groups[self._qi])))
+        out.append(ev)
+
+    def materialize(self, event: LazyEvent) -> None:
+        """Split a lazy event's line into its values and roles; the event becomes a plain :class:`Event`."""
+        m = match_of(event)
+        values = (*self._values(m), self._reader.query_of_match(m))
+        event.__class__ = Event  # type: ignore[assignment]  # the same slots: LazyEvent adds none
+        self._fill(event, values)
+
+    def _values(self, m: re.Match[str]) -> tuple[str, ...]:
+        """The variables' values (as logged) of a fast pattern's match."""
+        return m.group(*self._groups) if self._n > 1 else (m.group(self._groups[0]),)
+
+    def _fill(self, ev: Event, values: tuple[str, ...]) -> None:
+        """Set the roles and the record of ``ev`` from the record's values."""
+        ui, ti, ri, li = self._role_idx["user"], self._role_idx["time"], self._role_idx["rank"], self._role_idx["url"]
+        user = values[ui] if ui is not None else None
+        ev.user = to_text(user, self.dialect) if user is not None and "\\" in user else user
+        ev.query = values[self._n]
+        ev.time = values[ti] if ti is not None else None
+        ev.rank = to_text(values[ri], self.dialect) if ri is not None else None
+        ev.url = to_text(values[li], self.dialect) if li is not None else None
+        ev.record = values
 
     # ---- encoding ---------------------------------------------------------------------------------------------
 
     def encode(self, event: Event) -> str:
         if event.codec is not self:
             raise BadRecord("not_an_access_log_record")
+        if type(event) is LazyEvent:
+            raw = event.raw
+            if raw is not None:  # untouched: the line itself, unless its referer shows a search not released so
+                if self._ref is None:
+                    return raw
+                m = match_of(event)
+                referer = self._reader.untouched(m, raw)
+                return raw if referer is None else self._with_referer(m, referer, raw)
+            self.materialize(event)  # marked changed
         values: Sequence[str] = event.record
         original = values[self._n]
         query = event.query
@@ -203,15 +204,13 @@ class AccessLogCodec(Codec):
         referer = None
         if self._ref is not None:
             self.referer_memo.remember(original, query)
-            ref = values[self._ref]
-            if self._ref_key in ref if self._ref_key is not None else any(k in ref for k in self._ref_keys):
-                referer = self._referer(ref)
+            referer = self._reader.referer(values[self._ref])
         raw = event.raw
         if same_query and same_roles and referer is None and raw is not None:
             return raw
         new = list(values[: self._n])
         if not same_query:
-            new[self._qi] = self._with_query(new[self._qi], query)
+            new[self._qi] = self._reader.with_query(new[self._qi], query)
         if not same_roles:
             for role, i in self._role_pairs:
                 if not self._same(event, role, i):
@@ -223,38 +222,17 @@ class AccessLogCodec(Codec):
         line = self._line(new)
         return line + "\r" if raw is not None and raw[-1:] == "\r" else line
 
+    def _with_referer(self, m: re.Match[str], referer: str, raw: str) -> str:
+        """The line of an untouched event (``m``: its match) with a new referer."""
+        assert self._ref is not None
+        values = list(self._values(m))
+        values[self._ref] = referer
+        line = self._line(values)
+        return line + "\r" if raw[-1:] == "\r" else line
+
     def _same(self, event: Event, role: str, i: int) -> bool:
         now, was = getattr(event, role), event.record[i]
         return bool(now is was or now == to_text(was, self.dialect))
-
-    def _with_query(self, value: str, query: str) -> str:
-        span = self._span(value)
-        p = find_param(value, span[1], span[2], self._params) if span is not None else None
-        if p is None:
-            if query == "":
-                return value
-            raise BadRecord("query_on_non_search_request")
-        raw = value[p[0] : p[1]]
-        return value[: p[0]] + encode_value(query, style_of(raw, self.dialect), self.dialect) + value[p[1] :]
-
-    def _referer(self, ref: str) -> str | None:
-        """The referer with its search query as released (None: unchanged)."""
-        if not any(k in ref for k in self._ref_keys):
-            return None
-        span = query_span(ref, False)
-        if span is None or (self._search_path is not None and path_of(ref, span[0], span[1]) != self._search_path):
-            return None
-        p = find_param(ref, span[1], span[2], self._params)
-        if p is None:
-            return None
-        raw = ref[p[0] : p[1]]
-        text = decode_value(raw, self.dialect)
-        if text == "":
-            return None
-        released = self.referer_memo.released(text)
-        if released == text:
-            return None
-        return ref[: p[0]] + encode_value(released, style_of(raw, self.dialect), self.dialect) + ref[p[1] :]
 
     def _line(self, values: Sequence[str]) -> str:
         lits = self.format_layout.literals
@@ -273,7 +251,7 @@ class AccessLogCodec(Codec):
         values = event.record
         out = {n: to_text(values[i], self.dialect) for i, n in enumerate(self.names) if n not in self._role_vars}
         if self._ref is not None and REFERER in out:
-            ref = self._referer(values[self._ref])
+            ref = self._reader.referer(values[self._ref])
             if ref is not None:
                 out[REFERER] = to_text(ref, self.dialect)
         return out
@@ -322,30 +300,5 @@ def _query_role(spec: str | None, index: Mapping[str, int]) -> tuple[str, tuple[
     return var, names
 
 
-def _regexes(layout: Layout, index: Mapping[str, int]) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """A fast pattern (each value up to the next literal's first character; a quoted one up to its closing quote,
-    Apache's ``\\"`` inside) and a slow one (each value as short as the line allows) for lines the fast one misses."""
-    fast, slow = [re.escape(layout.literals[0])], [re.escape(layout.literals[0])]
-    seen: set[str] = set()
-    for k, var in enumerate(layout.variables):
-        before, after = layout.literals[k], layout.literals[k + 1]
-        group = f"g{index[var]}"
-        if var in seen:
-            fast.append(f"(?P={group})")
-            slow.append(f"(?P={group})")
-        else:
-            seen.add(var)
-            if not after:
-                pattern = ".*"
-            elif before.endswith('"') and after.startswith('"'):
-                pattern = r'(?:[^"\\]|\\.)*' if layout.dialect == "apache" else r'[^"]*'
-            else:
-                pattern = f"[^{re.escape(after[0])}]*"
-            fast.append(f"(?P<{group}>{pattern})")
-            slow.append(f"(?P<{group}>.*?)")
-        fast.append(re.escape(after))
-        slow.append(re.escape(after))
-    return re.compile("".join(fast), re.DOTALL), re.compile("".join(slow), re.DOTALL)
-
-
-_COMBINED = _regexes(nginx_layout("combined"), {n: i for i, n in enumerate(nginx_layout("combined").names)})[0]
+_COMBINED_LAYOUT = nginx_layout("combined")
+_COMBINED = line_patterns(_COMBINED_LAYOUT, {n: i for i, n in enumerate(_COMBINED_LAYOUT.names)})[0]

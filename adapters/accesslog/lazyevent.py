@@ -1,0 +1,66 @@
+"""An access-log event that is split into its values only when something reads them.
+
+A passthrough, or a chain that reads no role, never needs a line's values: the codec checks the line against its
+format when it decodes it (a line that does not match is a dead letter there and then) and keeps the match.
+:class:`LazyEvent` holds that match in the ``record`` slot; reading or setting any role or the record makes the
+codec fill every slot (:meth:`~adapters.accesslog.codec.AccessLogCodec.materialize`), after which the event is a
+plain :class:`~sidecar.api.Event` (its class is switched: the slots are the same), so later reads cost what they
+cost on any event. An event nobody touched is written back as its line by
+:meth:`~adapters.accesslog.codec.AccessLogCodec.encode`, without being split.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, cast
+
+from sidecar.api import NO_META, Event
+
+if TYPE_CHECKING:
+    from adapters.accesslog.codec import AccessLogCodec
+
+__all__ = ["LazyEvent", "match_of"]
+
+_RECORD_SLOT = cast(Any, Event.__dict__["record"])
+
+
+def match_of(event: LazyEvent) -> re.Match[str]:
+    """The match of the event's line (without its ``\\r``), while the event is lazy."""
+    m: re.Match[str] = _RECORD_SLOT.__get__(event, Event)
+    return m
+
+
+def _lazy(name: str) -> Any:
+    def get(self: LazyEvent) -> Any:
+        self.codec_of().materialize(self)
+        return getattr(self, name)
+
+    def put(self: LazyEvent, value: Any) -> None:
+        self.codec_of().materialize(self)
+        setattr(self, name, value)
+
+    return property(get, put, doc=f"The event's {name} (the line is split when it is first read or set).")
+
+
+class LazyEvent(Event):
+    """An event of an access-log line not split yet; see the module documentation."""
+
+    __slots__ = ()  # no slot of its own: materialize() switches the class to Event
+
+    def __init__(self, raw: str, match: re.Match[str], codec: AccessLogCodec, eol: str) -> None:
+        self.raw = raw
+        _RECORD_SLOT.__set__(self, match)
+        self.codec = codec
+        self.eol = eol
+        self.meta = NO_META
+
+    def codec_of(self) -> AccessLogCodec:
+        """The codec that decoded the event (the one that can split it)."""
+        return cast("AccessLogCodec", self.codec)
+
+    user = _lazy("user")
+    query = _lazy("query")
+    time = _lazy("time")
+    rank = _lazy("rank")
+    url = _lazy("url")
+    record = _lazy("record")

@@ -34,6 +34,10 @@ the coverage (an improvement on the paper; measured with ``querylog kb evaluate`
    rule, and rare: :data:`MAX_CALL_SIGN_ZIPF`), is Arts (television and radio).
 5. **A newspaper's name**: two or more words ending with a masthead word (``times``,
    ``herald``, ``gazette``...; a site's ``www``/``com`` set aside) is News.
+6. **A host in a non-English country**: a name followed by the country-code top-level
+   domain (IANA's root zone) of a country whose language is not English (``sme sk``,
+   ``www gazzetta gr``) is World, ODP's category for sites in other languages; codes
+   that are English words or function words (``it``, ``no``, ``de``...) are left out.
 """
 
 from __future__ import annotations
@@ -100,6 +104,15 @@ MASTHEAD_WORDS = frozenset(
     ]
 )
 SITE_WORDS = frozenset({"www", "com", "net", "org", "online", "co", "uk"})
+#: Country-code top-level domains (IANA root zone) of countries whose main language is not English, less those
+#: that are English words, stop words, US state codes (``il``, ``md``, ``tn``...) or common abbreviations
+#: (``hr``, ``pt``, ``lv``...).
+FOREIGN_CCTLDS = frozenset(
+    """
+    bg br cl cn cr cz dk ec ee es fr gr gt hn hu ir jp kr kz lt lu mk mx ni nl pl py ro rs ru se si sk sv
+    th tr tw ua uy uz vn
+    """.split()  # noqa: SIM905 - a code list reads best as text
+)
 NEWSPAPER_CATEGORY = ("News", "newspapers")
 #: Lazy tables by KB hash (``deletes``, ``windows``, ``pieces``), shared by the classifiers of one KB.
 _SHARED: dict[str, dict[str, object]] = {}
@@ -315,6 +328,16 @@ class Fallback:
         cat, label = NEWSPAPER_CATEGORY
         return Classification(cat, (cat, label), " ".join(words), 0.5)
 
+    def foreign_host(self, raw: list[str]) -> Classification | None:
+        """A name then a non-English country's top-level domain (``sme sk``): World, the code as its path."""
+        if len(raw) < 2 or raw[-1] not in FOREIGN_CCTLDS or self.kb.foreign_category < 0:
+            return None
+        name = [t for t in raw[:-1] if t not in SITE_WORDS]
+        if not name or any(t.isdigit() for t in name):
+            return None
+        cat = self.kb.categories[self.kb.foreign_category]
+        return Classification(cat, (cat, raw[-1]), " ".join(name), 0.5)
+
 
 def classify_with_fallback(
     tokens: Tokens,
@@ -331,4 +354,4 @@ def classify_with_fallback(
         got = retry(Tokens(repaired, None, None, raw))
         if got is not None:
             return got
-    return fallback.domain(raw) or fallback.call_sign(raw) or fallback.newspaper(raw)
+    return fallback.domain(raw) or fallback.call_sign(raw) or fallback.newspaper(raw) or fallback.foreign_host(raw)

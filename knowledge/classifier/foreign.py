@@ -63,7 +63,8 @@ def foreign_language(
 
 
 def foreign_script(kb: KnowledgeBase, raw: list[str]) -> Classification | None:
-    """ODP World for queries written mostly in a non-Latin script; the path's second level names the script."""
+    """ODP World for queries written mostly in a non-Latin script (numbers aside); the path's second level names
+    the script."""
     if "".join(raw).isascii():
         return None
     scripts: dict[str, int] = {}
@@ -73,7 +74,7 @@ def foreign_script(kb: KnowledgeBase, raw: list[str]) -> Classification | None:
             script = unicodedata.name(c, "OTHER").split(" ", 1)[0].lower()
             scripts[script] = scripts.get(script, 0) + 1
     n = sum(scripts.values())
-    if n * 2 <= len(raw):
+    if n * 2 <= sum(1 for t in raw if not t.isdigit()):  # numbers (a year, a count) belong to no script
         return None
     script = max(sorted(scripts), key=scripts.__getitem__)
     name = kb.categories[kb.foreign_category]

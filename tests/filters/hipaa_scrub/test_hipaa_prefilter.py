@@ -265,6 +265,23 @@ def test_a_detector_without_triggers_always_runs() -> None:
         assert [run for _, run in ordered] == [d.detect]
 
 
+SMALL = Prefilter(FILTERED.digit, [*FILTERED.at, *FILTERED.net], max_mem=96 << 10)
+"""The set with about the least DFA budget it compiles with (64 KiB fails): 340 times less than the default."""
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(TEXTS, SOUP), min_size=10, max_size=30))
+def test_a_set_short_of_memory_still_finds_every_trigger(texts: list[str]) -> None:
+    """Fault injection: with almost no DFA budget RE2 keeps starting its state cache afresh; the triggers found are
+    the same (a set that gave up would report none and skip detectors)."""
+    small = SMALL
+    pre = FILTERED.prefilter
+    assert pre is not None and small.patterns == pre.patterns
+    for text in texts:
+        raw = (text * 8).lower().encode()  # longer texts: more states per text
+        assert sorted(small.hits(raw)) == sorted(pre.hits(raw))
+
+
 def test_a_scrubber_with_the_prefilter_pickles() -> None:
     """An RE2 set does not pickle; the prefilter is rebuilt from its detectors."""
     copy = pickle.loads(pickle.dumps(FILTERED))

@@ -50,7 +50,7 @@ from rapidfuzz.distance import OSA
 
 from knowledge.classifier.model import Classification, Tokens
 from knowledge.classifier.names import NameTables
-from knowledge.classifier.spelling import one_edit
+from knowledge.classifier.segment import prefixes_of, segment
 from knowledge.store import FLAG_CURATED, KnowledgeBase
 from knowledge.text import STOPWORDS
 
@@ -184,7 +184,7 @@ class Fallback:
             w
             for k in {token} | {token[:i] + token[i + 1 :] for i in range(n)}
             for w in index.get(k, ())
-            if one_edit(token, w)
+            if OSA.distance(token, w, score_cutoff=1) == 1  # one edit
         }
         if near:
             return (min(near, key=lambda w: (-zipf.get(w, 0), w)),)
@@ -247,40 +247,26 @@ class Fallback:
         assert isinstance(got, frozenset)
         return got
 
+    def _piece_prefixes(self) -> frozenset[str]:
+        got = self._tables.get("prefixes")
+        if got is None:
+            got = self._tables["prefixes"] = prefixes_of(self._piece_set())
+        assert isinstance(got, frozenset)
+        return got
+
     def prepare(self) -> None:
         """Build the lazy tables now (they are otherwise built on first need)."""
         self._deletes()
         self._windows()
-        self._piece_set()
+        self._piece_prefixes()
 
     def _segment(self, token: str) -> tuple[str, ...] | None:
         """Fewest known pieces (plurals and a few two-letter words allowed), then the most frequent."""
-        n = len(token)
-        if n < 6:
+        if len(token) < 6:
             return None
-        pieces_ok, zipf = self._piece_set(), self.zipf
-        best: list[tuple[int, int, int] | None] = [None] * (n + 1)
-        best[0] = (0, 0, -1)
-        for j in range(2, n + 1):
-            for i in range(max(0, j - MAX_PIECE_LEN), j - 1):
-                prev = best[i]
-                if prev is None or token[i:j] not in pieces_ok:
-                    continue
-                cand = (prev[0] + 1, prev[1] - zipf.get(token[i:j], 0), i)
-                cur = best[j]
-                if cur is None or cand[:2] < cur[:2]:
-                    best[j] = cand
-        whole = best[n]
-        if whole is None or whole[0] < 2:
+        out = segment(token, self._piece_set(), self._piece_prefixes(), self.zipf, MAX_PIECE_LEN)
+        if out is None or len(out) < 2:
             return None
-        out: list[str] = []
-        j = n
-        while j > 0:
-            cut = best[j]
-            assert cut is not None  # every prefix on the chain has a cut
-            out.append(token[cut[2] : j])
-            j = cut[2]
-        out.reverse()
         if all(p in STOPWORDS or p in SHORT_PIECES for p in out):
             return None
         return tuple(out)

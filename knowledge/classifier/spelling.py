@@ -10,10 +10,12 @@ words, foreign words and census names.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+
+from rapidfuzz.distance import OSA
 
 from knowledge.classifier.model import Tokens
 from knowledge.classifier.names import NameTables
+from knowledge.classifier.segment import prefixes_of, segment
 from knowledge.store import KnowledgeBase
 from knowledge.text import STOPWORDS, tokenize
 
@@ -37,8 +39,9 @@ KNOWN_SUFFIXES: tuple[tuple[str, str], ...] = (
     ("ers", ""),
     ("ly", ""),
 )
-#: Recommendation indexes by KB hash, shared by the classifiers of one process.
+#: Recommendation indexes and segmentation prefixes by KB hash, shared by the classifiers of one process.
 _DELETE_INDEXES: dict[str, dict[str, tuple[str, ...]]] = {}
+_PREFIXES: dict[str, frozenset[str]] = {}
 
 
 def one_edit(a: str, b: str) -> bool:
@@ -79,14 +82,6 @@ class SpellingTables:
         )
 
 
-class _Cut(NamedTuple):
-    """Best segmentation of a token prefix: fewest pieces, then highest summed Zipf."""
-
-    pieces: int
-    neg_zipf: float  # minus the summed Zipf x 100 of the pieces
-    start: int  # where the last piece starts (-1 for the empty prefix)
-
-
 class Speller:
     """Spelling recommendations and segmentations, cached per token (``cache_size`` tokens at most)."""
 
@@ -106,6 +101,7 @@ class Speller:
         self._first_names = names.first
         self._last_names = names.last
         self._deletes: dict[str, tuple[str, ...]] | None = None
+        self._segment_prefixes: frozenset[str] | None = None
         self.cache_size = cache_size
         self._fixes: dict[str, tuple[str, ...]] = {}
 
@@ -155,8 +151,17 @@ class Speller:
         return False
 
     def prepare(self) -> None:
-        """Build the lazy spelling-recommendation index now (it is otherwise built on first need)."""
+        """Build the lazy spelling-recommendation and segmentation indexes now (otherwise built on first need)."""
         self._delete_index()
+        self._prefixes()
+
+    def _prefixes(self) -> frozenset[str]:
+        """Prefixes of the pieces a glued token may split into (shared per KB)."""
+        got = _PREFIXES.get(self.kb.sha256)
+        if got is None:
+            got = _PREFIXES[self.kb.sha256] = prefixes_of(self._segment_words)
+        self._segment_prefixes = got
+        return got
 
     def _delete_index(self) -> dict[str, tuple[str, ...]]:
         """Symmetric-delete index (SymSpell, distance 1) over the recommendable words, built on first use."""
@@ -187,7 +192,7 @@ class Speller:
         for k in keys:
             for c in index.get(k, ()):
                 z = zipf.get(c, 0)
-                if z < floor or not one_edit(token, c):
+                if z < floor or OSA.distance(token, c, score_cutoff=1) != 1:  # one edit (C, not one_edit)
                     continue
                 if z > best_z or (z == best_z and best is not None and c < best):
                     best, best_z = c, z
@@ -195,33 +200,11 @@ class Speller:
 
     def _segment(self, token: str) -> tuple[str, ...] | None:
         """Split a glued token into known words (fewest pieces, then most frequent)."""
-        n = len(token)
-        best: list[_Cut | None] = [None] * (n + 1)  # best[j]: best cut of token[:j]
-        best[0] = _Cut(0, 0.0, -1)
-        pieces_ok, zipf = self._segment_words, self.zipf
-        for j in range(2, n + 1):
-            for i in range(max(0, j - MAX_PIECE_LEN), j - 1):
-                prev = best[i]
-                if prev is None:
-                    continue
-                piece = token[i:j]
-                if piece not in pieces_ok:
-                    continue
-                cand = _Cut(prev.pieces + 1, prev.neg_zipf - zipf.get(piece, 0), i)
-                cur = best[j]
-                if cur is None or (cand.pieces, cand.neg_zipf) < (cur.pieces, cur.neg_zipf):
-                    best[j] = cand
-        whole = best[n]
-        if whole is None or whole.pieces < 2:
-            return None
-        pieces = []
-        j = n
-        while j > 0:
-            cut = best[j]
-            assert cut is not None  # every prefix on the chain of cuts has one
-            pieces.append(token[cut.start : j])
-            j = cut.start
-        return tuple(reversed(pieces))
+        prefixes = self._segment_prefixes
+        if prefixes is None:
+            prefixes = self._prefixes()
+        pieces = segment(token, self._segment_words, prefixes, self.zipf, MAX_PIECE_LEN)
+        return None if pieces is None or len(pieces) < 2 else tuple(pieces)
 
     def tokens(self, query: str) -> Tokens:
         """Tokens of ``query`` with recommendations applied (the query is normalised once)."""

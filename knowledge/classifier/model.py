@@ -37,12 +37,19 @@ class Entry:
 
     flags: int
     senses: tuple[Sense, ...]
+    top: Sense  # the sense of the largest share (the lowest category index on a tie)
+    top_share: float  # its share of the senses' summed permille: the confidence of a unit voting alone
 
     @classmethod
     def unpack(cls, packed: tuple[int, ...]) -> Entry:
         """From the KB's packed form ``(flags, category, permille, path, category, permille, path, ...)``."""
         triples = zip(packed[1::3], packed[2::3], packed[3::3])
-        return cls(packed[0], tuple(Sense(category, permille, path) for category, permille, path in triples))
+        senses = tuple(Sense(category, permille, path) for category, permille, path in triples)
+        top = senses[0]
+        for sense in senses:
+            if sense.permille > top.permille or (sense.permille == top.permille and sense.category < top.category):
+                top = sense
+        return cls(packed[0], senses, top, top.permille / sum(s.permille for s in senses))
 
     def sense_for(self, category: int) -> Sense | None:
         """The first sense reaching ``category``, if any."""

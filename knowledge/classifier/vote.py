@@ -124,13 +124,7 @@ def _specific(u: Unit) -> tuple[float, str]:
 
 
 def _one_vote(u: Unit) -> Verdict:
-    """The vote of a single unit (as in :func:`vote`, without the bookkeeping): its top category."""
-    senses = u.entry.senses
-    w = max(VOTE_FLOOR, VOTE_BASE - u.zipf) * MAIN_BOOST * (CURATED_BOOST if u.entry.flags & FLAG_CURATED else 1.0)
-    w /= 1000.0
-    top, total = senses[0], 0.0
-    for sense in senses:
-        total += w * sense.permille
-        if sense.permille > top.permille or (sense.permille == top.permille and sense.category < top.category):
-            top = sense
-    return Verdict(u, top.category, w * top.permille / total, top.path)
+    """The vote of a single unit (as in :func:`vote`, without the bookkeeping): its top category, whose share
+    of the unit's weight does not depend on the weight (precomputed per KB entry)."""
+    top = u.entry.top
+    return Verdict(u, top.category, u.entry.top_share, top.path)

@@ -23,8 +23,8 @@ from sidecar.api import Event
 
 T = TypeVar("T")
 
-TRIES = 32
-"""Rejection-sampling draws before the valid pairs are enumerated."""
+TRIES = 4
+"""Rejection-sampling draws before the exact draw (:func:`exact_draw`)."""
 
 
 def normalise_text(query: Any) -> str:
@@ -116,11 +116,11 @@ def draw(
     """A valid (query index, user, slot index) of ``bucket``, or None when it has no valid pair.
 
     Valid: the user is not the query's sender and ``memory`` does not avoid the
-    pair. Query uniform among held queries; user uniform among the distinct held
-    users (``by_user``, ``user_draw: user``) or weighted by their held slots
-    (``slot``, the paper's multiset). Rejection sampling (``tries`` tries),
-    then an exact enumeration of the valid pairs, so the pair is uniform among
-    valid pairs; a bucket whose users and senders are all one person is
+    pair. The pair is uniform among the valid pairs (``by_user``, ``user_draw: user``)
+    or weighted by the user's held slots (``slot``, the paper's multiset).
+    Rejection sampling first (``tries`` tries of a query uniform among held
+    queries and a user uniform among distinct users, or by slot), then
+    :func:`exact_draw`; a bucket whose users and senders are all one person is
     recognised in one pass.
     """
     by_name = bucket.by_name
@@ -140,8 +140,68 @@ def draw(
         name = names[below(len(names))] if by_user else _weighted(names, weights, below(total))
         if name != q.sender and not avoided(name, q.text):
             return qi, name, below(len(by_name[name]))
+    return exact_draw(bucket, pool, memory, by_user)
+
+
+def exact_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bool) -> tuple[int, str, int] | None:
+    """:func:`draw` after rejection sampling failed: the same distribution, without enumerating every pair.
+
+    Whether ``memory`` avoids a pair depends on the user and the query's text only, so the held queries are
+    grouped by text and each distinct text's valid users are listed once: O(queries + texts x users) instead of
+    O(queries x users) (a bucket stuck on a popular text, say 29 queries of 2 texts and 13 users, checks 26
+    pairs, not 377). A text with q queries and valid users V holds q x |V| valid pairs (weight q x slots(V) with
+    ``slot``): a group is drawn by that weight, then a query uniformly within it and a user uniformly in V (or by
+    slots). Each valid pair is then drawn with probability 1 / (valid pairs) (or slots(u) / total), as an
+    enumeration of all valid pairs gives. A query's sender is always avoided (its own pair is held); should it
+    not be, the valid pairs are enumerated one by one instead (:func:`enumerated_draw`).
+    """
+    by_name = bucket.by_name
+    avoided = memory.avoided
+    names = bucket.names
+    queries = bucket.queries
+    by_text: dict[str, list[int]] = {}
+    for qi, q in enumerate(queries):
+        group = by_text.get(q.text)
+        if group is None:
+            by_text[q.text] = [qi]
+        else:
+            group.append(qi)
+    groups: list[tuple[list[int], list[str], list[int], int]] = []
+    total = 0
+    for text, qis in by_text.items():
+        valid = [n for n in names if not avoided(n, text)]
+        if not valid:
+            continue
+        allowed = set(valid)
+        if any(queries[qi].sender in allowed for qi in qis):  # a sender not avoided: never seen, but exact
+            return enumerated_draw(bucket, pool, memory, by_user)
+        slots = [1] * len(valid) if by_user else [len(by_name[n]) for n in valid]
+        per_query = sum(slots)
+        groups.append((qis, valid, slots, per_query))
+        total += len(qis) * per_query
+    if not total:
+        return None
+    pick = pool.below(total)
+    for qis, valid, slots, per_query in groups:
+        if pick < len(qis) * per_query:
+            qi = qis[pick // per_query]
+            name = valid[pick % per_query] if by_user else _weighted(valid, slots, pick % per_query)
+            return qi, name, pool.below(len(by_name[name]))
+        pick -= len(qis) * per_query
+    raise AssertionError("pick out of range")
+
+
+def enumerated_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bool) -> tuple[int, str, int] | None:
+    """Every valid pair listed, one drawn (uniformly, or by the user's slots): the reference :func:`exact_draw`
+    gives the same distribution as."""
+    by_name = bucket.by_name
+    avoided = memory.avoided
+    below = pool.below
     valid = [
-        (qi, name) for qi, q in enumerate(queries) for name in names if name != q.sender and not avoided(name, q.text)
+        (qi, name)
+        for qi, q in enumerate(bucket.queries)
+        for name in bucket.names
+        if name != q.sender and not avoided(name, q.text)
     ]
     if not valid:
         return None

@@ -29,10 +29,10 @@ from typing import Any
 
 from adapters.accesslog.escapes import escape, to_text
 from adapters.accesslog.formats import FormatError, Layout, apache_layout, nginx_layout
-from adapters.accesslog.lazyevent import LazyEvent, match_of
+from adapters.accesslog.lazyevent import LazyEvent, match_of, set_match
 from adapters.accesslog.patterns import line_patterns
 from adapters.accesslog.queryreader import QueryReader
-from sidecar.api import AOL_COLUMNS, ROLES, BadRecord, Codec, ConfigValueError, Event, FieldError, SchemaConfig
+from sidecar.api import AOL_COLUMNS, NO_META, ROLES, BadRecord, Codec, ConfigValueError, Event, FieldError, SchemaConfig
 
 __all__ = ["AccessLogCodec", "layout_of"]
 
@@ -119,10 +119,17 @@ class AccessLogCodec(Codec):
         append = out.append
         fast = self._fast.fullmatch
         if self._cr_fails:  # the usual format: a line is tried as it is, its "\r" only stripped when it fails
+            new = LazyEvent.__new__
             for i, line in enumerate(lines):
                 m = fast(line)
-                if m is not None:
-                    append(LazyEvent(line, m, self, eol))
+                if m is not None:  # LazyEvent(line, m, self, eol) written out: most of a passthrough is this loop
+                    ev = new(LazyEvent)
+                    ev.raw = line
+                    set_match(ev, m)
+                    ev.codec = self
+                    ev.eol = eol
+                    ev.meta = NO_META
+                    append(ev)
                 else:
                     self._decode_other(i, line, eol, out, bad, line[-1:] == "\r")
             return out
@@ -185,9 +192,8 @@ class AccessLogCodec(Codec):
             if raw is not None:  # untouched: the line itself, unless its referer shows a search not released so
                 if self._ref is None:
                     return raw
-                m = match_of(event)
-                referer = self._reader.untouched(m, raw)
-                return raw if referer is None else self._with_referer(m, referer, raw)
+                referer = self._reader.untouched(event, raw)
+                return raw if referer is None else self._with_referer(match_of(event), referer, raw)
             self.materialize(event)  # marked changed
         values: Sequence[str] = event.record
         original = values[self._n]

@@ -19,9 +19,14 @@ from sidecar.api import NO_META, Event
 if TYPE_CHECKING:
     from adapters.accesslog.codec import AccessLogCodec
 
-__all__ = ["LazyEvent", "match_of"]
+__all__ = ["LazyEvent", "get_match", "match_of", "set_match"]
 
 _RECORD_SLOT = cast(Any, Event.__dict__["record"])
+get_match = _RECORD_SLOT.__get__
+"""``get_match(event, Event)``: :func:`match_of` without its call (for the codec's loop)."""
+set_match = _RECORD_SLOT.__set__
+"""``set_match(event, match)``: keep the match in a :class:`LazyEvent` made with ``LazyEvent.__new__`` (the codec
+fills the other slots itself, as :meth:`LazyEvent.__init__` does: a call less for each line)."""
 
 
 def match_of(event: LazyEvent) -> re.Match[str]:

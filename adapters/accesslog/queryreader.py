@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 
+from adapters.accesslog.lazyevent import LazyEvent, get_match
 from adapters.accesslog.patterns import REQUEST, Finds
 from adapters.accesslog.referer import ReleasedQueries
 from adapters.accesslog.urlparams import decode_value, encode_value, find_param, path_of, query_span, style_of
-from sidecar.api import BadRecord
+from sidecar.api import BadRecord, Event
 
 __all__ = ["QueryReader"]
 
@@ -39,6 +40,8 @@ class QueryReader:
         self.finds = finds
         self.query_group, self.referer_group = groups
         self.keys = tuple(p + "=" for p in params)
+        #: the one name as ``NAME=`` (None: several)
+        self.key = self.keys[0] if len(self.keys) == 1 else None
         #: texts released for request queries, which the referers follow
         self.memo = ReleasedQueries()
         #: the groups of the request's and the referer's parameter when the fast pattern finds both
@@ -49,7 +52,7 @@ class QueryReader:
 
     def query(self, value: str) -> str:
         """The query text of the query variable's value ("" when it is no search or has none of the parameters)."""
-        if not any(k in value for k in self.keys):
+        if self.key not in value if self.key is not None else not any(k in value for k in self.keys):
             return ""
         span = self.span(value)
         if span is None:
@@ -94,27 +97,35 @@ class QueryReader:
         raw = value[p[0] : p[1]]
         return value[: p[0]] + encode_value(query, style_of(raw, self.dialect), self.dialect) + value[p[1] :]
 
-    def untouched(self, m: re.Match[str], line: str) -> str | None:
+    def untouched(self, event: LazyEvent, line: str) -> str | None:
         """For a line the chain neither read nor changed: its query remembered as released as it was, then its
         referer with its search query as released (None: unchanged). :meth:`query_of_match`,
         :meth:`ReleasedQueries.remember` and :meth:`referer_of_match` written out for the usual line (no
         ``search_path``, one parameter, found by the pattern in both): a passthrough spends its time here."""
+        m = get_match(event, Event)
         both = self._both
         if both is None:
             original = self.query_of_match(m)
             self.memo.remember(original, original)
             return self.referer_of_match(m)
-        q, r = m.group(*both)
+        qv, rv = both
+        q, r = m.group(qv, rv)
         if q is None:
             original = self.query(m.group(self.query_group))
-        elif "%" in q or "\\" in q:
-            original = decode_value(q, self.dialect)
         else:
-            original = q.replace("+", " ")
-        self.memo.remember(original, original)
+            original = q.replace("+", " ") if "%" not in q and "\\" not in q else decode_value(q, self.dialect)
+        if original:  # ReleasedQueries.remember(original, original) written out
+            texts = self.memo.texts
+            if original in texts:
+                texts[original] = original
+                texts.move_to_end(original)
+            else:
+                texts[original] = original
+                if len(texts) > self.memo.size:
+                    texts.popitem(last=False)
         if r is None:  # no parameter; or in Apache's escaping, maybe a backslash: then the general reading
             return self.referer_of_match(m) if self.dialect == "apache" and "\\" in line else None
-        text = decode_value(r, self.dialect) if "%" in r or "\\" in r else r.replace("+", " ")
+        text = r.replace("+", " ") if "%" not in r and "\\" not in r else decode_value(r, self.dialect)
         if text == "" or self.memo.texts.get(text) == text:  # released as it was (not counted, as in released())
             return None
         return self.referer_of_match(m)
@@ -123,7 +134,7 @@ class QueryReader:
 
     def referer(self, ref: str) -> str | None:
         """The referer with its search query as released (None: unchanged)."""
-        if not any(k in ref for k in self.keys):
+        if self.key not in ref if self.key is not None else not any(k in ref for k in self.keys):
             return None
         span = query_span(ref, False)
         if span is None or (self.search_path is not None and path_of(ref, span[0], span[1]) != self.search_path):

@@ -33,7 +33,9 @@ class ReleasedQueries:
 
     def remember(self, original: str, released: str) -> None:
         """Remember what was released for ``original`` as the newest text; past :attr:`size` texts the least
-        recently remembered goes (a popular text stays)."""
+        recently remembered goes (a popular text stays). The empty text is no search: nothing follows it."""
+        if not original:
+            return
         memo = self.texts
         if original in memo:
             memo[original] = released

@@ -83,8 +83,12 @@ def find_param(value: str, start: int, end: int, names: tuple[str, ...]) -> tupl
 
 def decode_value(raw: str, dialect: str) -> str:
     """The text of a logged parameter value."""
-    if "%" not in raw and "\\" not in raw:
-        return raw.replace("+", " ") if "+" in raw else raw
+    if "\\" not in raw:
+        if "%" not in raw:
+            return raw.replace("+", " ")
+        spaced = raw.replace("%20", " ")
+        if "%" not in spaced:  # only spaces escaped (a client's encodeURIComponent): no decoder needed
+            return spaced.replace("+", " ")
     return _decoded(raw, dialect)
 
 

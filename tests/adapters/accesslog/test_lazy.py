@@ -1,0 +1,146 @@
+"""Lazy access-log events: a line is split only when something reads it, and nothing shows the difference.
+
+* a line nobody reads is written back by the short path (the search parameter found by the line's pattern, the
+  referer rule applied there): the same lines, the same referer memory and counts as the general path that splits
+  every line, for any mix of requests and referers (hypothesis);
+* reading or setting a role, the record or a field splits the line into the values an eager reading gives, and the
+  event is then a plain ``Event``;
+* the parameter the pattern finds is the one the general reading finds (first valid occurrence, before ``#``, the
+  search path, backslash escapes), and the fast decodings of a value equal the general decoder's.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapters.accesslog.codec import AccessLogCodec
+from adapters.accesslog.lazyevent import LazyEvent
+from adapters.accesslog.urlparams import _decoded, decode_value
+from sidecar.api import Event, SchemaConfig
+
+NGINX = SchemaConfig(format="access_log")
+SEARCH = SchemaConfig(format="access_log", search_path="/search")
+APACHE = SchemaConfig(format="access_log", apache_format="combined")
+
+
+def line(request: str, referer: str = "-", user: str = "10.0.0.1") -> str:
+    return f'{user} - - [10/Oct/2000:13:55:36 -0700] "{request}" 200 512 "{referer}" "curl/8"'
+
+
+VALUES = st.sampled_from(
+    ["flu", "cheap+flights", "cheap%20flights", "a%2Bb", "caf%C3%A9", "caf\\xC3\\xA9", "x%2", "%", "", "a%20b+c"]
+)
+OTHER = st.sampled_from(["page=2", "aq=1", "q", "x=q=1", "qq=3", ""])
+SEP = st.sampled_from(["&", ";"])
+PATHS = st.sampled_from(["/search", "/other", "http://h/search", "https://shop.example/search", "/search/"])
+
+
+@st.composite
+def urls(draw: st.DrawFn) -> str:
+    """A URL with the parameter q anywhere (or nowhere, or twice, or after a #) among others."""
+    params = draw(st.lists(OTHER, max_size=3))
+    for _ in range(draw(st.integers(0, 2))):
+        params.insert(draw(st.integers(0, len(params))), f"q={draw(VALUES)}")
+    query = draw(SEP).join(params)
+    tail = draw(st.sampled_from(["", "#top", "#q=x", "#a&q=y"]))
+    return f"{draw(PATHS)}{'?' if draw(st.booleans()) or query else ''}{query}{tail}"
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> str:
+    target = draw(st.one_of(urls(), st.sampled_from(["/static/app.css", "/a b?q=x", "/search?q=a b"])))
+    return draw(st.sampled_from(["GET {}", "GET {} HTTP/1.1", "POST {} HTTP/2.0", "{}"])).format(target)
+
+
+LINES = st.lists(
+    st.builds(line, requests(), st.one_of(st.just("-"), urls()), st.sampled_from(["10.0.0.1", "10.0.0.2"])),
+    min_size=1,
+    max_size=25,
+)
+SCHEMAS = st.sampled_from([NGINX, SEARCH, APACHE])
+
+
+def _apache(text: str) -> str:
+    """A line as Apache would log it: a backslash escapes are doubled (``\\x`` is nginx's)."""
+    return text.replace("\\x", "\\\\x")
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=LINES, schema=SCHEMAS)
+def test_the_short_path_writes_what_the_general_path_writes(lines: list[str], schema: SchemaConfig) -> None:
+    if schema is APACHE:
+        lines = [_apache(x) for x in lines]
+    lazy, eager = AccessLogCodec(schema), AccessLogCodec(schema)
+    bad: list[tuple[int, str]] = []
+    untouched = lazy.decode_many(lines, "\n", bad)
+    split = eager.decode_many(lines, "\n", bad)
+    assert bad == [] and all(type(e) is LazyEvent for e in untouched)
+    for ev in split:
+        assert ev.user is not None  # reading a role splits the line
+        assert type(ev) is Event
+    assert [lazy.encode(e) for e in untouched] == [eager.encode(e) for e in split]
+    assert all(type(e) is LazyEvent for e in untouched)  # writing an untouched line never splits it
+    for memo in ("texts", "followed", "emptied"):
+        assert getattr(lazy.referer_memo, memo) == getattr(eager.referer_memo, memo), memo
+
+
+@settings(max_examples=300, deadline=None)
+@given(request=requests(), referer=urls(), schema=SCHEMAS)
+def test_the_parameter_the_pattern_finds_is_the_general_readings(
+    request: str, referer: str, schema: SchemaConfig
+) -> None:
+    text = line(request, referer)
+    if schema is APACHE:
+        text = _apache(text)
+    codec, fresh = AccessLogCodec(schema), AccessLogCodec(schema)
+    for memo in (codec.referer_memo, fresh.referer_memo):  # a referer to these is rewritten, to others emptied
+        for released in ("flu", "cheap flights", "a+b", "café", "a b c"):
+            memo.remember(released, released.upper())
+    (ev,) = codec.decode_many([text], "\n", [])
+    assert ev.query == codec._reader.query(ev.record[codec.names.index("request")])  # read: split by the pattern
+    (again,) = fresh.decode_many([text], "\n", [])
+    assert fresh.encode(again) == codec.encode(ev)  # the short path's referer is the general path's
+    assert (fresh.referer_memo.followed, fresh.referer_memo.emptied) == (
+        codec.referer_memo.followed,
+        codec.referer_memo.emptied,
+    )
+
+
+def test_reading_setting_and_fields_split_the_line_once() -> None:
+    codec = AccessLogCodec(NGINX)
+    text = line("GET /search?q=cheap+flights&page=2 HTTP/1.1", "http://h/search?q=flu")
+    evs = codec.decode_many([text, text, text, text], "\n", [])
+    assert all(type(e) is LazyEvent for e in evs)
+    read, written, field, marked = evs
+    assert (read.user, read.query, read.time) == ("10.0.0.1", "cheap flights", "10/Oct/2000:13:55:36 -0700")
+    assert type(read) is Event and read.record[codec.names.index("status")] == "200"
+    written.query = "cheap trips"  # set before anything was read
+    assert type(written) is Event and written.user == "10.0.0.1"
+    assert "q=cheap+trips&page=2" in codec.encode(written)
+    assert codec.get_field(field, "http_user_agent") == "curl/8" and type(field) is Event
+    marked.mark_changed()  # raw gone: written from its values, the same line
+    assert codec.encode(marked) == codec.encode(read) == text.replace("q=flu", "q=")
+
+
+def test_a_line_with_a_carriage_return_is_lazy_and_comes_back_with_it() -> None:
+    codec = AccessLogCodec(NGINX)
+    text = line("GET /search?q=flu HTTP/1.1") + "\r"
+    (ev,) = codec.decode_many([text], "\n", [])
+    assert type(ev) is LazyEvent and codec.encode(ev) == text
+    assert ev.query == "flu"
+
+
+ESCAPED = st.lists(
+    st.one_of(
+        st.sampled_from(["%20", "+", "%2B", "%C3%A9", "%e2%82", "%", "%2", "%%20", "\\x22", "\\\\", "%2020"]),
+        st.text(st.sampled_from("abc xyz019-_.~é"), max_size=3),
+    ),
+    max_size=8,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(raw=ESCAPED, dialect=st.sampled_from(["nginx", "apache"]))
+def test_the_fast_decodings_equal_the_general_decoder(raw: str, dialect: str) -> None:
+    assert decode_value(raw, dialect) == _decoded.__wrapped__(raw, dialect)

@@ -10,7 +10,9 @@ recombined). Three modes, each timed ``--repeat`` times on a fresh classifier:
 * **cached** — a stream of ``--queries`` queries drawn with repeats from the pool,
   through :meth:`Classifier.classify_many` (per-query cache on).
 
-Only counts and rates are printed, never queries.
+The garbage collector is tuned as ``querylog serve`` and ``replay`` tune it (the start-up heap,
+the KB's tables included, frozen; see :func:`sidecar.gctune.tune_gc`), after the KB, the tables
+and the query pool are built. Only counts and rates are printed, never queries.
 """
 
 from __future__ import annotations
@@ -109,6 +111,9 @@ def COMMAND(n: int, repeat: int, seed: int, kb_path: Path | None, aol: Path | No
     rng = random.Random(seed)
     stream = [rng.choice(distinct) for _ in range(n)]
     got = sum(1 for q in distinct if clf.classify(q) is not None)
+    from sidecar.gctune import tune_gc
+
+    tune_gc()  # as `querylog serve` and `replay` run: start-up heap (the KB's tables) frozen, gen0 at 20,000
 
     click.echo(f"queries        : {origin}: {len(distinct):,} (categorised {got / len(distinct):.1%})")
     click.echo(

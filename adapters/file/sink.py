@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import gzip
 import io
-import json
 import os
 import sys
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Literal, TextIO
 
-from sidecar.api import BadRecord, BuildContext, Codec, ConfigValueError, Event, Sink, SinkConfig, option
+from sidecar.api import BuildContext, Codec, ConfigValueError, Event, Sink, SinkConfig, option
 from sidecar.codecs import SchemaConfig, format_from_path
-from sidecar.textcodecs import text_codec
+from sidecar.textcodecs import LineEncoder
 
 
 class TextWriter:
@@ -155,9 +153,6 @@ class TextWriter:
             raise
 
 
-TEXT_FORMATS = ("tsv", "jsonl", "access_log")
-
-
 def _create_sizes(db: Any) -> None:
     db.execute("CREATE TABLE IF NOT EXISTS file_sink_sizes (path TEXT PRIMARY KEY, bytes INTEGER NOT NULL)")
 
@@ -212,21 +207,13 @@ class FileSink(Sink[FileSinkConfig]):
         if self.format is None and self.schema.format != "auto":
             self.format = self.schema.format
         self.writer: TextWriter | None = None
-        #: writes the header and converts events whose codec is not a text codec of the sink's format
-        self.codec: Codec | None = None
-        #: records the output format could not frame (dead-lettered, never written)
-        self.rejected = 0
+        #: the header, and each event's line in its own codec's format or converted (dead letters counted)
+        self.lines = LineEncoder(self.schema, self.format, ctx.dead_letters, f"sink:{self.NAME}")
         #: the header written into an empty file (again into the new file after a reopen)
         self._header: str | None = None
 
     def start(self, header: str | None, codec: Codec | None) -> None:
-        fmt = self.format
-        if codec is not None and codec.format in TEXT_FORMATS and (fmt is None or codec.format == fmt):
-            self.codec = codec  # the first source's layout (TSV columns) for the header and conversions
-        else:
-            self.codec = text_codec(dataclasses.replace(self.schema, format=fmt or "tsv"), None)  # type: ignore[arg-type]
-            h = self.codec.header_for_output()
-            header = h + "\n" if h is not None else None
+        header = self.lines.start(header, codec)
         resume_at: int | None = None
         if self.config.mode == "resume":
             state = self.ctx.state
@@ -256,51 +243,19 @@ class FileSink(Sink[FileSinkConfig]):
         if header and not writer.existing:
             writer.write_text(header, header.endswith("\n"))
 
-    def _encoder(self, codec: Codec | None) -> Callable[[Event], str]:
-        """How to write an event of ``codec``: by that codec when it is a text codec of the sink's format, or by its
-        ``json_line`` (a JSON form of its own, e.g. OTLP/JSON) into a JSON-lines (or auto) output."""
-        if codec is not None and codec.format in TEXT_FORMATS and (self.format is None or codec.format == self.format):
-            return codec.encode
-        json_line: Callable[[Event], str] | None = getattr(codec, "json_line", None)
-        if json_line is not None and self.format in (None, "jsonl"):
-            return json_line
-        assert self.codec is not None
-        return self.codec.encode
-
     def write(self, events: list[Event]) -> None:
         if not events:
             return
         if self.writer is None:
             self.start(None, None)
         assert self.writer is not None
-        first = events[0].codec
-        encode, other = self._encoder(first), self._encoder
-        try:
-            text = "\n".join([encode(e) if e.codec is first else other(e.codec)(e) for e in events])
-        except BadRecord:
-            events, lines = self._encode_each(events)
-            if not events:
-                return
-            text = "\n".join(lines)
+        events, lines = self.lines.encode(events)
+        if not events:
+            return
         ends = bool(events[-1].eol)
+        text = "\n".join(lines)
         self.writer.write_text(text + "\n" if ends else text, ends)
         self.written += len(events)
-
-    def _encode_each(self, events: list[Event]) -> tuple[list[Event], list[str]]:
-        """Encode one by one; a record the format cannot frame goes to the dead-letter file, never the output."""
-        kept: list[Event] = []
-        lines: list[str] = []
-        for ev in events:
-            try:
-                lines.append(self._encoder(ev.codec)(ev))
-            except BadRecord as exc:
-                self.rejected += 1
-                if self.ctx.dead_letters is not None:
-                    roles = {"user": ev.user, "query": ev.query, "time": ev.time, "rank": ev.rank, "url": ev.url}
-                    self.ctx.dead_letters.add(exc.reason, f"sink:{self.NAME}", None, json.dumps(roles, default=str))
-                continue
-            kept.append(ev)
-        return kept, lines
 
     def flush(self) -> None:
         """Hand what was written to the OS (``fsync``: to the disk). ``mode: resume``: fsync, and record the size

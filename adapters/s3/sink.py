@@ -29,7 +29,7 @@ import msgpack
 import structlog
 
 from adapters.s3.config import S3SinkConfig
-from adapters.s3.encoding import LineEncoder
+from adapters.s3.encoding import ObjectLines
 from adapters.s3.staging import ObjectRows, Staging
 from adapters.s3.upload import Uploader, UploadFailed, credentials, require_boto3
 from sidecar.api import Backpressure, BuildContext, Codec, ConfigValueError, Event, Outbox, Sink
@@ -61,7 +61,7 @@ class S3Sink(Sink[S3SinkConfig]):
         fmt: str | None = config.format if config.format != "auto" else None
         if fmt is None and schema.format != "auto":
             fmt = schema.format
-        self.encoder = LineEncoder(schema, fmt, ctx.dead_letters, f"sink:{self.NAME}")
+        self.encoder = ObjectLines(schema, fmt, ctx.dead_letters, f"sink:{self.NAME}")
         #: counts only: objects closed and uploaded, closes refused by a full outbox
         self.counts: Counter[str] = Counter()
         self._pending: list[bytes] = []
@@ -99,7 +99,7 @@ class S3Sink(Sink[S3SinkConfig]):
             return
         if self.staging is None:
             raise RuntimeError("the s3 sink was built to check a config only")
-        lines, n = self.encoder.encode(events)
+        lines, n = self.encoder.object_lines(events)
         if n:
             self._pending.append(lines)
             self._pending_events += n

@@ -95,7 +95,7 @@ class PairMemory:
 
     def avoided(self, user: str, text: str) -> bool:
         """True when giving ``text`` to ``user`` would create a known pair."""
-        pair = pair_of(user, text)
+        pair = hash((user, text))  # pair_of
         return (
             pair in self.held or pair in self.batch or pair in self.recent or pair in self.older or pair in self.future
         )
@@ -156,9 +156,9 @@ def exact_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bo
     not be, the valid pairs are enumerated one by one instead (:func:`enumerated_draw`).
     """
     by_name = bucket.by_name
-    avoided = memory.avoided
     names = bucket.names
     queries = bucket.queries
+    held, batch, recent, older, future = memory.held, memory.batch, memory.recent, memory.older, memory.future
     by_text: dict[str, list[int]] = {}
     for qi, q in enumerate(queries):
         group = by_text.get(q.text)
@@ -169,7 +169,15 @@ def exact_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bo
     groups: list[tuple[list[int], list[str], list[int], int]] = []
     total = 0
     for text, qis in by_text.items():
-        valid = [n for n in names if not avoided(n, text)]
+        valid = [  # PairMemory.avoided written out: this is the loop that costs
+            n
+            for n in names
+            if (p := hash((n, text))) not in held
+            and p not in batch
+            and p not in recent
+            and p not in older
+            and p not in future
+        ]
         if not valid:
             continue
         allowed = set(valid)

@@ -89,10 +89,11 @@ class Word:
     bases: tuple[str, ...]  # noun-inflection bases that end some KB key
     key: str | None  # the lemma the token alone matches (itself, else its first base that is one)
     modifier: bool  # an adjective that may join the unit after it (``european soccer``)
+    entry: Entry | None  # the KB entry of ``key``
 
 
 #: A token that can play no part in a unit.
-_NOTHING = Word(0.0, True, False, 0, (), None, False)
+_NOTHING = Word(0.0, True, False, 0, (), None, False, None)
 
 
 class UnitFinder:
@@ -153,7 +154,8 @@ class UnitFinder:
             w = _NOTHING
         else:
             skip_end = not ends or (stop and token not in self._curated_stop_last and not web)
-            w = Word(self.zipf.get(token, 0) / 100.0, skip_end, stop, starts, bases, key, modifier)
+            entry = None if key is None else self.entry(key)
+            w = Word(self.zipf.get(token, 0) / 100.0, skip_end, stop, starts, bases, key, modifier, entry)
         if known or starts or modifier or token in self._last_words:  # KB and wordfreq words: bounded by the KB
             self._words[token] = w
         return w
@@ -203,13 +205,14 @@ class UnitFinder:
                     if key is not None:
                         break
             if key is None:
-                key = w.key
-                if key is None or stop_end:
+                key, entry = w.key, w.entry
+                if key is None or entry is None or stop_end:
                     end -= 1
                     continue
-            entry = entries.get(key)
-            if entry is None:
-                entry = entries[key] = Entry.unpack(lemmas[key])
+            else:
+                entry = entries.get(key)
+                if entry is None:
+                    entry = entries[key] = Entry.unpack(lemmas[key])
             m = start
             while m > 0 and start - m < MAX_MODIFIERS and info[m - 1].modifier:
                 m -= 1

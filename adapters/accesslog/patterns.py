@@ -47,7 +47,9 @@ def _request_find(param: str, x: str, path: bool) -> str:
     """``METHOD SP PATH ? ... PARAM=VALUE ... [#...] [SP PROTOCOL]``, none of the characters ``x`` anywhere."""
     p = f"(?P<qp>[^ ?#{x}]*+)" if path else f"[^ ?#{x}]*+"
     value = f"(?P<qv>[^ #&{x}]*+)"
-    return rf"[^ {x}]*+ {p}\?(?:[^ #{x}]*?[&;])??{re.escape(param)}={value}[^ {x}]*+(?: [^ {x}]*+)?+"
+    # after the value: the rest (value ended at & or #), else at most a protocol (no second space in the target)
+    rest = rf"(?:[&#][^{x}]*+|(?: [^ {x}]*+)?+)"
+    return rf"[^ {x}]*+ {p}\?(?:[^ #{x}]*?[&;])??{re.escape(param)}={value}{rest}"
 
 
 def _referer_find(param: str, x: str, path: bool) -> str:

@@ -29,9 +29,10 @@ from typing import Any
 
 from adapters.accesslog.escapes import escape, to_text
 from adapters.accesslog.formats import FormatError, Layout, apache_layout, nginx_layout
-from adapters.accesslog.lazyevent import LazyEvent, match_of, set_match
+from adapters.accesslog.lazyevent import LazyEvent, get_match, match_of, set_match
 from adapters.accesslog.patterns import line_patterns
 from adapters.accesslog.queryreader import QueryReader
+from adapters.accesslog.urlparams import decode_value
 from sidecar.api import AOL_COLUMNS, NO_META, ROLES, BadRecord, Codec, ConfigValueError, Event, FieldError, SchemaConfig
 
 __all__ = ["AccessLogCodec", "layout_of"]
@@ -95,6 +96,9 @@ class AccessLogCodec(Codec):
         self._role_pairs = tuple((r, i) for r, i in self._role_idx.items() if i is not None)
         #: the query texts released, which referers follow (:mod:`adapters.accesslog.referer`)
         self.referer_memo = reader.memo
+        self._texts, self._memo_size = reader.memo.texts, reader.memo.size
+        #: the groups of the request's and the referer's parameter when the fast pattern finds both
+        self._both = reader.both
 
     def _roles(self, schema: SchemaConfig, index: Mapping[str, int]) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
@@ -185,16 +189,50 @@ class AccessLogCodec(Codec):
     # ---- encoding ---------------------------------------------------------------------------------------------
 
     def encode(self, event: Event) -> str:
+        """The event's line; an untouched one (lazy, never read) is its own line unless its referer shows a search
+        the chain did not release as it was. For the usual line (the pattern found both parameters) the query is
+        remembered and the referer looked up right here, :meth:`QueryReader.untouched` written out: a passthrough
+        spends its time in this method."""
+        if type(event) is not LazyEvent or event.raw is None or event.codec is not self:
+            return self._encode_split(event)
+        raw = event.raw
+        if self._ref is None:
+            return raw
+        m = get_match(event, Event)
+        both = self._both
+        if both is None:
+            referer = self._reader.untouched(m, raw)
+            return raw if referer is None else self._with_referer(m, referer, raw)
+        q, r = m.group(both[0], both[1])
+        if q is None:
+            original = self._reader.query(m.group(self._reader.query_group))
+        else:
+            original = q.replace("+", " ") if "%" not in q and "\\" not in q else decode_value(q, self.dialect)
+        texts = self._texts
+        if original:  # ReleasedQueries.remember(original, original)
+            if original in texts:
+                texts[original] = original
+                texts.move_to_end(original)
+            else:
+                texts[original] = original
+                if len(texts) > self._memo_size:
+                    texts.popitem(last=False)
+        if r is None:  # no parameter (in Apache's escaping, a backslash may hide one: the general reading)
+            if self.dialect != "apache" or "\\" not in raw:
+                return raw
+        else:
+            text = r.replace("+", " ") if "%" not in r and "\\" not in r else decode_value(r, self.dialect)
+            if text == "" or texts.get(text) == text:  # released as it was (not counted, as in released())
+                return raw
+        referer = self._reader.referer_of_match(m)
+        return raw if referer is None else self._with_referer(m, referer, raw)
+
+    def _encode_split(self, event: Event) -> str:
+        """:meth:`encode` of an event that was read or changed (or is not this codec's)."""
         if event.codec is not self:
             raise BadRecord("not_an_access_log_record")
         if type(event) is LazyEvent:
-            raw = event.raw
-            if raw is not None:  # untouched: the line itself, unless its referer shows a search not released so
-                if self._ref is None:
-                    return raw
-                referer = self._reader.untouched(event, raw)
-                return raw if referer is None else self._with_referer(match_of(event), referer, raw)
-            self.materialize(event)  # marked changed
+            self.materialize(event)  # marked changed: written from its values
         values: Sequence[str] = event.record
         original = values[self._n]
         query = event.query

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import re
 
-from adapters.accesslog.lazyevent import LazyEvent, get_match
 from adapters.accesslog.patterns import REQUEST, Finds
 from adapters.accesslog.referer import ReleasedQueries
 from adapters.accesslog.urlparams import decode_value, encode_value, find_param, path_of, query_span, style_of
-from sidecar.api import BadRecord, Event
+from sidecar.api import BadRecord
 
 __all__ = ["QueryReader"]
 
@@ -44,9 +43,10 @@ class QueryReader:
         self.key = self.keys[0] if len(self.keys) == 1 else None
         #: texts released for request queries, which the referers follow
         self.memo = ReleasedQueries()
-        #: the groups of the request's and the referer's parameter when the fast pattern finds both
         qv, rv = finds.query_value, finds.referer_value
-        self._both = (qv, rv) if qv is not None and rv is not None and search_path is None else None
+        #: the groups of the request's and the referer's parameter when the fast pattern finds both and no search
+        #: path is to be checked: the usual line, which :meth:`AccessLogCodec.encode` reads itself
+        self.both = (qv, rv) if qv is not None and rv is not None and search_path is None else None
 
     # ---- the query variable -----------------------------------------------------------------------------------
 
@@ -97,37 +97,12 @@ class QueryReader:
         raw = value[p[0] : p[1]]
         return value[: p[0]] + encode_value(query, style_of(raw, self.dialect), self.dialect) + value[p[1] :]
 
-    def untouched(self, event: LazyEvent, line: str) -> str | None:
+    def untouched(self, m: re.Match[str], line: str) -> str | None:
         """For a line the chain neither read nor changed: its query remembered as released as it was, then its
-        referer with its search query as released (None: unchanged). :meth:`query_of_match`,
-        :meth:`ReleasedQueries.remember` and :meth:`referer_of_match` written out for the usual line (no
-        ``search_path``, one parameter, found by the pattern in both): a passthrough spends its time here."""
-        m = get_match(event, Event)
-        both = self._both
-        if both is None:
-            original = self.query_of_match(m)
-            self.memo.remember(original, original)
-            return self.referer_of_match(m)
-        qv, rv = both
-        q, r = m.group(qv, rv)
-        if q is None:
-            original = self.query(m.group(self.query_group))
-        else:
-            original = q.replace("+", " ") if "%" not in q and "\\" not in q else decode_value(q, self.dialect)
-        if original:  # ReleasedQueries.remember(original, original) written out
-            texts = self.memo.texts
-            if original in texts:
-                texts[original] = original
-                texts.move_to_end(original)
-            else:
-                texts[original] = original
-                if len(texts) > self.memo.size:
-                    texts.popitem(last=False)
-        if r is None:  # no parameter; or in Apache's escaping, maybe a backslash: then the general reading
-            return self.referer_of_match(m) if self.dialect == "apache" and "\\" in line else None
-        text = r.replace("+", " ") if "%" not in r and "\\" not in r else decode_value(r, self.dialect)
-        if text == "" or self.memo.texts.get(text) == text:  # released as it was (not counted, as in released())
-            return None
+        referer with its search query as released (None: unchanged). (The codec writes this out for the usual
+        line, where the pattern finds both parameters: :attr:`both`.)"""
+        original = self.query_of_match(m)
+        self.memo.remember(original, original)
         return self.referer_of_match(m)
 
     # ---- the referer ------------------------------------------------------------------------------------------

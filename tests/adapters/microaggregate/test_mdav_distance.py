@@ -204,3 +204,41 @@ def test_eq4_cannot_tell_how_users_repeat_their_queries_and_the_repetition_term_
     assert UserSpace(log, random.Random(0)).to_record(0, both)[1] == 0.0
     gap = (1.0 - (-(0.75 * math.log2(0.75) + 0.25 * math.log2(0.25)))) / 2.0  # entropies 0.811 and 1 bit, over log2(4)
     assert UserSpace(log, random.Random(0), repetition=True).to_record(0, both)[1] == pytest.approx(gap / 3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(logs, st.lists(st.lists(st.booleans(), min_size=6, max_size=6), min_size=1, max_size=5))
+def test_rows_computed_for_fewer_users_stay_exact_when_the_users_change(
+    users: list[list[tuple[str, int | None, int | None, str]]], subsets: list[list[bool]]
+) -> None:
+    """The cached rows cover only the strings and domains of the users measured (MDAV's remaining users): a
+    shrinking set reuses them, a set with users back in recomputes them; every distance is eq. 4's either way."""
+    log = _user_log(users)
+    expected = reference(log)
+    saved = distance.WORD_CACHE_BYTES, distance.STRING_CACHE_BYTES
+    distance.WORD_CACHE_BYTES, distance.STRING_CACHE_BYTES = 1 << 20, 1 << 20
+    try:
+        space = UserSpace(log, random.Random(0))
+    finally:
+        distance.WORD_CACHE_BYTES, distance.STRING_CACHE_BYTES = saved
+    for keep in subsets:
+        members = np.array([u for u in range(len(users)) if keep[u % len(keep)]] or [0], dtype=np.intp)
+        for u in range(len(users)):
+            assert space.to_record(u, members) == pytest.approx(expected[u, members], abs=2e-6)
+
+
+@settings(max_examples=20, deadline=None)
+@given(logs)
+def test_threads_give_the_same_distances_to_the_bit(users: list[list[tuple[str, int | None, int | None, str]]]) -> None:
+    """Blocks of eq. 3-4 and of the string distances on several threads: each writes its own cells."""
+    log = _user_log(users)
+    everyone = np.arange(len(users), dtype=np.intp)
+    saved = distance.BLOCK_CELLS
+    distance.BLOCK_CELLS = 3  # many blocks: every thread gets some
+    try:
+        one = UserSpace(log, random.Random(0), threads=1)
+        many = UserSpace(log, random.Random(0), threads=4)
+        for u in range(len(users)):
+            assert np.array_equal(one.to_record(u, everyone), many.to_record(u, everyone))
+    finally:
+        distance.BLOCK_CELLS = saved

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 from knowledge.classifier.model import Entry, Tokens, Unit
 from knowledge.store import FLAG_CURATED, KnowledgeBase
@@ -167,7 +168,8 @@ class UnitFinder:
         end = len(toks)
         table, word, zipf, lemmas, curated = self._words, self.word, self.zipf, self.lemmas, self._curated
         entries, multi2, max_n = self._entries, self.multi_first2, self.max_ngram
-        info = [table.get(t) or word(t) for t in toks]
+        got = list(map(table.get, toks))  # one C-level lookup per token
+        info = cast("list[Word]", got) if None not in got else [x or word(t) for x, t in zip(got, toks)]
         while end > 0:
             last = toks[end - 1]
             w = info[end - 1]

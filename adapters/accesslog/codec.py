@@ -17,6 +17,11 @@ decoded query. An unchanged event is written back as its line, byte for byte; a 
 style it came in (:mod:`adapters.accesslog.urlparams`) in place, the rest of the URL untouched; a changed user or
 time is escaped as the server escapes. The referer's query follows the request's (:mod:`adapters.accesslog.referer`).
 
+Decoding is lazy (:mod:`adapters.accesslog.lazyevent`): a line is checked against the format when it is decoded
+(a bad line is a dead letter there and then), and split into its values only when a role, the record or a field is
+first read or set. A line nobody touched is written back as it came, its query (remembered for the referers) and
+its referer's read from the parameters the line's pattern found (:mod:`adapters.accesslog.patterns`).
+
 Bad records: ``line_does_not_match_format``. An event from another format cannot be written as an access-log
 line (it has no request to put its query in): ``not_an_access_log_record``.
 """

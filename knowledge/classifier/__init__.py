@@ -35,7 +35,9 @@ Per query:
    paper, on by default; ``Classifier.fallback = False`` gives the paper's coverage): a
    person's name alone goes to Arts/people; rare tokens are repaired (letters/digits
    split, one edit to a curated term, two edits from six letters, glued words with
-   plural pieces) and the units voted again; ``edu``/``gov``/``mil`` domains.
+   plural pieces) and the units voted again; ``edu``/``gov``/``mil`` domains; a US
+   broadcast call sign; a newspaper's name; a name then a non-English country's
+   top-level domain (World).
 
 Queries made mostly of words common in other languages and rare in English go to
 the ``foreign`` category (ODP's World); a lone such word must be far commoner there

@@ -215,13 +215,15 @@ class AccessLogCodec(Codec):
             original = q.replace("+", " ") if "%" not in q and "\\" not in q else decode_value(q, self.dialect)
         texts = self._texts
         if original:  # ReleasedQueries.remember(original, original)
-            if original in texts:
-                texts[original] = original
-                texts.move_to_end(original)
-            else:
+            was = texts.get(original)
+            if was is None:
                 texts[original] = original
                 if len(texts) > self._memo_size:
                     texts.popitem(last=False)
+            else:
+                if was != original:
+                    texts[original] = original
+                texts.move_to_end(original)
         if r is None:  # no parameter (in Apache's escaping, a backslash may hide one: the general reading)
             if self.dialect != "apache" or "\\" not in raw:
                 return raw

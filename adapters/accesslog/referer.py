@@ -37,13 +37,15 @@ class ReleasedQueries:
         if not original:
             return
         memo = self.texts
-        if original in memo:
-            memo[original] = released
-            memo.move_to_end(original)
-        else:
+        was = memo.get(original)
+        if was is None:
             memo[original] = released
             if len(memo) > self.size:
                 memo.popitem(last=False)
+        else:
+            if was != released:
+                memo[original] = released
+            memo.move_to_end(original)
 
     def released(self, original: str) -> str:
         """What a referer shows for ``original``: its released text, else ``""``."""

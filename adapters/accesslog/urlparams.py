@@ -95,7 +95,7 @@ def decode_value(raw: str, dialect: str) -> str:
 @lru_cache(maxsize=4096)
 def _decoded(raw: str, dialect: str) -> str:
     """Memoized: a referer repeats the value its search request had a few lines before."""
-    data = unescape(raw, dialect).replace(b"+", b" ")
+    data = (unescape(raw, dialect) if "\\" in raw else raw.encode("utf-8")).replace(b"+", b" ")
     if b"\\" not in data:
         try:  # %XX as \xXX: CPython's escape decoder, 3x urllib's; a % without two hex digits raises
             return escape_decode(data.replace(b"%", b"\\x"))[0].decode("utf-8", "replace")

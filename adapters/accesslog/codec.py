@@ -128,16 +128,16 @@ class AccessLogCodec(Codec):
         append = out.append
         fast = self._fast.fullmatch
         if self._cr_fails:  # the usual format: a line is tried as it is, its "\r" only stripped when it fails
-            new = LazyEvent.__new__
+            new, lazy, put, no_meta = LazyEvent.__new__, LazyEvent, set_match, NO_META
             for i, line in enumerate(lines):
                 m = fast(line)
                 if m is not None:  # LazyEvent(line, m, self, eol) written out: most of a passthrough is this loop
-                    ev = new(LazyEvent)
+                    ev = new(lazy)
                     ev.raw = line
-                    set_match(ev, m)
+                    put(ev, m)
                     ev.codec = self
                     ev.eol = eol
-                    ev.meta = NO_META
+                    ev.meta = no_meta
                     append(ev)
                 else:
                     self._decode_other(i, line, eol, out, bad, line[-1:] == "\r")
@@ -198,17 +198,17 @@ class AccessLogCodec(Codec):
         the chain did not release as it was. For the usual line (the pattern found both parameters) the query is
         remembered and the referer looked up right here, :meth:`QueryReader.untouched` written out: a passthrough
         spends its time in this method."""
-        if type(event) is not LazyEvent or event.raw is None or event.codec is not self:
-            return self._encode_split(event)
         raw = event.raw
+        if type(event) is not LazyEvent or raw is None or event.codec is not self:
+            return self._encode_split(event)
         if self._ref is None:
             return raw
-        m = get_match(event, Event)
+        m = get_match(event)
         both = self._both
         if both is None:
             referer = self._reader.untouched(m, raw)
             return raw if referer is None else self._with_referer(m, referer, raw)
-        q, r = m.group(both[0], both[1])
+        q, r = m[both[0]], m[both[1]]
         if q is None:
             original = self._reader.query(m.group(self._reader.query_group))
         else:

@@ -23,7 +23,7 @@ __all__ = ["LazyEvent", "get_match", "match_of", "set_match"]
 
 _RECORD_SLOT = cast(Any, Event.__dict__["record"])
 get_match = _RECORD_SLOT.__get__
-"""``get_match(event, Event)``: :func:`match_of` without its call (for the codec's loop)."""
+"""``get_match(event)``: :func:`match_of` without its call (for the codec's loop)."""
 set_match = _RECORD_SLOT.__set__
 """``set_match(event, match)``: keep the match in a :class:`LazyEvent` made with ``LazyEvent.__new__`` (the codec
 fills the other slots itself, as :meth:`LazyEvent.__init__` does: a call less for each line)."""

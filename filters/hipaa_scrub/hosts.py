@@ -25,9 +25,14 @@ HOST = re.compile(
 )
 
 
+_HINT = re.compile(r"\.[a-z]")
+"""A dot before a letter, which every hostname has (before its top-level domain): a literal-prefixed search,
+several times faster than trying :data:`HOST` at every position of a text with a number like ``1.5``."""
+
+
 def host_ranges(lower: str) -> list[tuple[int, int]]:
     """``(start, end)`` of every hostname in the lowercased text."""
-    if "." not in lower:
+    if "." not in lower or _HINT.search(lower) is None:
         return []
     return [m.span() for m in HOST.finditer(lower)]
 

@@ -271,9 +271,11 @@ class Scrubber:
                 if (triggers is None or not triggers.isdisjoint(words)) and wants(lower, words):
                     run(text, lower, found)
             return
-        # the text's trigger words, looked up once: each detector's test is against this small set
-        present = self._alpha_words.intersection(words)
-        if present:
+        # the text's trigger words, looked up once: each detector's test is against this small set (most texts have
+        # none: ``isdisjoint`` tells without building one)
+        alpha_words = self._alpha_words
+        if not alpha_words.isdisjoint(words):
+            present = alpha_words.intersection(words)
             for cue_words, wants, run in self._alpha_gated:
                 if not present.isdisjoint(cue_words) and wants(lower, words):
                     run(text, lower, found)

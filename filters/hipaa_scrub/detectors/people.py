@@ -240,6 +240,8 @@ class NameDetector(Detector):
         self.allow = ALLOWED_PHRASES | {" ".join(a.lower().split()) for a in allow} | frozenset(places)
         self.triggers = frozenset(self.first) | TITLES
         self.starters = self.triggers | frozenset(self.last)  # words a name rule can start at
+        # words a name rule can have second (a one-letter initial too): every rule of _could_start needs one
+        self.seconds = frozenset(self.first) | frozenset(self.last)
         # country and state names that are rare surnames: "salvador brazil" is a place, "barbara jordan" a person
         self.not_last = frozenset(t for t in not_last if names.last_share.get(t, 0.0) < 1e-4)
         self.words = re.compile(r"[a-z]+")
@@ -271,13 +273,13 @@ class NameDetector(Detector):
             return self._any_pair(words)
         need = self.cue_threshold if not CUES.isdisjoint(words) else self.threshold
         n = len(words)
-        starters, allow = self.starters, self.allow
+        starters, seconds, allow = self.starters, self.seconds, self.allow
         for i in range(n - 1):
             a = words[i]
             if a not in starters:
                 continue
             b = words[i + 1]
-            if self._could_start(words, i, a, b, need) and f"{a} {b}" not in allow:
+            if (b in seconds or len(b) == 1) and self._could_start(words, i, a, b, need) and f"{a} {b}" not in allow:
                 return True  # detect skips an allowed pair (``john deere``) before any rule
         return False
 

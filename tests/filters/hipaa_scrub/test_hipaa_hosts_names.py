@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from filters.hipaa_scrub import HipaaScrubConfig, Scrubber
-from filters.hipaa_scrub.hosts import host_ranges
+from filters.hipaa_scrub.hosts import HOST, host_ranges
 from filters.hipaa_scrub.public import MAX_BEARERS, PEOPLE_FILE, public_names
 from sidecar.config import load_config
 from sidecar.config.loader import ConfigError
@@ -111,6 +113,13 @@ def test_host_ranges() -> None:
     assert host_ranges("dr. smith st. louis") == []
     assert host_ranges("john.smith and 1.5.0.4") == []  # no top-level domain: not a host
     assert host_ranges("a-b.co.uk") == [(0, 9)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="abcz019.-@ /:", max_size=40))
+def test_host_ranges_quick_check_is_a_necessary_condition(lower: str) -> None:
+    """The dot-before-a-letter search that skips texts without a host never skips one with a host."""
+    assert host_ranges(lower) == [m.span() for m in HOST.finditer(lower)]
 
 
 def test_bare_domain_scrub_policy_takes_the_whole_host() -> None:

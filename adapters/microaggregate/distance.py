@@ -114,11 +114,14 @@ class QuerySet:
 
 @dataclass
 class Prepared:
-    """What eq. 3 needs of one side ``a`` whatever the other: ``3 d_phi`` and ``d_u`` rows per distinct (string,
-    domain) pair of its queries, each query's pair (None: one pair per query, in order), whether it has ranks."""
+    """What eq. 3 needs of one side ``a`` whatever the other: ``3 d_phi`` rows of its distinct strings and ``d_u``
+    rows of its distinct domains, the string and domain row of each distinct (string, domain) pair of its queries,
+    each query's pair (None: one pair per query, in order), and which queries have a rank."""
 
     three: F32
     dom: F32
+    pair_string: Ints
+    pair_dom: Ints
     pair: Ints | None
     ranked: npt.NDArray[np.bool_]
 
@@ -142,7 +145,7 @@ class LogSpace:
         self.workers = self.text.workers
         self.hosts = len(domains) if hosts is None else hosts
         self.ndomains = len(domains)
-        self.domains = DomainSpace(domains, self.hosts, WORD_CACHE_BYTES, BLOCK_CELLS)
+        self.domains = DomainSpace(domains, self.hosts, WORD_CACHE_BYTES, BLOCK_CELLS, self.workers)
 
     def clear(self) -> None:
         """Drop the cached rows (a finished block's memory is freed at once)."""
@@ -186,24 +189,44 @@ class LogSpace:
         pairs, inverse = np.unique(key, return_inverse=True)
         inverse = inverse.reshape(-1).astype(np.intp)
         same = len(pairs) == len(key) and not np.any(inverse[1:] < inverse[:-1])
-        three = self.text.rows.rows((pairs // width).astype(np.intp))
+        strings, pair_string = np.unique(pairs // width, return_inverse=True)
+        doms, pair_dom = np.unique(pairs % width - 1, return_inverse=True)
+        three = self.text.rows.rows(strings.astype(np.intp))
         three *= 3.0
-        dom = self.domains.rows.rows((pairs % width - 1).astype(np.intp))
-        return Prepared(three, dom, None if same else inverse, a.rank != MISSING)
+        dom = self.domains.rows.rows(doms.astype(np.intp))
+        return Prepared(
+            three,
+            dom,
+            pair_string.reshape(-1).astype(np.intp),
+            pair_dom.reshape(-1).astype(np.intp),
+            None if same else inverse,
+            a.rank != MISSING,
+        )
+
+    @staticmethod
+    def work_cells(prep: Prepared, m: int) -> int:
+        """The cells of ``work`` :meth:`_six_times_eq3` needs per column of ``b`` (``m``: queries of ``a``)."""
+        return len(prep.three) + len(prep.dom) + 2 * len(prep.pair_string) + 2 * m
 
     def _six_times_eq3(self, prep: Prepared, a: QuerySet, b: QuerySet, work: F32 | None = None) -> F32:
         """``6 * d_varphi``: ``len(a) x len(b)``, float32 (``prep``: :meth:`_prepare` ``a``). ``work``: at least
-        ``(2 P + 2 len(a)) len(b)`` cells to compute in, ``P`` the distinct pairs of ``a``.
+        :meth:`work_cells` ``x len(b)`` cells to compute in.
 
-        Each cell is ``((3 d_phi + d_u) + d_t) + d_r`` as in eq. 3; the first two are gathered per distinct pair."""
-        m, n, p = len(a.sid), len(b.sid), len(prep.three)
+        Each cell is ``((3 d_phi + d_u) + d_t) + d_r`` as in eq. 3: the first two are gathered per distinct string
+        and domain of ``a`` (a gather across columns: the slow kind), then per distinct pair (whole rows)."""
+        m, n = len(a.sid), len(b.sid)
+        ns, nd, p = len(prep.three), len(prep.dom), len(prep.pair_string)
         if work is None:
-            work = np.empty((2 * p + 2 * m) * n, dtype=np.float32)
-        pairs, pairs_dom = work[: p * n].reshape(p, n), work[p * n : 2 * p * n].reshape(p, n)
-        d, tmp = work[2 * p * n : (2 * p + m) * n].reshape(m, n), work[(2 * p + m) * n : (2 * p + 2 * m) * n]
-        tmp = tmp.reshape(m, n)
-        np.take(prep.three, b.sid, axis=1, out=pairs, mode="clip")
-        np.take(prep.dom, np.where(b.dom < 0, self.hosts, b.dom), axis=1, out=pairs_dom, mode="clip")
+            work = np.empty(self.work_cells(prep, m) * n, dtype=np.float32)
+        views, at = [], 0
+        for rows in (ns, nd, p, p, m, m):
+            views.append(work[at : at + rows * n].reshape(rows, n))
+            at += rows * n
+        strings, doms, pairs, pairs_dom, d, tmp = views
+        np.take(prep.three, b.sid, axis=1, out=strings, mode="clip")
+        np.take(prep.dom, np.where(b.dom < 0, self.hosts, b.dom), axis=1, out=doms, mode="clip")
+        np.take(strings, prep.pair_string, axis=0, out=pairs, mode="clip")
+        np.take(doms, prep.pair_dom, axis=0, out=pairs_dom, mode="clip")
         pairs += pairs_dom  # 3 d_phi + d_u, per distinct pair of a
         if prep.pair is None:
             d = pairs
@@ -251,7 +274,7 @@ class LogSpace:
             lo, hi = span
             work = getattr(buffers, "work", None)
             if work is None:
-                work = buffers.work = np.empty((2 * len(prep.three) + 2 * len(a.sid)) * widest, dtype=np.float32)
+                work = buffers.work = np.empty(self.work_cells(prep, len(a.sid)) * widest, dtype=np.float32)
             q = slice(int(starts[lo]), int(ends[hi - 1]))
             d = self._six_times_eq3(prep, a, QuerySet(b.sid[q], b.time[q], b.rank[q], b.dom[q]), work)
             local = starts[lo:hi] - starts[lo]

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adapters.microaggregate.rowcache import RowCache
+from adapters.microaggregate.wordsets import run_all
 
 F32 = npt.NDArray[np.float32]
 Ints = npt.NDArray[np.intp]
@@ -26,7 +27,10 @@ class DomainSpace:
     """The domains of one log (label tuples, right-most first); ``domains[:hosts]`` are the clicked ones (the
     columns), the others only generalised URLs of average records have (rows only)."""
 
-    def __init__(self, domains: list[tuple[str, ...]], hosts: int, cache_bytes: int, block_cells: int) -> None:
+    def __init__(
+        self, domains: list[tuple[str, ...]], hosts: int, cache_bytes: int, block_cells: int, workers: int = 1
+    ) -> None:
+        """``workers``: threads for the column blocks of a batch of rows."""
         depth = max((len(d) for d in domains), default=0)
         label_ids: dict[str, int] = {}
         self.labels = np.full((len(domains), max(1, depth)), -1, dtype=np.int32)
@@ -35,6 +39,7 @@ class DomainSpace:
         self.dsize = np.array([len(d) for d in domains], dtype=np.intp)
         self.hosts = hosts
         self.block_cells = block_cells
+        self.workers = workers
         self.rows = RowCache(hosts + 1, cache_bytes, self._rows)
         self.live: Ints = np.arange(hosts, dtype=np.intp)
         self.live_mask: Bools | None = None  # None: every clicked domain
@@ -51,7 +56,8 @@ class DomainSpace:
 
     def _rows(self, doms: Ints) -> F32:
         """``d_u`` of each of ``doms`` (-1: no URL) to the live clicked domains (1 elsewhere), plus a last column
-        for "no URL"; one level at a time over ``len(doms) x`` a block of domains."""
+        for "no URL"; one level at a time over ``len(doms) x`` a block of domains (blocks on :attr:`workers`
+        threads, each into its own columns)."""
         n = self.hosts
         out = np.ones((len(doms), n + 1), dtype=np.float32)
         out[doms < 0, n] = 0.0
@@ -63,7 +69,8 @@ class DomainSpace:
         deep = depth if depth > EXACT_LEVELS else int(sa.max())  # beyond: no row domain has a label there
         scale = (2.0 ** np.arange(depth + 1) / (2.0 ** np.arange(1, depth + 2) - 1.0)).astype(np.float32)  # by m
         step = max(1, self.block_cells // len(have))
-        for lo in range(0, len(self.live), step):
+
+        def run(lo: int) -> None:
             cols = self.live[lo : lo + step]
             lb, sb = self.labels[cols], self.dsize[cols]
             total = np.zeros((len(have), len(cols)), dtype=np.float32)
@@ -76,4 +83,6 @@ class DomainSpace:
                 total += tail[None, :]
             total *= scale[np.maximum(sa[:, None], sb[None, :]) - 1]
             out[have[:, None], cols[None, :]] = total
+
+        run_all(run, range(0, len(self.live), step), self.workers)
         return out

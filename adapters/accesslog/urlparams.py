@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from codecs import escape_decode  # undocumented, in CPython since 2.x (typeshed has it)
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import unquote_to_bytes
 
 from adapters.accesslog.escapes import escape, unescape
@@ -82,31 +83,18 @@ def find_param(value: str, start: int, end: int, names: tuple[str, ...]) -> tupl
 
 def decode_value(raw: str, dialect: str) -> str:
     """The text of a logged parameter value."""
-    if "\\" in raw:
-        return _decoded(raw, dialect)
-    if "%" not in raw:
-        return raw.replace("+", " ")
-    spaced = raw.replace("%20", " ")
-    if "%" not in spaced:  # only spaces escaped (a client's encodeURIComponent): no decoder needed
-        return spaced.replace("+", " ")
-    text = _PERCENT.get(raw)
-    if text is None:
-        text = _decoded(raw, dialect)
-        if len(_PERCENT) >= PERCENT_MEMO:
-            _PERCENT.clear()
-        _PERCENT[raw] = text
-    return text
+    if "\\" not in raw:
+        if "%" not in raw:
+            return raw.replace("+", " ")
+        spaced = raw.replace("%20", " ")
+        if "%" not in spaced:  # only spaces escaped (a client's encodeURIComponent): no decoder needed
+            return spaced.replace("+", " ")
+    return _decoded(raw, dialect)
 
 
-PERCENT_MEMO = 16384
-"""Percent-escaped values remembered with their text (a referer repeats the value its search request had)."""
-_PERCENT: dict[str, str] = {}
-"""Value without a backslash (the dialect plays no part) -> text; emptied when full (a dict is cheaper to ask than
-an LRU cache, and the decoding is a pure function)."""
-
-
+@lru_cache(maxsize=4096)
 def _decoded(raw: str, dialect: str) -> str:
-    """The general decoding: the log's escapes undone, ``+`` as a space, percent escapes, UTF-8."""
+    """Memoized: a referer repeats the value its search request had a few lines before."""
     data = (unescape(raw, dialect) if "\\" in raw else raw.encode("utf-8")).replace(b"+", b" ")
     if b"\\" not in data:
         try:  # %XX as \xXX: CPython's escape decoder, 3x urllib's; a % without two hex digits raises

@@ -23,7 +23,7 @@ valid event.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgpack
@@ -31,7 +31,9 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
-from adapters.otlp.values import RoleKey, plain, record_text, role_key, set_value, to_python
+from adapters.otlp import scan as scanning
+from adapters.otlp.scan import Scanned, scanned_role, scanned_text
+from adapters.otlp.values import RoleKey, plain, read_attribute_roles, record_text, role_key, set_value, to_python
 from adapters.otlp.wire import Piece
 from sidecar.api import ROLES, BadRecord, Codec, Event, FieldError, SchemaConfig
 from sidecar.records import escape_breaks, foreign_record
@@ -46,16 +48,33 @@ _FRAMES = 256  # resource/scope pairs whose OTLP/JSON is cached
 class OtlpRecord:
     """One log record: its :class:`Piece` (wire parts), the parsed ``LogRecord`` and the role values decoded."""
 
-    __slots__ = ("keys", "msg", "orig", "piece")
+    __slots__ = ("_msg", "keys", "orig", "piece", "scanned")
 
-    def __init__(self, piece: Piece, msg: LogRecord, keys: tuple[str | None, ...], orig: tuple[Any, ...]) -> None:
+    def __init__(
+        self,
+        piece: Piece,
+        msg: LogRecord | None,
+        keys: tuple[str | None, ...],
+        orig: tuple[Any, ...],
+        scanned: Scanned | None = None,
+    ) -> None:
+        """``msg`` None: parsed when first read (a record of the common shape comes ``scanned``)."""
         self.piece = piece
-        #: the parsed ``LogRecord`` of ``piece.log``: read only
-        self.msg = msg
+        self._msg = msg
         #: the role names this record was decoded with (``ROLES`` order; None: no such role)
         self.keys = keys
         #: the role values as decoded
         self.orig = orig
+        #: ``piece.log`` read by :func:`~adapters.otlp.scan.scan` (None: not of the common shape)
+        self.scanned = scanned
+
+    @property
+    def msg(self) -> LogRecord:
+        """The parsed ``LogRecord`` of ``piece.log``: read only."""
+        msg = self._msg
+        if msg is None:
+            msg = self._msg = LogRecord.FromString(self.piece.log)
+        return msg
 
     def __repr__(self) -> str:  # never show values
         return f"<OtlpRecord bytes={len(self.piece.log)}>"
@@ -124,6 +143,9 @@ class OtlpCodec(Codec):
         mapping = self.schema.roles.mapping()
         self.names: tuple[str | None, ...] = tuple(mapping[r] for r in ROLES)
         self.pairs = tuple((role, key) for role, key in mapping.items() if key is not None)
+        #: reads a record of the common shape from its bytes (:mod:`adapters.otlp.scan`), when compiled: None, the
+        #: protobuf parse (interpreted, the scan is the slower of the two)
+        self.scan: Callable[[bytes], Scanned | None] | None = scanning.scan if scanning.COMPILED else None
         #: the OTLP/JSON around a record, by (resource, scope) parts
         self._frames: dict[tuple[bytes, bytes], tuple[str, str]] = {}
 
@@ -148,31 +170,31 @@ class OtlpCodec(Codec):
         out: list[Event] = []
         append = out.append
         from_string = LogRecord.FromString
+        scan = self.scan
         for i, piece in enumerate(records):
-            try:
-                msg = from_string(piece.log)
-            except (DecodeError, ValueError, TypeError):
-                bad.append((i, "invalid_log_record"))
-                continue
             values: list[Any] = [None, None, None, None, None]
-            if attr_keys:
-                left = wanted
-                for kv in msg.attributes:
-                    slot = attr_get(kv.key)
-                    if slot is not None and values[slot] is None:  # the first of a repeated key
-                        v = kv.value
-                        value = v.string_value  # a non-empty string is a string value: one call, not two
-                        if not value and v.WhichOneof("value") != "string_value":
-                            value = to_python(v)
-                        values[slot] = value
-                        if value is not None:
-                            left -= 1
-                            if not left:  # every role found: the other attributes are not read
-                                break
-                for a, b in copies:
-                    values[b] = values[a]
-            for j, key in on_record:
-                values[j] = _read(msg, b"", key)
+            msg: LogRecord | None = None
+            scanned = scan(piece.log) if scan is not None else None
+            if scanned is not None:  # the common shape, read from the bytes: no protobuf accessor
+                if attr_keys:
+                    for name, value, _ in scanned.attributes:
+                        slot = attr_get(name)
+                        if slot is not None and values[slot] is None:  # the first of a repeated key
+                            values[slot] = value
+                for j, key in on_record:
+                    values[j] = scanned_role(scanned, key.kind == "body", key.name)
+            else:
+                try:
+                    msg = from_string(piece.log)
+                except (DecodeError, ValueError, TypeError):
+                    bad.append((i, "invalid_log_record"))
+                    continue
+                if attr_keys:
+                    read_attribute_roles(msg.attributes, attr_get, wanted, values)
+                for j, key in on_record:
+                    values[j] = _read(msg, b"", key)
+            for a, b in copies:
+                values[b] = values[a]
             if on_resource:
                 attrs = resources.get(piece.resource)
                 if attrs is None:
@@ -191,7 +213,7 @@ class OtlpCodec(Codec):
             if user is None:
                 bad.append((i, "missing_user"))
                 continue
-            record = OtlpRecord(piece, msg, names, (user, query, time, rank, url))
+            record = OtlpRecord(piece, msg, names, (user, query, time, rank, url), scanned)
             append(Event(user, query, time, rank, url, record, None, self, eol))
         return out
 
@@ -275,8 +297,11 @@ class OtlpCodec(Codec):
         piece = self.encode(event)
         head, tail = self._frames.get((piece.resource, piece.scope)) or self._frame_json(piece)
         rec = event.record
-        msg = rec.msg if type(rec) is OtlpRecord and rec.piece is piece else LogRecord.FromString(piece.log)
-        return head + escape_breaks(record_text(msg)) + tail
+        if type(rec) is OtlpRecord and rec.piece is piece:
+            text = scanned_text(rec.scanned) if rec.scanned is not None else record_text(rec.msg)
+        else:
+            text = record_text(LogRecord.FromString(piece.log))
+        return head + escape_breaks(text) + tail
 
     def _frame_json(self, piece: Piece) -> tuple[str, str]:
         """The OTLP/JSON around a record of ``piece``'s resource and scope (cached: a batch shares a few)."""

@@ -23,7 +23,18 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from sidecar.api import BadRecord
 
-__all__ = ["BODY", "RoleKey", "any_json", "from_hex_ids", "plain", "record_text", "role_key", "set_value", "to_python"]
+__all__ = [
+    "BODY",
+    "RoleKey",
+    "any_json",
+    "from_hex_ids",
+    "plain",
+    "read_attribute_roles",
+    "record_text",
+    "role_key",
+    "set_value",
+    "to_python",
+]
 
 BODY = "body"
 TIMES = ("time_unix_nano", "observed_time_unix_nano")
@@ -63,6 +74,24 @@ def to_python(v: AnyValue) -> Any:
     if kind == "kvlist_value":
         return {kv.key: to_python(kv.value) for kv in v.kvlist_value.values}
     return getattr(v, kind)
+
+
+def read_attribute_roles(attrs: Any, slot_of: Any, wanted: int, values: list[Any]) -> None:
+    """The roles played by a parsed record's attributes into ``values`` (``slot_of``: a key's slot, or None; the
+    first of a repeated key counts); stops once the ``wanted`` roles are found."""
+    left = wanted
+    for kv in attrs:
+        slot = slot_of(kv.key)
+        if slot is not None and values[slot] is None:
+            v = kv.value
+            value = v.string_value  # a non-empty string is a string value: one call, not two
+            if not value and v.WhichOneof("value") != "string_value":
+                value = to_python(v)
+            values[slot] = value
+            if value is not None:
+                left -= 1
+                if not left:  # every role found: the other attributes are not read
+                    return
 
 
 def plain(value: Any) -> Any:

@@ -218,6 +218,10 @@ def COMMAND(
 ) -> None:
     """Events/s from the OpenTelemetry SDK's OTLP log exporter (and a light client sending the SDK's encoded
     requests) through the otlp source, a chain and a file sink (OTLP/JSON), the sidecar in its own process."""
+    from adapters.otlp import scan
+
+    fast = "compiled" if scan.COMPILED else "not compiled (build it: .venv/bin/mypyc adapters/otlp/scan.py)"
+    click.echo(f"otlp fast path (adapters/otlp/scan.py): {fast}")
     for each in ("sdk", "encoded") if mode == "both" else (mode,):
         run, sidecar_cpu, client_cpu = run_once(events, batch, chain, seed, concurrency, protocol, each, inflight)
         flight = f", {inflight} in flight each" if each == "encoded" and protocol == "grpc" else ""

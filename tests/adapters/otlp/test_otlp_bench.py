@@ -25,3 +25,4 @@ def test_bench_otlp_runs_both_clients_and_prints_their_cpu(protocol: str) -> Non
     cpu = re.findall(r"CPU: sidecar [\d.]+ s = [\d.]+ us/event .*client [\d.]+ s = [\d.]+ us/event; load average", out)
     assert len(cpu) == 2, out
     assert "client errors" not in out
+    assert re.search(r"otlp fast path \(adapters/otlp/scan.py\): (compiled|not compiled)", out), out

@@ -16,6 +16,7 @@ compiled (:data:`COMPILED`); the tests check it interpreted against protobuf on 
 
 from __future__ import annotations
 
+from importlib.machinery import EXTENSION_SUFFIXES
 from json.encoder import encode_basestring as _quote  # a JSON string, non-ASCII kept (the C encoder)
 from typing import NamedTuple
 
@@ -179,4 +180,4 @@ def scanned_text(r: Scanned) -> str:
 
 
 #: True when this module runs compiled (mypyc): only then is it faster than protobuf's parser and accessors
-COMPILED = not __file__.endswith(".py")
+COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))

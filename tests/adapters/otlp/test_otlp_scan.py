@@ -71,7 +71,12 @@ def test_a_scanned_record_means_what_protobuf_parses(data: bytes) -> None:
 
 
 def test_the_common_shape_is_read_and_the_others_left_to_protobuf() -> None:
-    common = LogRecord(time_unix_nano=5, severity_number=9, severity_text="INFO", trace_id=bytes(16))
+    common = LogRecord(
+        time_unix_nano=5,
+        severity_number=9,  # type: ignore[arg-type]
+        severity_text="INFO",
+        trace_id=bytes(16),
+    )
     common.body.SetInParent()
     for key, value in (("AnonID", "650"), ("Query", "cheap flights"), ("ItemRank", "")):
         kv = common.attributes.add()

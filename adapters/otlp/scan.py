@@ -16,6 +16,7 @@ compiled (:data:`COMPILED`); the tests check it interpreted against protobuf on 
 
 from __future__ import annotations
 
+import os
 from importlib.machinery import EXTENSION_SUFFIXES
 from json.encoder import encode_basestring as _quote  # a JSON string, non-ASCII kept (the C encoder)
 from typing import NamedTuple
@@ -179,5 +180,17 @@ def scanned_text(r: Scanned) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-#: True when this module runs compiled (mypyc): only then is it faster than protobuf's parser and accessors
-COMPILED = __file__.endswith(tuple(EXTENSION_SUFFIXES))
+def _compiled_and_current() -> bool:
+    """This module runs compiled (mypyc) from a build not older than its source beside it (an edited ``scan.py``
+    with an old build: the build would run in its place, so it is not used; ``./run setup`` builds it again)."""
+    if not __file__.endswith(tuple(EXTENSION_SUFFIXES)):
+        return False
+    source = os.path.join(os.path.dirname(__file__), "scan.py")
+    try:
+        return os.stat(source).st_mtime <= os.stat(__file__).st_mtime
+    except OSError:
+        return True  # installed without its source: the build is all there is
+
+
+#: True when this module runs compiled (mypyc) and current: only then is it faster than protobuf's parser
+COMPILED = _compiled_and_current()

@@ -24,11 +24,12 @@ the chain's ``trace``): a query that entered a filter that holds nothing (``drop
 not leave it was dropped by it, in ``process`` as in a release (a query a buffer let go, dropped by a later
 filter): its held events are dropped at once (``dropped_with_query``) and the query counted by the filter's name
 (``queries_dropped``). A query that entered a buffering filter (``category_buffer``) and did not leave it is held,
-when the buffer's held count says it dropped nothing in that step; when the buffer did drop some (its own
-suppressions: no category, ``max_k``, ``max_hold``), it does not say which, so those queries stay pending (counted
-``buffer_drops_unidentified``) until released, until the chain holds nothing at all (then they were dropped), or
-for ``pending_seconds`` at most: their held events are then dead-lettered (``query_not_released``) and later ones
-dropped.
+unless the buffer names it among the events it suppressed in that step (``Filter.take_suppressed``:
+``category_buffer`` names its suppressions, no category, ``max_k``, ``max_held``, ``max_hold``): then it was dropped,
+counted by the buffer's name, and its events are dropped at once. Drops a buffer does not name stay pending
+(counted ``buffer_drops_unidentified``) until released, until the chain holds nothing at all (then they were
+dropped), or for ``pending_seconds`` at most: their held events are then dead-lettered (``query_not_released``)
+and later ones dropped.
 
 **Bounds.** Held events: ``max_held`` (the oldest beyond it are dead-lettered: ``query_unknown`` or
 ``query_not_released``). Outcomes are remembered ``outcome_seconds`` (and ``max_outcomes`` at most): an event
@@ -113,6 +114,9 @@ class Suppressed:
 
     def __init__(self, filters: list[Filter[Any]]) -> None:
         self.held = {id(f): f.held() for f in filters}
+        for f in filters:
+            if f.BUFFERING:
+                f.report_suppressed()  # a buffer that can name what it suppresses (category_buffer) keeps it
         #: join key -> the name of the filter that dropped the query
         self.dropped: dict[str, str] = {}
         self.unidentified = 0
@@ -121,10 +125,13 @@ class Suppressed:
         before = self.held.get(id(f), 0)
         now = self.held[id(f)] = f.held()
         gone = len(entered) - len(left) - (now - before)  # events the step dropped
-        if gone <= 0:  # nothing dropped: a query that entered and did not leave is held by this filter
+        if f.BUFFERING:  # the events it names as suppressed; the rest of what it dropped stays unidentified
+            suppressed = f.take_suppressed()
+            for key in _query_keys(suppressed):
+                self.dropped.setdefault(key, f.NAME)
+            self.unidentified += max(0, gone - len(suppressed))
             return
-        if f.BUFFERING:
-            self.unidentified += gone
+        if gone <= 0:  # nothing dropped: a query that entered and did not leave is held by this filter
             return
         out = set(_query_keys(left))
         for key in _query_keys(entered):

@@ -62,6 +62,8 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
         self._held = 0
         self._stream_time: Any = None
         self._next_id = 1
+        #: events whose query was suppressed, kept once a join stage asked (report_suppressed); None: not kept
+        self._suppressed: list[Event] | None = None
         self._load()
 
     # --- buckets -------------------------------------------------------------------
@@ -171,12 +173,28 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
 
     # --- removal policies ------------------------------------------------------------
 
+    def report_suppressed(self) -> None:
+        if self._suppressed is None:
+            self._suppressed = []
+
+    def take_suppressed(self) -> list[Event]:
+        taken = self._suppressed or []
+        if self._suppressed is not None:
+            self._suppressed = []
+        return taken
+
+    def _suppress(self, taken: tuple[list[Held], list[Held]]) -> None:
+        """Bookkeeping after query and user halves were suppressed: their queries never leave."""
+        if self._suppressed is not None:
+            self._suppressed.extend(h.event for h in taken[0])
+        self._gone_halves(taken)
+
     def _drop_oldest(self, bucket: Bucket, count: int, reason: str) -> None:
         """Suppress the ``count`` oldest held queries of a bucket with as many of its oldest user slots."""
         count = min(count, len(bucket.queries))
         if count <= 0:
             return
-        self._gone_halves(bucket.take_oldest(count))
+        self._suppress(bucket.take_oldest(count))
         self._held -= count
         self.counts[reason] += count
 
@@ -190,7 +208,7 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
         n = len(bucket.queries) - bucket.max_k + 1
         if n <= 0:
             return
-        self._gone_halves(bucket.take_most_held(n))
+        self._suppress(bucket.take_most_held(n))
         self._held -= n
         self.counts["suppressed_max_k"] += n
 
@@ -313,6 +331,8 @@ class CategoryBufferFilter(Filter[CategoryBufferConfig]):
             name = cat if type(cat) is str and cat and cat != UNKNOWN else self._bucket_name(ev)
             if name is None:
                 dropped += 1
+                if self._suppressed is not None:
+                    self._suppressed.append(ev)
                 continue
             self._stream_time = ev.time
             codec = ev.codec

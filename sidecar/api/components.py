@@ -64,6 +64,15 @@ class Filter(Generic[C]):
         """Events currently held by this filter."""
         return 0
 
+    def report_suppressed(self) -> None:
+        """From now on keep the events this buffering filter suppresses (drops, never releases) for
+        :meth:`take_suppressed`: a join stage then drops the events that follow their queries at once."""
+
+    def take_suppressed(self) -> list[Event]:
+        """The events suppressed since the last call, once :meth:`report_suppressed` was called. Default: none
+        (a buffering filter without it: a join stage counts its drops unidentified)."""
+        return []
+
     def stats(self) -> dict[str, Any]:
         """Extra state for Stats (e.g. per-category k); counts only, never values."""
         return {}

@@ -91,7 +91,11 @@ def test_a_query_hipaa_scrub_empties_drops_its_click(tmp_path: Path, pipelines: 
     assert joins.held() == 1 and output(tmp_path) == []  # the notebook query is held, and its click with it
 
 
-def test_a_query_the_buffer_itself_drops_is_not_identified(tmp_path: Path, pipelines: list[Pipeline]) -> None:
+def test_a_query_the_buffer_itself_drops_is_named_and_its_click_dropped(
+    tmp_path: Path, pipelines: list[Pipeline]
+) -> None:
+    """category_buffer names what it suppresses (here: no category with ``unknown: drop``): the query's click is
+    dropped in the same batch, the held queries' clicks stay held with them."""
     filters = "  - category_buffer: {k: 5, category_field: query_attributes.category, unknown: drop}\n"
     p, joins, _ = build(tmp_path, filters, pipelines)
 
@@ -101,9 +105,29 @@ def test_a_query_the_buffer_itself_drops_is_not_identified(tmp_path: Path, pipel
 
     clicks = [json.dumps({"action_name": "click", "query_id": q, "client_id": "c"}) for q in ("a", "b", "x")]
     feed(p, [query("a", "shop"), query("b", "shop"), query("x", None), *clicks])
-    assert joins.stats()["queries_dropped"] == {}
-    assert joins.stats()["counts"]["buffer_drops_unidentified"] == 1
-    assert joins.held() == 3 and output(tmp_path) == []  # x's click waits (pending) as a held query's would
+    assert joins.stats()["queries_dropped"] == {"category_buffer": 1}
+    assert joins.stats()["counts"]["dropped_with_query"] == 1
+    assert joins.stats()["counts"].get("buffer_drops_unidentified", 0) == 0
+    assert joins.held() == 2 and output(tmp_path) == []  # a's and b's clicks wait with their held queries
+
+
+def test_max_k_suppressions_are_named(tmp_path: Path, pipelines: list[Pipeline]) -> None:
+    """A bucket at max_k that cannot release suppresses its heaviest sender's oldest queries (``max_k_policy:
+    suppress``): they are named, their clicks dropped at once; no click is released."""
+    filters = "  - category_buffer: {k: 2, max_k: 2, max_k_policy: suppress, min_users: 2}\n"
+    p, joins, _ = build(tmp_path, filters, pipelines)
+    queries = [
+        json.dumps({"query_id": f"q{i}", "client_id": "solo", "user_query": f"cheap flights {i}"}) for i in range(4)
+    ]
+    clicks = [json.dumps({"action_name": "click", "query_id": f"q{i}", "client_id": "solo"}) for i in range(4)]
+    feed(p, [*queries, *clicks])
+    stats = joins.stats()
+    suppressed = p.chain.filters[0].counts["suppressed_max_k"]
+    assert suppressed > 0
+    assert stats["queries_dropped"] == {"category_buffer": suppressed}
+    assert stats["counts"]["dropped_with_query"] == suppressed
+    assert stats["counts"].get("buffer_drops_unidentified", 0) == 0
+    assert output(tmp_path) == []
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,117 @@
+"""``category_buffer``'s removal policies (``max_k_policy``, ``max_held``, ``max_hold``) and the suppressions it
+names to a join stage (``report_suppressed``/``take_suppressed``): mixed into
+:class:`~filters.category_buffer.filter.CategoryBufferFilter`, whose state they change."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import structlog
+
+from filters.category_buffer.buckets import ROOT, Bucket, Held, parent_name
+from filters.category_buffer.config import CategoryBufferConfig
+from filters.category_buffer.store import Journal
+from sidecar.api import BuildContext, Event
+
+log = structlog.get_logger("querylog.category_buffer")
+NAME = "category_buffer"
+
+
+class RemovalPolicies:
+    """What suppresses or merges held events; the filter's arrivals and releases are in the filter itself."""
+
+    config: CategoryBufferConfig
+    ctx: BuildContext
+    counts: Counter[str]
+    buckets: dict[str, Bucket]
+    journal: Journal
+    _held: int
+    #: events whose query was suppressed, kept once a join stage asked (report_suppressed); None: not kept
+    _suppressed: list[Event] | None = None
+
+    if TYPE_CHECKING:  # the filter's own
+
+        def _bucket(self, name: str) -> Bucket: ...
+        def _gone_halves(self, taken: tuple[list[Held], list[Held]]) -> None: ...
+        def _release(self, bucket: Bucket, out: list[Event]) -> None: ...
+
+    def report_suppressed(self) -> None:
+        if self._suppressed is None:
+            self._suppressed = []
+
+    def take_suppressed(self) -> list[Event]:
+        taken = self._suppressed or []
+        if self._suppressed is not None:
+            self._suppressed = []
+        return taken
+
+    def _suppress(self, taken: tuple[list[Held], list[Held]]) -> None:
+        """Bookkeeping after query and user halves were suppressed: their queries never leave."""
+        if self._suppressed is not None:
+            self._suppressed.extend(h.event for h in taken[0])
+        self._gone_halves(taken)
+
+    def _drop_oldest(self, bucket: Bucket, count: int, reason: str) -> None:
+        """Suppress the ``count`` oldest held queries of a bucket with as many of its oldest user slots."""
+        count = min(count, len(bucket.queries))
+        if count <= 0:
+            return
+        self._suppress(bucket.take_oldest(count))
+        self._held -= count
+        self.counts[reason] += count
+
+    def _at_max_k(self, bucket: Bucket) -> None:
+        """``max_k_policy`` for a bucket at max_k with no valid pair: count it (``hold``), or suppress the oldest
+        held halves of whoever holds the most (:func:`.buckets.heaviest_first`) until it holds max_k - 1."""
+        if self.config.max_k_policy == "hold":
+            bucket.retry_at = max(len(bucket.queries) + 1, math.ceil(len(bucket.queries) * self.config.delta))
+            self.counts["held_at_max_k"] += 1
+            return
+        n = len(bucket.queries) - bucket.max_k + 1
+        if n <= 0:
+            return
+        self._suppress(bucket.take_most_held(n))
+        self._held -= n
+        self.counts["suppressed_max_k"] += n
+
+    def _overflow(self) -> None:
+        """``max_held``: suppress the oldest events of the largest bucket."""
+        excess = self._held - self.config.max_held
+        if excess <= 0:
+            return
+        largest = max(self.buckets.values(), key=lambda b: len(b.queries))
+        self._drop_oldest(largest, max(excess, len(largest.queries) // 100), "suppressed_overflow")
+        log.warning("events_suppressed", filter=NAME, reason="max_held", held=self._held)
+
+    def _apply_max_hold(self, out: list[Event]) -> None:
+        """``max_hold``: suppress events held too long, or merge their overdue bucket into its parent."""
+        policy = self.config.max_hold
+        if policy == "hold":
+            return
+        cutoff = self.ctx.clock() - self.config.max_hold_seconds
+        for bucket in list(self.buckets.values()):
+            if not bucket.queries:
+                continue
+            if policy == "suppress":
+                overdue = sum(1 for h in bucket.queries if h.arrived < cutoff)
+                if overdue:
+                    self._drop_oldest(bucket, overdue, "suppressed_max_hold")
+                    log.info("events_suppressed", filter=NAME, reason="max_hold", count=overdue)
+            elif bucket.name != ROOT and min(h.arrived for h in bucket.queries) < cutoff:
+                self._merge(bucket, out)
+
+    def _merge(self, bucket: Bucket, out: list[Event]) -> None:
+        """Move every held half of an overdue bucket into its parent bucket, then release from the parent."""
+        parent = self._bucket(parent_name(bucket.name))
+        queries, users = bucket.take_all()
+        for h in queries:
+            parent.add_query(h)
+            self.journal.moved(h)
+        for h in users:
+            parent.add_user(h)
+            self.journal.moved(h)
+        self.counts["merged"] += len(queries)
+        log.info("bucket_merged", filter=NAME, count=len(queries))
+        self._release(parent, out)

@@ -10,13 +10,14 @@ from collections.abc import Iterable
 from filters.hipaa_scrub.detectors import Detector, Pattern, Span
 from filters.hipaa_scrub.names import NameData
 
-TITLES = frozenset(
-    """
-    dr mr mrs ms miss mister prof professor rev reverend fr father sister brother judge officer sgt
-    sergeant capt captain lt det detective sheriff deputy coach pastor rabbi atty attorney senator sen
-    rep gov mayor
-    """.split()
-)
+# fmt: off
+TITLES = frozenset([
+    "dr", "mr", "mrs", "ms", "miss", "mister", "prof", "professor", "rev", "reverend", "fr", "father",
+    "sister", "brother", "judge", "officer", "sgt", "sergeant", "capt", "captain", "lt", "det", "detective",
+    "sheriff", "deputy", "coach", "pastor", "rabbi", "atty", "attorney", "senator", "sen", "rep", "gov",
+    "mayor",
+])
+# fmt: on
 CUES = frozenset(
     [
         "obituary",

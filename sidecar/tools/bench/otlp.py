@@ -216,8 +216,10 @@ def print_cpu(run: Run, sidecar_cpu: float, client_cpu: float) -> None:
 def COMMAND(
     events: int, batch: int, chain: str, seed: int, concurrency: int, protocol: str, mode: str, inflight: int
 ) -> None:
-    """Events/s from the OpenTelemetry SDK's OTLP log exporter (and a light client sending the SDK's encoded
-    requests) through the otlp source, a chain and a file sink (OTLP/JSON), the sidecar in its own process."""
+    """Events/s from the OpenTelemetry SDK's OTLP log exporter and a light client through the otlp source.
+
+    The light client sends the SDK's encoded requests; the chain's output goes to a file sink (OTLP/JSON); the
+    sidecar runs in its own process."""
     from adapters.otlp import scan
 
     fast = "compiled" if scan.COMPILED else "not compiled (./run setup builds it: mypyc adapters/otlp/scan.py)"

@@ -31,7 +31,7 @@ from aiohttp import web
 from adapters.http.body import Answer, BodyError, body_format
 from adapters.http.config import HttpSourceConfig
 from sidecar.api import Listen
-from sidecar.serving import ServerHost
+from sidecar.serving import ServerHost, close_idle_connection
 
 log = structlog.get_logger("querylog.http")
 
@@ -131,16 +131,8 @@ class _WebServer(web.Server):
     def evict_idle(self) -> bool:
         """Close the connection idle the longest (waiting for a request's headers, none in progress or queued):
         True, or False when every connection is busy. Only called when full, so the scan costs nothing otherwise."""
-        idle = [
-            handler
-            for handler in self._connections
-            if not handler._request_in_progress and not handler._messages and not handler._force_close
-        ]
-        if not idle:
+        if not close_idle_connection(self._connections):
             return False
-        oldest = min(idle, key=lambda handler: handler._next_keepalive_close_time)
-        oldest.force_close()
-        self._connections.pop(oldest, None)  # its connection_lost comes later: the room is needed now
         self.endpoint.count("idle_connection_closed")
         return True
 

@@ -16,6 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
+from sidecar.serving import close_idle_connection
+
 __all__ = ["BoundedServer"]
 
 
@@ -71,16 +73,8 @@ class BoundedServer(web.Server):
     def evict_idle(self) -> bool:
         """Close the connection idle the longest (no request in progress or queued): True, or False when every
         connection is busy. Only called when full."""
-        idle = [
-            handler
-            for handler in self._connections
-            if not handler._request_in_progress and not handler._messages and not handler._force_close
-        ]
-        if not idle:
+        if not close_idle_connection(self._connections):
             return False
-        oldest = min(idle, key=lambda handler: handler._next_keepalive_close_time)
-        oldest.force_close()
-        self._connections.pop(oldest, None)  # its connection_lost comes later: the room is needed now
         self.count("connections_idle_closed")
         return True
 

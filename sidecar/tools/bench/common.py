@@ -5,7 +5,7 @@ from __future__ import annotations
 import resource
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,18 +28,24 @@ class Client(Protocol):
     def run(self) -> None: ...
 
 
-def run_clients(clients: Sequence[Client], out: Path, sidecar: Any, total: int, batch: int, note: str) -> Run:
-    """Run every client on its own thread until all are answered; the run, counting the lines of ``out`` (the
-    sidecar's file sink) as received when the last answer came."""
-    from sidecar.tools.bench.network import Run
-
-    threads = [threading.Thread(target=c.run) for c in clients]
+def run_threads(targets: Sequence[Callable[[], object]]) -> tuple[float, float]:
+    """Run each target on its own thread, all started before any is joined: when they started and when the last
+    ended (``time.time()``)."""
+    threads = [threading.Thread(target=target) for target in targets]
     t0 = time.time()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    acked_at = time.time()
+    return t0, time.time()
+
+
+def run_clients(clients: Sequence[Client], out: Path, sidecar: Any, total: int, batch: int, note: str) -> Run:
+    """Run every client on its own thread until all are answered; the run, counting the lines of ``out`` (the
+    sidecar's file sink) as received when the last answer came."""
+    from sidecar.tools.bench.network import Run
+
+    t0, acked_at = run_threads([c.run for c in clients])
     with out.open("rb") as fh:
         received = sum(1 for _ in fh)
     errors = sorted(set().union(*(c.errors for c in clients)))

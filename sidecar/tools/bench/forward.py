@@ -11,13 +11,12 @@ issue's target: >= 150,000 events/s through the passthrough chain on a 2-core ma
 from __future__ import annotations
 
 import socket
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+from sidecar.tools.bench.common import run_threads
 from sidecar.tools.bench.network import (
     CHAINS,
     IO_TIMEOUT,
@@ -98,13 +97,7 @@ def run_once(events: int, batch: int, chain: str, seed: int, connections: int, w
             }
             with sidecar(Path(tmp), chain, {"forward": {}}, [{"forward": sink}]) as sc:
                 conns = [_Connection(sc.port, msgs[i::connections], window) for i in range(connections)]
-                threads = [threading.Thread(target=c.run) for c in conns]
-                t0 = time.time()
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
-                acked_at = time.time()
+                t0, acked_at = run_threads([c.run for c in conns])
                 acked = sum(c.acked for c in conns)
                 received = down.wait(total)
                 sidecar_rss = sc.peak_rss()

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.ubipipe import feed, write_config
 
 from sidecar.api import RecordBatch
 from sidecar.config import load_config
@@ -20,23 +21,6 @@ FIXTURES = Path(__file__).parent / "fixtures"
 QUERIES = (FIXTURES / "queries.jsonl").read_text(encoding="utf-8").splitlines()
 EVENTS = (FIXTURES / "events.jsonl").read_text(encoding="utf-8").splitlines()
 KEY = "k" * 32
-
-
-def write_config(folder: Path, filters: str, schema: str = "") -> Path:
-    path = folder / "q.yaml"
-    chain = "\n" + filters if filters else " []\n"
-    path.write_text(
-        "state_dir: state\ndead_letter_file: dead.jsonl\nlogging: {format: json}\n"
-        f"schema:\n  format: ubi\n{schema}filters:{chain}sinks:\n  - file: {{path: out.ubi}}\n",
-        encoding="utf-8",
-    )
-    return path
-
-
-def feed(p: Pipeline, lines: list[str], batch: int = 50) -> None:
-    codec = text_codec(p.config.sidecar.schema, None)
-    for i in range(0, len(lines), batch):
-        p.receive(RecordBatch(lines[i : i + batch], codec, "test", positions=list(range(i, i + batch))))
 
 
 def output(folder: Path) -> list[dict[str, object]]:

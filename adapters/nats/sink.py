@@ -1,7 +1,8 @@
 """The ``nats`` sink: events published to NATS JetStream through a durable outbox, acknowledged by JetStream.
 
 ``write`` encodes each event as one line in the input's text format (the input's own codec: an unchanged
-record leaves byte for byte; an event of another format as a JSON line) and picks its subject (``subject``, or
+record leaves byte for byte; an event of another format as a JSON line; a UBI record, ``format: ubi``, as its own
+JSON line: its keys, their order and nesting, whatever source brought it) and picks its subject (``subject``, or
 ``<subject>.<p>`` with ``p`` the partition of its user among ``partition_count``); batches of ``batch_size``
 events become messages of up to ``records_per_message`` lines of one subject (in order), each with a
 ``Nats-Msg-Id`` (this sink's random run id and a counter); ``flush`` puts them into the outbox
@@ -96,8 +97,10 @@ class NatsSink(Sink[NatsSinkConfig]):
         assert self.codec is not None
         encode, cfg = self.codec.encode, self.config
         for ev in events:
+            own = ev.codec
             try:
-                text = encode(ev)
+                # a record that is a JSON object of its own (format: ubi) leaves as it came: its keys, order, nesting
+                text = own.encode(ev) if own is not None and getattr(own, "json_records", False) else encode(ev)
             except (BadRecord, TypeError, ValueError) as exc:
                 self._reject(ev, exc.reason if isinstance(exc, BadRecord) else "unencodable_record")
                 continue

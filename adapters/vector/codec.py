@@ -33,6 +33,7 @@ empty query is a valid event.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -202,12 +203,18 @@ class VectorCodec(Codec):
     def fresh(self, event: Event) -> bytes:
         """A new log from an event of another format, in ``Log.value``: the keys of its record
         (:func:`~sidecar.codecs.foreign_record`: a null role key stays, as a null) in key order, as Vector writes
-        a map."""
+        a map. A record that is a JSON object of its own (``json_records``: a UBI record) is that object: its own
+        keys, nested objects as maps."""
         wrapper = EventWrapper()
         value = wrapper.log.value
         value.map.SetInParent()
         fields = value.map.fields
-        for key, item in foreign_record(event, self.pairs).items():
+        other = event.codec
+        if other is not None and getattr(other, "json_records", False):
+            record = json.loads(other.encode(event))
+        else:
+            record = foreign_record(event, self.pairs)
+        for key, item in record.items():
             set_value(fields[str(key)], item)
         return wrapper.SerializeToString(deterministic=True)
 

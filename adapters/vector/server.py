@@ -32,9 +32,9 @@ import grpc
 import grpc.aio
 import structlog
 
-from adapters.vector.codec import VectorCodec, split_request
+from adapters.vector.codec import split_request
 from adapters.vector.stubs.vector_pb2 import NOT_SERVING, SERVING, HealthCheckRequest, HealthCheckResponse
-from sidecar.api import Backpressure, Listen, RecordBatch, Runtime
+from sidecar.api import Backpressure, Codec, Listen, RecordBatch, Runtime
 from sidecar.protowire import scan_field
 from sidecar.serving import ServerHost
 
@@ -72,7 +72,7 @@ class VectorProtocol:
         self,
         runtime: Runtime,
         host: ServerHost,
-        codec: VectorCodec,
+        codec: Codec,  # the vector codec, or the schema's UBI codec over the logs' maps (ObjectRecords)
         *,
         listen: Listen,
         max_message_bytes: int,

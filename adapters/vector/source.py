@@ -13,7 +13,9 @@ import structlog
 
 from adapters.vector.codec import VectorCodec
 from adapters.vector.config import VectorSourceConfig
-from sidecar.api import BuildContext, Listen, RolesConfig, Runtime, Source, client_authentication
+from adapters.vector.objects import log_object
+from sidecar.api import BuildContext, Codec, Listen, RolesConfig, Runtime, Source, client_authentication
+from sidecar.objectrecords import ObjectRecords, reads_objects
 
 if TYPE_CHECKING:
     from adapters.vector.server import VectorProtocol
@@ -55,7 +57,7 @@ class VectorSource(Source[VectorSourceConfig]):
         tls = self.tls
         creds = grpc_server_credentials(tls)
         host = ServerHost("vector", workers=WORKERS, lock=runtime.lock)
-        codec = VectorCodec(self.ctx.schema)
+        codec = self.codec()
         interceptors: list[grpc.aio.ServerInterceptor] = []
         if self.token is not None:
             from sidecar.grpcauth import BearerTokenAuth
@@ -85,12 +87,22 @@ class VectorSource(Source[VectorSourceConfig]):
         )
         if self.token is not None and tls is None:
             log.warning("auth_token_without_tls", hint="the token crosses the network in clear text")
-        if codec.schema.roles == RolesConfig():
+        if isinstance(codec, VectorCodec) and codec.schema.roles == RolesConfig():
             log.warning(
                 "vector_roles_are_the_aol_defaults",
                 hint="set schema.roles to your events' keys (e.g. user: user_id, query: message, time: timestamp); "
                 "events without the query and user keys are dead-lettered",
             )
+
+    def codec(self) -> Codec:
+        """The codec of received logs: the vector codec (roles are keys of a log's map), or, when the schema's
+        format reads JSON objects (``format: ubi``), that codec reading each log's map as its record
+        (:mod:`adapters.vector.objects`)."""
+        schema = self.ctx.schema
+        own = self.ctx.codec_for(schema.format) if schema is not None else None
+        if own is not None and reads_objects(own):
+            return ObjectRecords(own, log_object)
+        return VectorCodec(schema)
 
     def _refused(self, reason: str) -> int:
         """Count a PushEvents refused for want of the token (``requests_missing_token``, ``requests_wrong_token``)."""

@@ -36,6 +36,8 @@ SHARED_SERVICES: dict[str, str] = {
     "sidecar.codecs": "the text codecs (TSV, JSON lines) that line-based formats (file, HTTP) read and write with",
     "sidecar.textcodecs": "text formats by name (TSV, JSON lines, a plugin's access_log) for the file source and sink",
     "sidecar.records": "the framing rule of text outputs and a record rebuilt for another format, for every encoder",
+    "sidecar.objectrecords": "a protocol's records read as JSON objects by the schema's codec (format: ubi), for "
+    "the sources of structured protocols (vector, otlp) and the check of those that cannot carry them (grpc)",
     "sidecar.failures": "a failed batch's outcome for a client (busy, unavailable, internal), one for all servers",
 }
 #: Shared services that reach further into the runtime, and why.

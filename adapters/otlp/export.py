@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from adapters.otlp.codec import OtlpCodec
 from adapters.otlp.values import from_hex_ids
 from adapters.otlp.wire import Piece, TooMany, split_request
-from sidecar.api import Backpressure, RecordBatch, Runtime
+from sidecar.api import Backpressure, Codec, RecordBatch, Runtime
 
 __all__ = ["Exporter", "InvalidRequest", "Outcome", "TooLarge", "TooMany", "decompress", "json_to_protobuf"]
 
@@ -85,7 +84,8 @@ def json_to_protobuf(body: bytes) -> bytes:
 class Exporter:
     """Export requests (protobuf bytes) into the runtime (see the module)."""
 
-    def __init__(self, runtime: Runtime, codec: OtlpCodec, *, max_records: int, max_record_bytes: int) -> None:
+    def __init__(self, runtime: Runtime, codec: Codec, *, max_records: int, max_record_bytes: int) -> None:
+        """``codec``: the otlp codec, or the schema's UBI codec over the records' bodies (adapters.otlp.objects)."""
         self.runtime = runtime
         self.codec = codec
         self.max_records = max_records

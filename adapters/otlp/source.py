@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from adapters.otlp.codec import OtlpCodec
 from adapters.otlp.config import OtlpSourceConfig
+from adapters.otlp.objects import source_codec
 from sidecar.api import BuildContext, Listen, Runtime, Source, client_authentication
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class OtlpSource(Source[OtlpSourceConfig]):
             interceptors.append(BearerTokenAuth(self.token, self._refused, logger="querylog.otlp"))
         exporter = Exporter(
             runtime,
-            OtlpCodec(self.ctx.schema),
+            source_codec(self.ctx),  # the otlp codec, or format: ubi's over the records' bodies
             max_records=self.config.max_records_per_request,
             max_record_bytes=self.ctx.max_record_bytes,
         )

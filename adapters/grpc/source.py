@@ -14,12 +14,20 @@ import structlog
 
 from adapters.grpc.config import GrpcSourceConfig, printable_token
 from sidecar.api import BuildContext, ConfigValueError, Listen, Runtime, Source, client_authentication
+from sidecar.objectrecords import reads_objects
 
 if TYPE_CHECKING:
     from adapters.grpc.service import QueryLogService
     from sidecar.serving import ServerHost
 
 log = structlog.get_logger("querylog.grpc")
+
+#: Why a schema whose records are JSON objects of their own (``format: ubi``) cannot come through this service.
+UBI_REFUSED = (
+    "schema.format {} cannot be read by the grpc source: a QueryEvent carries five string roles and a flat "
+    "map<string, string>, so a UBI record's nested objects, lists and numbers, and whether it is a query or an event "
+    "joined to one, do not survive it; send UBI records as JSON to the http, forward, nats, vector or otlp source"
+)
 
 
 class GrpcSource(Source[GrpcSourceConfig]):
@@ -32,6 +40,8 @@ class GrpcSource(Source[GrpcSourceConfig]):
     def __init__(self, config: GrpcSourceConfig, ctx: BuildContext, listen: str | None = None) -> None:
         """``listen`` overrides the configured address (``serve --listen``; tests: ``127.0.0.1:0``)."""
         super().__init__(config, ctx)
+        if ctx.schema is not None and reads_objects(ctx.codec_for(ctx.schema.format)):
+            raise ConfigValueError("format", UBI_REFUSED.format(ctx.schema.format))
         self.listen = listen
         token = config.bearer_token(ctx)
         key = "auth_token_env" if config.auth_token_env else "auth_token_file"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from sidecar.api import Codec, Event
 from sidecar.textcodecs import LineEncoder
 
-#: The object name's extension by format (before ``.gz``).
-EXTENSIONS = {"tsv": "tsv", "jsonl": "jsonl", "access_log": "log"}
+#: The object name's extension by format (before ``.gz``): UBI records are JSON lines.
+EXTENSIONS = {"tsv": "tsv", "jsonl": "jsonl", "access_log": "log", "ubi": "jsonl"}
 
 
 class ObjectLines(LineEncoder):

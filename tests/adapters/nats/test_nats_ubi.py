@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import wait_until
-from helpers.natskit import PREFIX, STREAM, source
+from helpers.natskit import PREFIX, STREAM, publish, source
 from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi, ubi_codec_registered
 from helpers.ubipipe import EVENTS, QUERIES, dead, feed, write_config
 
@@ -104,3 +104,23 @@ def test_a_changed_record_is_published_under_its_own_keys(
     text = through_nats(nats_server, tmp_path, KEYED_CHAIN, KEYED_SCHEMA)
     assert text == golden_ubi("pseudonymized.jsonl")
     assert "jane.roe@example.com" not in text
+
+
+def test_ubi_lines_published_by_another_producer_join_their_queries(nats_server: NatsServer, tmp_path: Path) -> None:
+    """Messages as a UBI producer publishes them (one JSON line each, or several lines a message): a click that
+    arrives before its query waits for it and leaves after it; a record with no query_id is dead-lettered."""
+    subject = f"{PREFIX}.0"
+    raw = [(subject, EVENTS[0].encode()), (subject, "\n".join(QUERIES).encode()), (subject, EVENTS[5].encode())]
+    publish(nats_server.url, [], 1, raw)
+    receiver = Pipeline(load_config(write_config(tmp_path, "", out="out.jsonl")), seed=1)
+    src = source(receiver, nats_server.url, partition_count=1)
+    path = tmp_path / "out.jsonl"
+    try:
+        src.start(receiver)
+        wait_until(lambda: path.exists() and len(path.read_text("utf-8").splitlines()) == 5, what="records read")
+        wait_until(lambda: dead(tmp_path) == ["missing_query_id"], what="the record without a query_id")
+    finally:
+        src.stop(grace=5)
+        receiver.close()
+    out = path.read_text(encoding="utf-8").splitlines()
+    assert sorted(out) == sorted([*QUERIES, EVENTS[0]]) and out.index(EVENTS[0]) > out.index(QUERIES[0])

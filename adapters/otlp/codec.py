@@ -271,8 +271,12 @@ class OtlpCodec(Codec):
 
     def fresh(self, event: Event) -> Piece:
         """A new log record from an event of another format: its record's keys in their order (roles where the
-        schema names them, the other fields as attributes)."""
+        schema names them, the other fields as attributes). A UBI record (``json_records``) is the body, a map."""
         msg = LogRecord()
+        other = event.codec
+        if other is not None and getattr(other, "json_records", False):  # what adapters.otlp.objects reads back
+            set_value(msg.body, json.loads(other.encode(event)))
+            return Piece(b"", b"", msg.SerializeToString())
         resource_logs = ResourceLogs()
         for name, value in foreign_record(event, self.pairs).items():
             key = role_key(str(name))

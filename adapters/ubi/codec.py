@@ -20,8 +20,11 @@ Fields: every leaf of a nested object is a field named by its dotted path (``eve
 ``scrub``...) like any top-level key; a list (``query_response_hit_ids``) is one field. An event written by another
 format carries these dotted names as its keys.
 
-Records are JSON lines, or JSON objects a network source already parsed (:attr:`UbiCodec.json_records`: the
-``http`` source's NDJSON, JSON-array and msgpack bodies, the ``forward`` source's maps), read as their JSON line.
+Records are JSON lines (files, the ``nats`` source's message lines), or JSON objects a network source already
+parsed (:attr:`UbiCodec.json_records`: the ``http`` source's NDJSON, JSON-array and msgpack bodies, the ``forward``
+source's maps, a Vector log's map, an OTLP log record's body, through :class:`sidecar.objectrecords.ObjectRecords`),
+read as their JSON line. Sinks that find ``json_records`` on an event's codec write the record itself (:meth:`encode`:
+its own keys, order and nesting): file, http, forward, nats, s3, vector, otlp.
 
 Bad records: ``invalid_json``, ``json_too_deep``, ``json_not_object``, ``not_json`` (a parsed object with a value
 JSON cannot carry, such as msgpack bin), ``missing_query_id`` (no non-empty
@@ -178,7 +181,7 @@ class UbiCodec(Codec):
 
     def json_line(self, event: Event) -> str:
         """The record as one JSON line under its own UBI keys, nesting kept (what :meth:`encode` writes): a
-        JSON-lines output (a ``.jsonl`` file, the nats and s3 sinks) writes a UBI record in the schema it came in,
+        JSON-lines output (a ``.jsonl`` file, the s3 sink) writes a UBI record in the schema it came in,
         not its roles under ``schema.roles``' keys and its nested fields flattened."""
         return self.encode(event)
 

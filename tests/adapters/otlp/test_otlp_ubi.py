@@ -12,10 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.otlp import export_request, log_record, otlp_sidecar, sdk_logger
-from helpers.ubicodec import golden_ubi, ubi_codec_registered
-from helpers.ubipipe import EVENTS, QUERIES, dead, write_config
+from helpers.otlp import QUICK, export_request, log_record, otlp_sidecar, sdk_logger
+from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi, ubi_codec_registered
+from helpers.ubipipe import EVENTS, QUERIES, dead, feed, write_config
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+
+from sidecar.config import load_config
+from sidecar.pipeline import Pipeline
 
 
 @pytest.fixture(autouse=True)
@@ -76,3 +79,22 @@ def test_a_json_line_body_or_attributes_carry_a_record_and_other_bodies_are_dead
     out = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
     assert out == [json.dumps(query, separators=(",", ":")), click]  # the query, then its click as it came
     assert sorted(dead(tmp_path)) == ["body_not_object", "body_not_object", "invalid_json", "not_json"]
+
+
+def test_the_otlp_sink_sends_a_ubi_record_as_a_map_body(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A (``format: ubi``, the keyed chain) -> otlp sink -> B's otlp source (``format: ubi``): the body is the
+    record, keys in their order, so B writes the golden output byte for byte (passthrough in B)."""
+    monkeypatch.setenv("UBI_KEY", KEY)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with otlp_sidecar(write_config(tmp_path / "b", "", out="out.jsonl")) as b:
+        sink = f"  - otlp: {{endpoint: '{b.grpc_endpoint}', protocol: grpc, {QUICK}}}\n"
+        config = write_config(tmp_path / "a", KEYED_CHAIN, KEYED_SCHEMA)
+        config.write_text(config.read_text(encoding="utf-8").split("sinks:")[0] + "sinks:\n" + sink, encoding="utf-8")
+        a = Pipeline(load_config(config), seed=1)
+        try:
+            feed(a, [*QUERIES, *EVENTS])
+            assert a.sinks[0].outbox.drain(15)  # type: ignore[attr-defined]
+        finally:
+            a.close()
+    assert (tmp_path / "b" / "out.jsonl").read_text(encoding="utf-8") == golden_ubi("pseudonymized.jsonl")

@@ -8,18 +8,19 @@ field, bytes that are no UTF-8, broken framing) gives None and the caller parses
 is accepted and what it means never depend on the path. :func:`scanned_text` writes a scanned record's OTLP/JSON
 exactly as :func:`adapters.otlp.values.record_text` writes the parsed one.
 
-Interpreted, this loop is slower than protobuf's C parser plus its accessors; compiled with mypyc
-(``.venv/bin/mypyc adapters/otlp/scan.py``, which leaves ``scan.*.so`` beside this file) it is about twice as
-fast as the parse and reads, and the OTLP/JSON four times (docs/OTLP.md, "Measured"). The codec uses it only when
-compiled (:data:`COMPILED`); the tests check it interpreted against protobuf on every shape.
+Interpreted, this loop is slower than protobuf's C parser plus its accessors; compiled with mypyc (it is listed in
+pyproject.toml ``[tool.querylog] compiled``, which every build compiles: the wheel, the image, ``./run setup``) it
+is about twice as fast as the parse and reads, and the OTLP/JSON four times (docs/OTLP.md, "Measured"). The codec
+uses it only when compiled from this very source (:data:`COMPILED`, :mod:`sidecar.api.compiled`); the tests check it
+interpreted against protobuf on every shape.
 """
 
 from __future__ import annotations
 
-import os
-from importlib.machinery import EXTENSION_SUFFIXES
 from json.encoder import encode_basestring as _quote  # a JSON string, non-ASCII kept (the C encoder)
 from typing import NamedTuple
+
+from sidecar.api.compiled import compiled_and_current
 
 __all__ = ["COMPILED", "EMPTY", "Scanned", "scan", "scanned_role", "scanned_text"]
 
@@ -180,17 +181,5 @@ def scanned_text(r: Scanned) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def _compiled_and_current() -> bool:
-    """This module runs compiled (mypyc) from a build not older than its source beside it (an edited ``scan.py``
-    with an old build: the build would run in its place, so it is not used; ``./run setup`` builds it again)."""
-    if not __file__.endswith(tuple(EXTENSION_SUFFIXES)):
-        return False
-    source = os.path.join(os.path.dirname(__file__), "scan.py")
-    try:
-        return os.stat(source).st_mtime <= os.stat(__file__).st_mtime
-    except OSError:
-        return True  # installed without its source: the build is all there is
-
-
 #: True when this module runs compiled (mypyc) and current: only then is it faster than protobuf's parser
-COMPILED = _compiled_and_current()
+COMPILED = compiled_and_current(__file__)

@@ -31,6 +31,18 @@ def test_stages_build_the_wheel_then_install_it_with_the_knowledge_base() -> Non
     assert runtime.env()["QUERYLOG_KB"].startswith("/opt/querylog/")
 
 
+def test_only_the_wheel_stage_has_a_c_compiler_and_it_checks_the_compiled_modules() -> None:
+    """The wheel stage installs build-essential (mypyc's C), builds the wheel, then fails unless the wheel carries
+    the modules of [tool.querylog] compiled (deploy/check_compiled_wheel.py); the later stages stay slim."""
+    wheel, install, runtime = stages()
+    runs = [r.args for r in wheel.all("RUN")]
+    assert "apt-get install -y --no-install-recommends build-essential=" in runs[0]
+    build = next(r for r in runs if "pip wheel" in r)
+    assert build.split("&&")[-1].split() == ["python", "deploy/check_compiled_wheel.py", "/dist/querylog_sidecar-*.whl"]
+    later = " ".join(r.args for stage in (install, runtime) for r in stage.all("RUN"))
+    assert "build-essential" not in later and "gcc" not in later
+
+
 def test_runtime_runs_as_a_user_with_its_state_on_a_volume(monkeypatch: pytest.MonkeyPatch) -> None:
     """USER is a numeric non-root uid; the VOLUME is the config's state_dir; the entrypoint serves that config,
     whose defaults are the image's ENV (the same file serves outside the image)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -38,6 +39,44 @@ def image(wheel: Wheel, tmp_path_factory: pytest.TempPathFactory) -> Installed:
     assert built.returncode == 0, built.stderr[-3000:]
     assert kb.is_file()
     return installed
+
+
+def test_the_wheel_stage_check_passes_the_wheel_with_its_compiled_modules(wheel: Wheel) -> None:
+    """The wheel stage's last command (deploy/check_compiled_wheel.py) on the session's wheel: it carries a current
+    mypyc build of every module in pyproject.toml [tool.querylog] compiled (setup.py), as the image's will."""
+    build = next(r.args for r in stages()[0].all("RUN") if "pip wheel" in r.args)
+    _, script, _ = build.split("&&")[-1].split()
+    done = subprocess.run(
+        [sys.executable, str(ROOT / script), str(wheel.path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "compiled: adapters/otlp/scan.py" in done.stdout
+    assert wheel.path.name.endswith("-linux_x86_64.whl")  # a platform wheel: it holds extension modules
+
+
+def test_the_installed_compiled_modules_load_compiled(image: Installed) -> None:
+    """In the install stage's venv every listed module loads from its extension module and counts as current
+    (pip writes a wheel's source after its build: the digest, not file times, says it is current)."""
+    from setup import compiled_sources
+
+    modules = [s[: -len(".py")].replace("/", ".") for s in compiled_sources()]
+    probe = (
+        "import importlib, sys\n"
+        "from sidecar.api.compiled import compiled_and_current\n"
+        "for name in sys.argv[1:]:\n"
+        "    m = importlib.import_module(name)\n"
+        "    print(name, compiled_and_current(m.__file__), m.__file__)\n"
+        "from adapters.otlp.codec import OtlpCodec\n"
+        "print('otlp scan used', OtlpCodec().scan is not None)\n"
+    )
+    done = image.run("python", "-c", probe, *modules)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    for name, line in zip(modules, lines):
+        got, current, path = line.split()
+        assert (got, current) == (name, "True"), line
+        assert path.startswith(str(image.site)) and not path.endswith(".py"), line
+    assert lines[-1] == "otlp scan used True"
 
 
 def image_env(installed: Installed) -> dict[str, str]:

@@ -80,7 +80,7 @@ def _source_files() -> list[str]:
     return [name for name in out.decode().split("\0") if name and (ROOT / name).is_file()]
 
 
-def _copy_source(dest: Path) -> Path:
+def copy_source(dest: Path) -> Path:
     """Copy the repository's files to dest (a clean tree: no build/, egg-info or caches)."""
     for name in _source_files():
         target = dest / name
@@ -91,7 +91,7 @@ def _copy_source(dest: Path) -> Path:
 
 def build_wheel(tmp: Path) -> Wheel:
     """Copy the working tree to tmp/src and build the project's wheel (no dependencies) into tmp/dist."""
-    source = _copy_source(tmp / "src")
+    source = copy_source(tmp / "src")
     dist = tmp / "dist"
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],

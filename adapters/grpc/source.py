@@ -26,7 +26,8 @@ log = structlog.get_logger("querylog.grpc")
 UBI_REFUSED = (
     "schema.format {} cannot be read by the grpc source: a QueryEvent carries five string roles and a flat "
     "map<string, string>, so a UBI record's nested objects, lists and numbers, and whether it is a query or an event "
-    "joined to one, do not survive it; send UBI records as JSON to the http, forward, nats, vector or otlp source"
+    "joined to one, do not survive it; send UBI records as JSON to the http, forward, nats, vector or otlp source "
+    "(with no sources listed, serve runs the grpc source: list yours under sources:)"
 )
 
 

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 
 import yaml
+from click.testing import CliRunner
 from helpers import ROOT
 from helpers.httptest import post
 from helpers.kb import kb_file
@@ -16,6 +17,7 @@ from helpers.ubistream import ubi_stream
 
 from adapters.http.config import HttpSourceConfig
 from adapters.http.source import HttpSource
+from sidecar.cli import main
 from sidecar.config import load_config
 from sidecar.drive import replay
 from sidecar.pipeline import Pipeline
@@ -50,6 +52,9 @@ def test_the_ubi_recipe_protects_queries_and_their_events(tmp_path: Path) -> Non
         *(FIXTURES / "events.jsonl").read_text(encoding="utf-8").splitlines(),
     ]
     log.write_text("\n".join([*spec_lines, *ubi_stream(5, users=40, queries=600).lines]) + "\n", encoding="utf-8")
+    checked = CliRunner().invoke(main, ["check-config", str(path)])  # serve's sources too: http, never grpc
+    assert checked.exit_code == 0, checked.output
+    assert [next(iter(s)) for s in config["sources"]] == ["http"]
     replay(load_config(path), str(log), None, seed=1)
     text = out.read_text(encoding="utf-8")
     records = [json.loads(x) for x in text.splitlines()]

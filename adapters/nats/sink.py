@@ -96,11 +96,15 @@ class NatsSink(Sink[NatsSinkConfig]):
             self.start(None, None)
         assert self.codec is not None
         encode, cfg = self.codec.encode, self.config
+        last: Codec | None = None  # the codec of the event before, and whether its records are JSON objects
+        objects = False
         for ev in events:
             own = ev.codec
+            if own is not last:
+                last, objects = own, bool(getattr(own, "json_records", False))
             try:
                 # a record that is a JSON object of its own (format: ubi) leaves as it came: its keys, order, nesting
-                text = own.encode(ev) if own is not None and getattr(own, "json_records", False) else encode(ev)
+                text = own.encode(ev) if objects and own is not None else encode(ev)
             except (BadRecord, TypeError, ValueError) as exc:
                 self._reject(ev, exc.reason if isinstance(exc, BadRecord) else "unencodable_record")
                 continue

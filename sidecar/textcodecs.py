@@ -103,7 +103,12 @@ class LineEncoder:
         """The events written and their lines (without newlines); the others are dead-lettered."""
         first = events[0].codec if events else None
         encode, other = self.encoder(first), self.encoder
+        many = getattr(first, "encode_many", None)  # optional: a codec's lines of a whole batch, or None
         try:
+            if many is not None and encode == first.encode:  # type: ignore[union-attr]  # many: first is a codec
+                lines = many(events)
+                if lines is not None:
+                    return events, lines
             return events, [encode(e) if e.codec is first else other(e.codec)(e) for e in events]
         except BadRecord:
             return self._encode_each(events)

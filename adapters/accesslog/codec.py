@@ -37,6 +37,7 @@ from adapters.accesslog.formats import FormatError, Layout, apache_layout, nginx
 from adapters.accesslog.lazyevent import LazyEvent, get_match, match_of, set_match
 from adapters.accesslog.patterns import line_patterns
 from adapters.accesslog.queryreader import QueryReader
+from adapters.accesslog.untouched import write_untouched
 from adapters.accesslog.urlparams import decode_value
 from sidecar.api import AOL_COLUMNS, NO_META, ROLES, BadRecord, Codec, ConfigValueError, Event, FieldError, SchemaConfig
 
@@ -101,7 +102,6 @@ class AccessLogCodec(Codec):
         self._role_pairs = tuple((r, i) for r, i in self._role_idx.items() if i is not None)
         #: the query texts released, which referers follow (:mod:`adapters.accesslog.referer`)
         self.referer_memo = reader.memo
-        self._texts, self._memo_size = reader.memo.texts, reader.memo.size
         #: the groups of the request's and the referer's parameter when the fast pattern finds both
         self._both = reader.both
 
@@ -213,26 +213,40 @@ class AccessLogCodec(Codec):
             original = self._reader.query(m.group(self._reader.query_group))
         else:
             original = q.replace("+", " ") if "%" not in q and "\\" not in q else decode_value(q, self.dialect)
-        texts = self._texts
-        if original:  # ReleasedQueries.remember(original, original)
-            was = texts.get(original)
-            if was is None:
-                texts[original] = original
-                if len(texts) > self._memo_size:
-                    texts.popitem(last=False)
-            else:
-                if was != original:
-                    texts[original] = original
-                texts.move_to_end(original)
+        memo = self.referer_memo
+        recent = memo.recent
+        if original and recent.get(original) != original:  # memo.remember(original, original), its usual case
+            recent[original] = original
+            if len(recent) >= memo.size:
+                memo.turn()
+                recent = memo.recent
         if r is None:  # no parameter (in Apache's escaping, a backslash may hide one: the general reading)
             if self.dialect != "apache" or "\\" not in raw:
                 return raw
         else:
             text = r.replace("+", " ") if "%" not in r and "\\" not in r else decode_value(r, self.dialect)
-            if text == "" or texts.get(text) == text:  # released as it was (not counted, as in released())
+            if text == "":
+                return raw
+            was = recent.get(text)  # memo.get(text)
+            if was == text or (was is None and memo.older.get(text) == text):  # released as it was (not counted)
                 return raw
         referer = self._reader.referer_of_match(m)
         return raw if referer is None else self._with_referer(m, referer, raw)
+
+    def encode_many(self, events: Sequence[Event]) -> list[str] | None:
+        """The lines of a batch whose every event is an untouched lazy event of this codec (what a passthrough
+        writes): the lines, referer memory and counts :meth:`encode` gives them one by one, a batch at a time
+        (:mod:`adapters.accesslog.untouched`). None for any other batch, or a format whose pattern does not find
+        both parameters: the caller encodes each event."""
+        lazy = LazyEvent
+        lines = [e.raw for e in events if type(e) is lazy and e.codec is self and e.raw is not None]
+        if len(lines) != len(events):
+            return None
+        if self._ref is None:
+            return lines
+        if self._both is None:
+            return None
+        return write_untouched(lines, events, self._both, self._reader, self._with_referer)
 
     def _encode_split(self, event: Event) -> str:
         """:meth:`encode` of an event that was read or changed (or is not this codec's)."""

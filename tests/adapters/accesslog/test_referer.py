@@ -86,10 +86,30 @@ def test_the_memory_is_bounded() -> None:
     memo = ReleasedQueries(size=3)
     for text in "abcd":
         memo.remember(text, text.upper())
-    assert len(memo) == 3 and memo.released("a") == "" and memo.released("d") == "D"
-    memo.remember("b", "B2")  # requested again: now the newest
-    memo.remember("e", "E")
-    assert memo.released("b") == "B2" and memo.released("c") == ""
+    assert len(memo) == 4 and memo.released("a") == "A" and memo.released("d") == "D"  # two generations
+    memo.remember("b", "B2")  # requested again: in the newer generation
+    memo.remember("e", "E")  # the newer generation is full: it becomes the older, a and c are forgotten
+    assert memo.released("b") == "B2" and memo.released("c") == "" and memo.released("a") == ""
+    assert len(memo) == 3 and memo.released("e") == "E"
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.sampled_from("abcdefghij"), max_size=60), size=st.integers(1, 5))
+def test_the_memory_keeps_the_most_recent_texts_and_at_most_twice_its_size(texts: list[str], size: int) -> None:
+    """Whatever the order: the ``size`` most recently remembered texts give their last release, at most
+    ``2 * size`` texts are held, and a text is forgotten once ``2 * size`` other texts came after it."""
+    memo = ReleasedQueries(size=size)
+    for n, text in enumerate(texts):
+        memo.remember(text, f"{text}{n}")
+        assert len(memo) <= 2 * size
+    last: dict[str, str] = {}
+    for n, text in enumerate(texts):
+        last.pop(text, None)
+        last[text] = f"{text}{n}"
+    for text in list(last)[-size:]:
+        assert memo.get(text) == last[text]
+    for text in list(last)[: -2 * size]:
+        assert memo.get(text) is None
 
 
 QUERIES = ["flu", "cheap flights", "john smith 123-45-6789", "mail a@b.example", "rare x"]

@@ -222,7 +222,7 @@ def COMMAND(
     sidecar runs in its own process."""
     from adapters.otlp import scan
 
-    fast = "compiled" if scan.COMPILED else "not compiled (./run setup builds it: mypyc adapters/otlp/scan.py)"
+    fast = "compiled" if scan.COMPILED else "not compiled (README, Compiled modules: how it is built)"
     click.echo(f"otlp fast path (adapters/otlp/scan.py): {fast}")
     for each in ("sdk", "encoded") if mode == "both" else (mode,):
         run, sidecar_cpu, client_cpu = run_once(events, batch, chain, seed, concurrency, protocol, each, inflight)

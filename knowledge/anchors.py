@@ -2,7 +2,9 @@
 
 A synset's category is that of the nearest anchor (``categories.yaml``) up its hypernym / instance-hypernym graph;
 the chain from the anchor down to the synset is its L2..L5 path. A synset no anchor reaches falls back to its own
-topic domain (not inherited by its hyponyms), then to its lexicographer file, each far behind any anchor.
+topic domain (not inherited by its hyponyms), then to its lexicographer file, each far behind any anchor; last to
+its lexicographer file's *default* category (``lexname_defaults``), which the builder counts only for a lemma with no
+other categorised sense.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ USE_DOMAINS = False
 #: distance, at half weight like the lexicographer-file fallback.
 DOMAIN_FALLBACK = 25
 LEXNAME_DISTANCE = 50  # fallback through the lexicographer file: far behind any anchor
+#: Fallback through a lexicographer file's default category: behind everything else, and never blocking a
+#: synset's own topic domain or lexicographer-file fallback (``golf course`` keeps golf's Sports).
+DEFAULT_DISTANCE = 60
 
 
 def label_of(s: Any) -> str:
@@ -30,9 +35,12 @@ def label_of(s: Any) -> str:
 class Resolver:
     """Nearest anchor of each synset, memoised: ``(distance, category, chain of labels)``."""
 
-    def __init__(self, anchors: dict[str, int], lexnames: dict[str, int]) -> None:
+    def __init__(
+        self, anchors: dict[str, int], lexnames: dict[str, int], defaults: dict[str, int] | None = None
+    ) -> None:
         self.anchors = anchors
         self.lexnames = lexnames
+        self.defaults = defaults or {}
         self.memo: dict[str, tuple[int, int, tuple[str, ...]] | None] = {}
         self.busy: set[str] = set()
 
@@ -60,14 +68,17 @@ class Resolver:
                 if r is not None and (best is None or r[0] + DOMAIN_EDGE < best[0]):
                     best = (r[0] + DOMAIN_EDGE, r[1], (*r[2], label))
             # No anchor above: the synset's own topic domain, far behind any anchor.
-            if best is None and DOMAIN_FALLBACK < LEXNAME_DISTANCE and not USE_DOMAINS:
+            weak = best is None or best[0] >= DEFAULT_DISTANCE  # nothing, or only an inherited default
+            if weak and DOMAIN_FALLBACK < LEXNAME_DISTANCE and not USE_DOMAINS:
                 for d in sorted(s.topic_domains(), key=lambda p: p.name()):
                     r = self.resolve(d)
                     if r is not None and r[0] < DOMAIN_FALLBACK and (best is None or r[0] + DOMAIN_FALLBACK < best[0]):
                         best = (r[0] + DOMAIN_FALLBACK, r[1], (*r[2], label))
             lex = s.lexname()
-            if best is None and lex in self.lexnames:
+            if (best is None or best[0] >= DEFAULT_DISTANCE) and lex in self.lexnames:
                 best = (LEXNAME_DISTANCE, self.lexnames[lex], (lex.split(".", 1)[1], label))
+            if best is None and lex in self.defaults:
+                best = (DEFAULT_DISTANCE, self.defaults[lex], (lex.split(".", 1)[1], label))
         self.busy.discard(name)
         self.memo[name] = best
         return best

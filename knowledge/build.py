@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from knowledge.anchors import (
+    DEFAULT_DISTANCE,
     DOMAIN_FALLBACK,
     LEXNAME_DISTANCE,
     Resolver,
@@ -74,6 +75,8 @@ class _Compiler:
         self.tax = taxonomy
         self.source = source
         self.paths: dict[tuple[str, ...], int] = {}
+        #: Senses of lemmas that only a lexname default reaches (filled by :meth:`_nouns`).
+        self.default_dist: dict[str, list[tuple[float, int, tuple[str, ...]]]] = {}
 
     def path_id(self, path: tuple[str, ...]) -> int:
         path = path[:MAX_LEVELS]
@@ -93,12 +96,13 @@ class _Compiler:
             noun_exc = self._exceptions(self.source.folder / "noun.exc")
             known = {w for name in offsets for w in key_of(name).split() if w.isalpha()}
 
-            def category_of(s: Any) -> int:
+            def category_of(s: Any) -> int:  # the taxonomy dp_replace samples from: no lexname defaults
                 r = resolver.resolve(s)
-                return -1 if r is None else r[1]
+                return -1 if r is None or r[0] >= DEFAULT_DISTANCE else r[1]
 
             concepts = compile_concepts(wn, category_of)
         lemmas, curated = self._lemmas(noun_dist, noun_weight, ident, adj_dist)
+        defaults = self._defaults(lemmas, noun_weight)
         zipf, foreign, foreign_weak = self._frequencies(lemmas, modifiers)
         noun_exc = {f: b for f, b in sorted(noun_exc.items()) if b in lemmas and f not in lemmas}
         lemma_words = {w for k in lemmas for w in k.split()} | modifiers
@@ -123,6 +127,7 @@ class _Compiler:
                 "concepts": len(concepts["names"].split("\n")),
                 "concept_keys": len(concepts["keys"].split("\n")),
                 "multi_parent_concepts": concepts["multi_parent"],
+                "lexname_defaults": len(defaults),
             },
         }
         codes = list(tax.foreign_languages)
@@ -132,6 +137,7 @@ class _Compiler:
             "categories": list(tax.names),
             "paths": paths,
             "lemmas": lemmas,
+            "defaults": defaults,
             "zipf": pack_table(zipf),
             "modifiers": "\n".join(sorted(modifiers)),
             "known": "\n".join(sorted(known)),
@@ -149,6 +155,7 @@ class _Compiler:
         tax = self.tax
         anchors = {a: i for i, c in enumerate(tax.categories) for a in c.anchors}
         lexmap = {lx: i for i, c in enumerate(tax.categories) for lx in c.lexnames}
+        defaults = {lx: i for i, c in enumerate(tax.categories) for lx in c.lexname_defaults}
         missing = []
         for a in sorted(anchors):
             try:
@@ -157,19 +164,21 @@ class _Compiler:
                 missing.append(a)
         if missing:
             raise KBBuildError(f"{tax.file}: anchors not in WordNet: {', '.join(missing)}")
-        return Resolver(anchors, lexmap)
+        return Resolver(anchors, lexmap, defaults)
 
     def _nouns(
         self, wn: Any, offsets: dict[str, dict[str, list[int]]], counts: dict[str, int], resolver: Resolver
     ) -> tuple[dict[str, list[tuple[float, int, tuple[str, ...]]]], dict[str, float], dict[str, int]]:
         """Each noun lemma key's weighted senses with a category (those of its domain fallback only when no
-        other sense has one), its total sense weight, and its identifier flags (from its first sense)."""
+        other sense has one, those of a lexname default only when no sense has either), its total sense weight,
+        and its identifier flags (from its first sense)."""
         names = self.tax.names
         ident_names = set(IDENT_ANCHORS)
         place_names = set(PLACE_ANCHORS)
         noun_dist: dict[str, list[tuple[float, int, tuple[str, ...]]]] = {}
         noun_weight: dict[str, float] = {}
         ident: dict[str, int] = {}
+        default_dist = self.default_dist
         for lemma_name in sorted(offsets):
             noun_offs = offsets[lemma_name].get("n")
             if not noun_offs:
@@ -180,6 +189,7 @@ class _Compiler:
             senses = []
             total = 0.0
             by_domain: list[tuple[float, int, tuple[str, ...]]] = []  # used when no other sense has a category
+            by_default: list[tuple[float, int, tuple[str, ...]]] = []  # ...and when no sense has a domain either
             for rank, off in enumerate(noun_offs):
                 s = wn.synset_from_pos_and_offset("n", off)
                 cnt = 0
@@ -194,6 +204,8 @@ class _Compiler:
                     scale = 0.5 if r[0] >= DOMAIN_FALLBACK else 1.0
                     if DOMAIN_FALLBACK <= r[0] < LEXNAME_DISTANCE:
                         by_domain.append((w * scale, r[1], (names[r[1]], *r[2])))
+                    elif r[0] >= DEFAULT_DISTANCE:
+                        by_default.append((w * scale, r[1], (names[r[1]], *r[2])))
                     else:
                         senses.append((w * scale, r[1], (names[r[1]], *r[2])))
                 if rank == 0:
@@ -201,6 +213,8 @@ class _Compiler:
                         FLAG_PLACE if is_instance_of(s, place_names) else 0
                     )
             noun_dist.setdefault(key, []).extend(senses or by_domain)
+            if not senses and not by_domain and by_default:
+                default_dist.setdefault(key, []).extend(by_default)
             noun_weight[key] = noun_weight.get(key, 0.0) + total
         return noun_dist, noun_weight, ident
 
@@ -231,6 +245,18 @@ class _Compiler:
                     lemmas[k] = [FLAG_CURATED, ci, 1000, self.path_id((c.name, label.lower(), k))]
                     curated += 1
         return dict(sorted(lemmas.items())), curated
+
+    def _defaults(self, lemmas: dict[str, list[int]], noun_weight: dict[str, float]) -> dict[str, list[int]]:
+        """Lemmas that only a lexname default categorises (no lemma entry, no curated term): key -> entry as in
+        the lemma table (flags 0); the classifier's last fallback step reads them."""
+        out: dict[str, list[int]] = {}
+        for key in sorted(self.default_dist):
+            if key in lemmas:
+                continue
+            entry = self._entry(self.default_dist[key], noun_weight[key])
+            if entry:
+                out[key] = [0, *entry]
+        return out
 
     def _entry(self, senses: list[tuple[float, int, tuple[str, ...]]], total: float) -> list[int]:
         """Top categories with their permille share and the heaviest sense's path."""

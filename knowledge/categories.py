@@ -8,6 +8,7 @@ Shape (every key optional except ``categories``)::
       Sports:
         anchors: [sport.n.01, athlete.n.01]   # a synset and everything below it
         lexnames: []                           # fallback: unanchored nouns of these lexicographer files
+        lexname_defaults: []                   # last resort: for lemmas with no other categorised sense
         terms:                                 # curated terms (brands, sites, bands) by sub-topic
           Soccer: [fc barcelona, fifa]
 
@@ -29,6 +30,7 @@ from sidecar.config.loader import ConfigError, Located, load_yaml
 
 _SYNSET = re.compile(r"^[^\s.][^\s]*\.[nvasr]\.\d\d$")
 _LANG = re.compile(r"^[a-z]{2,3}$")
+_KEYS = ("anchors", "lexnames", "lexname_defaults", "terms")
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class CategoryDef:
     anchors: tuple[str, ...]
     lexnames: tuple[str, ...]
     terms: tuple[tuple[str, tuple[str, ...]], ...]
+    #: Last resort: unanchored nouns of these lexicographer files, for a lemma with no other categorised sense.
+    lexname_defaults: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,18 +72,16 @@ def _category(doc: Located, name: str, body: Any, path: str) -> CategoryDef:
     if body is None:
         body = {}
     if not isinstance(body, dict):
-        raise doc.error(path, "expected a mapping with anchors, lexnames, terms")
-    unknown = sorted(set(body) - {"anchors", "lexnames", "terms"})
+        raise doc.error(path, "expected a mapping with anchors, lexnames, lexname_defaults, terms")
+    unknown = sorted(set(body) - set(_KEYS))
     if unknown:
-        raise doc.error(f"{path}.{unknown[0]}", "unknown key", ("anchors", "lexnames", "terms"))
+        raise doc.error(f"{path}.{unknown[0]}", "unknown key", _KEYS)
     anchors = _str_list(doc, body.get("anchors"), f"{path}.anchors")
     for i, a in enumerate(anchors):
         if not _SYNSET.match(a):
             raise doc.error(f"{path}.anchors[{i}]", f"{a!r} is not a synset name like sport.n.01")
-    lexnames = _str_list(doc, body.get("lexnames"), f"{path}.lexnames")
-    for i, lx in enumerate(lexnames):
-        if lx not in LEXNAMES or not lx.startswith("noun."):
-            raise doc.error(f"{path}.lexnames[{i}]", f"{lx!r} is not a noun lexicographer file")
+    lexnames = _noun_lexnames(doc, body.get("lexnames"), f"{path}.lexnames")
+    defaults = _noun_lexnames(doc, body.get("lexname_defaults"), f"{path}.lexname_defaults")
     raw_terms = body.get("terms") or {}
     if not isinstance(raw_terms, dict):
         raise doc.error(f"{path}.terms", "expected a mapping of label -> list of terms")
@@ -90,7 +92,15 @@ def _category(doc: Located, name: str, body: Any, path: str) -> CategoryDef:
             if not key_of(t):
                 raise doc.error(f"{path}.terms.{label}[{i}]", "term has no letters or digits")
         terms.append((str(label), listed))
-    return CategoryDef(name, anchors, lexnames, tuple(terms))
+    return CategoryDef(name, anchors, lexnames, tuple(terms), defaults)
+
+
+def _noun_lexnames(doc: Located, value: Any, path: str) -> tuple[str, ...]:
+    lexnames = _str_list(doc, value, path)
+    for i, lx in enumerate(lexnames):
+        if lx not in LEXNAMES or not lx.startswith("noun."):
+            raise doc.error(f"{path}[{i}]", f"{lx!r} is not a noun lexicographer file")
+    return lexnames
 
 
 def load_taxonomy(path: Path | str | None = None) -> Taxonomy:
@@ -118,6 +128,10 @@ def load_taxonomy(path: Path | str | None = None) -> Taxonomy:
             if lx in seen:
                 raise doc.error(f"categories.{c.name}.lexnames[{i}]", f"{lx} is already assigned to {seen[lx]}")
             seen[lx] = c.name
+        for i, lx in enumerate(c.lexname_defaults):
+            owner = seen.setdefault("default " + lx, c.name)
+            if owner != c.name:
+                raise doc.error(f"categories.{c.name}.lexname_defaults[{i}]", f"{lx} is already a default of {owner}")
     foreign = data.get("foreign") or {}
     if not isinstance(foreign, dict):
         raise doc.error("foreign", "expected a mapping with category and languages")

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 #: Bumped whenever the builder's output changes; a KB from another version is stale.
-BUILDER_VERSION = "6"
+BUILDER_VERSION = "7"
 #: The category taxonomy shipped with the package (16 ODP top-level categories over WordNet anchors).
 DEFAULT_CATEGORIES = Path(__file__).resolve().parent / "data" / "categories.yaml"
 #: The labelled magnetic set's taxonomy mapped onto the 16 categories (for ``querylog kb evaluate``).

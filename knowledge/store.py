@@ -58,6 +58,9 @@ class KnowledgeBase:
     sha256: str
     #: The noun taxonomy, packed (see :mod:`knowledge.concepts`; unpacked by ``concept_tree(kb)`` on first use).
     concepts: dict[str, Any]
+    #: Nouns only a lexicographer file's default category reaches (``lexname_defaults``), entries as in
+    #: ``lemmas``: the classifier's last resort, never a semantic unit.
+    defaults: dict[str, tuple[int, ...]]
 
     def path(self, index: int) -> tuple[str, ...]:
         return tuple(self.paths[index].split(PATH_SEP))
@@ -138,6 +141,7 @@ def decode(data: bytes) -> KnowledgeBase:
             max_ngram=int(p["max_ngram"]),
             sha256=digest.hex(),
             concepts=dict(p["concepts"]),
+            defaults=p["defaults"],
         )
     except (ValueError, KeyError, TypeError, IndexError, msgpack.ExtraData, msgpack.UnpackException) as exc:
         raise KBCorrupt(f"KB payload cannot be decoded ({type(exc).__name__})") from None

@@ -38,6 +38,11 @@ the coverage (an improvement on the paper; measured with ``querylog kb evaluate`
    domain (IANA's root zone) of a country whose language is not English (``sme sk``,
    ``www gazzetta gr``) is World, ODP's category for sites in other languages; codes
    that are English words or function words (``it``, ``no``, ``de``...) are left out.
+7. **A noun of a class with a default category**: the rightmost noun (one or two words,
+   plurals normalised; English puts the head last) that only its WordNet lexicographer
+   file's default category reaches (``lexname_defaults`` in ``categories.yaml``:
+   household and other artifacts such as ``blinds`` or ``stencils`` are Home) decides.
+   These nouns are never semantic units, so they never outvote a categorised word.
 """
 
 from __future__ import annotations
@@ -48,9 +53,10 @@ from collections.abc import Callable
 from rapidfuzz import process
 from rapidfuzz.distance import OSA
 
-from knowledge.classifier.model import Classification, Tokens
+from knowledge.classifier.model import Classification, Entry, Tokens
 from knowledge.classifier.names import NameTables
 from knowledge.classifier.segment import prefixes_of, segment
+from knowledge.classifier.units import inflection_bases
 from knowledge.store import FLAG_CURATED, KnowledgeBase
 from knowledge.text import STOPWORDS
 
@@ -137,6 +143,7 @@ class Fallback:
         self._fixes: dict[str, tuple[str, ...]] = {}  # repaired tokens, at most ``cache_size`` (cleared when full)
         self.cache_size = 100_000
         self._index = {c: i for i, c in enumerate(kb.categories)}
+        self._default_last = frozenset(k.rpartition(" ")[2] for k in kb.defaults)
 
     # --- 1. token repair ----------------------------------------------------------------
 
@@ -324,6 +331,29 @@ class Fallback:
         cat = self.kb.categories[self.kb.foreign_category]
         return Classification(cat, (cat, raw[-1]), " ".join(name), 0.5)
 
+    # --- 7. ------------------------------------------------------------------------------
+
+    def lexname_default(self, tokens: list[str]) -> Classification | None:
+        """The rightmost noun (two words, then one) that only a lexname default categorises."""
+        defaults, last = self.kb.defaults, self._default_last
+        for end in range(len(tokens), 0, -1):
+            word = tokens[end - 1]
+            if word in STOPWORDS or (word not in last and not word.endswith(("s", "men"))):
+                continue
+            forms = (word, *inflection_bases(word, self.kb.noun_exc, last))
+            for start in (end - 2, end - 1) if end > 1 else (end - 1,):
+                prefix = " ".join(tokens[start : end - 1])
+                for form in forms:
+                    key = f"{prefix} {form}" if prefix else form
+                    packed = defaults.get(key)
+                    if packed is not None:
+                        return self._default_result(key, Entry.unpack(packed))
+        return None
+
+    def _default_result(self, key: str, entry: Entry) -> Classification:
+        top = entry.top
+        return Classification(self.kb.categories[top.category], self.kb.path(top.path), key, 0.5)
+
 
 def classify_with_fallback(
     tokens: Tokens,
@@ -340,4 +370,10 @@ def classify_with_fallback(
         got = retry(Tokens(repaired, None, None, raw))
         if got is not None:
             return got
-    return fallback.domain(raw) or fallback.call_sign(raw) or fallback.newspaper(raw) or fallback.foreign_host(raw)
+    return (
+        fallback.domain(raw)
+        or fallback.call_sign(raw)
+        or fallback.newspaper(raw)
+        or fallback.foreign_host(raw)
+        or fallback.lexname_default(repaired or tokens.tokens)
+    )

@@ -126,3 +126,35 @@ def test_what_is_not_a_newspaper_name(query: str) -> None:
 def test_knowledge_added_for_short_real_queries(query: str, category: str) -> None:
     """Anchors and curated terms added where real short queries went uncategorised (issue 28 item 6)."""
     assert _category(query) == category
+
+
+@pytest.mark.parametrize(
+    ("query", "category", "unit"),
+    [
+        ("doorknobs", "Home", "doorknob"),  # an artifact (plural normalised)
+        ("xqzvbn umbrellas", "Home", "umbrella"),  # an unknown name beside
+        ("umbrellas xqzvbn", "Home", "umbrella"),  # ...after it: the rightmost such noun
+        ("feelings of envy", "Health", "envy"),  # a feeling
+        ("sandbar", "Regional", "sandbar"),  # a natural object
+        ("battalions", "Society", "battalion"),  # a group of people
+    ],
+)
+def test_lexname_defaults_are_the_last_resort(query: str, category: str, unit: str) -> None:
+    """A noun only its lexicographer file's default category reaches files a query nothing else categorises."""
+    r = classifier().classify(query)
+    assert r is not None and (r.category, r.main_unit, r.confidence) == (category, unit, 0.5)
+    assert r.path[1] in {"artifact", "feeling", "object", "group"}
+
+
+def test_lexname_defaults_never_vote() -> None:
+    """Negatives: such a noun is no semantic unit, so a categorised word beside it decides alone (``golf``), and
+    with the fallback off (paper 001) it files nothing."""
+    clf = classifier()
+    assert "umbrella" in clf.kb.defaults and "umbrella" not in clf.lemmas
+    assert clf.units("doorknobs") == []
+    r = clf.classify("golf umbrellas")
+    assert r is not None and (r.category, r.main_unit) == ("Sports", "golf")
+    assert clf._fallback.lexname_default(["xqzvbn", "qzvx"]) is None
+    off = Classifier.load(kb_file(), build_if_needed=False)
+    off.fallback = False
+    assert off.classify("doorknobs") is None

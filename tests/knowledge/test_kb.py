@@ -116,6 +116,11 @@ def test_project_categories_file() -> None:
     [
         ("categories:\n  A:\n    anchors: [sport]\n", "categories.A.anchors[0]"),
         ("categories:\n  A:\n    lexnames: [noun.nothing]\n", "categories.A.lexnames[0]"),
+        ("categories:\n  A:\n    lexname_defaults: [verb.body]\n", "categories.A.lexname_defaults[0]"),
+        (
+            "categories:\n  A:\n    lexname_defaults: [noun.act]\n  B:\n    lexname_defaults: [noun.act]\n",
+            "categories.B.lexname_defaults[0]",
+        ),
         ("categories:\n  A:\n    anchors: [sport.n.01]\n  B:\n    anchors: [sport.n.01]\n", "categories.B.anchors[0]"),
         ("categories:\n  A:\n    colour: red\n", "categories.A.colour"),
         ("categories:\n  A: {}\nforeign:\n  category: Z\n", "foreign.category"),

@@ -103,7 +103,10 @@ def plain(value: Any) -> Any:
 
 def set_value(v: AnyValue, value: Any, like: str | None = None) -> None:
     """Write ``value`` into ``v``, keeping the kind ``like`` where the value fits it; :class:`BadRecord` for a value
-    OTLP cannot carry (an integer beyond int64, a lone surrogate)."""
+    OTLP cannot carry (an integer beyond int64, a lone surrogate). None leaves ``v`` empty: an ``AnyValue`` with no
+    value is OTLP's null (a null inside a map or a list stays a null, never the text ``None``)."""
+    if value is None:
+        return
     if like == "string_value" and not isinstance(value, str | bytes | dict | list):
         value = str(value)
     if isinstance(value, bool):

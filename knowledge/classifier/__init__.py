@@ -37,7 +37,8 @@ Per query:
    split, one edit to a curated term, two edits from six letters, glued words with
    plural pieces) and the units voted again; ``edu``/``gov``/``mil`` domains; a US
    broadcast call sign; a newspaper's name; a name then a non-English country's
-   top-level domain (World).
+   top-level domain (World); last, a noun only its WordNet lexicographer file's default
+   category reaches (``lexname_defaults``: artifacts are Home), never a voting unit.
 
 Queries made mostly of words common in other languages and rare in English go to
 the ``foreign`` category (ODP's World); a lone such word must be far commoner there

@@ -207,7 +207,8 @@ class NatsSinkConfig(NatsClient, OutboxOptions, SinkConfig):
     acknowledgements.
 
     Each event leaves as one line in the input's text format (TSV, JSON lines...; an event of another format
-    as a JSON line); a message carries up to `records_per_message` lines of one subject (256 KiB at most).
+    as a JSON line; a UBI record, `format: ubi`, as its own JSON line, whatever source brought it); a message
+    carries up to `records_per_message` lines of one subject (256 KiB at most).
     With `partition_count` P > 0 an event goes to `<subject>.<p>`, p the partition of its user (the keyed user
     hash of `replay --workers`: a `nats` source of P partitions downstream gets every user on one replica);
     with 0 to `subject`. Batches go through a durable outbox; a batch counts as delivered once

@@ -62,7 +62,8 @@ class VectorSinkConfig(OutboxOptions, SinkConfig):
     """Vector's native protocol (version 2) as a sink: `PushEvents` to a Vector `vector` source.
 
     Events from a Vector source keep every field, their metadata and their bytes (only the protected
-    fields change); events from other formats become logs of their fields. Batches go through a durable
+    fields change); events from other formats become logs of their fields (a UBI record, `format: ubi`: a log
+    whose map is the record, nesting kept). Batches go through a durable
     outbox in the state store: `flush` returns once a batch is in it, a sender thread delivers it and
     deletes it only when Vector replied (Vector acknowledges end to end), retrying with backoff. When the
     outbox is full the sink refuses more (sources stop acknowledging) instead of dropping.

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import re
 from itertools import pairwise
 
 from hypothesis import given, settings
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 from adapters.accesslog.codec import AccessLogCodec
 from adapters.accesslog.lazyevent import LazyEvent
+from adapters.accesslog.patterns import _but
 from adapters.accesslog.referer import ReleasedQueries
 from adapters.accesslog.untouched import decode_all
 from adapters.accesslog.urlparams import _decoded, decode_value
@@ -227,3 +229,9 @@ def test_a_batch_keeps_a_referer_only_to_a_search_requested_before_it(texts: lis
         assert now == was or now == was.replace(f"h/search?q={texts[i - 1 if i else -1]}", "h/search?q=")
         if now == was:
             assert texts[i - 1 if i else -1] in texts[: i + 1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(chars=st.text(min_size=1, max_size=5), probe=st.characters())
+def test_a_class_of_every_character_but_some_is_that_class(chars: str, probe: str) -> None:
+    assert (re.fullmatch(_but(chars), probe) is not None) == (probe not in chars)

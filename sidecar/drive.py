@@ -15,20 +15,20 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
-from sidecar.api import SINKS, SOURCES, BuildContext, ConfigValueError, Event, Filter, RecordBatch, SchemaConfig
+from sidecar.api import SINKS, SOURCES, ConfigValueError, SchemaConfig
 from sidecar.codecs import format_from_path
 from sidecar.config import ComponentSpec, ConfigError, LoadedConfig
-from sidecar.deadletter import DeadLetters
-from sidecar.fieldpolicy import FieldPolicies
 from sidecar.gctune import tune_gc
 from sidecar.pipeline import Pipeline, build_component
+from sidecar.prescan import BackgroundPrescan
+from sidecar.prescan import PrescanError as PrescanError  # re-exported: the partition task and replay's CLI
+from sidecar.prescan import prescan as prescan
 from sidecar.registry import plugins
 from sidecar.replayprogress import ReplayProgress
 from sidecar.signals import StopFlag
@@ -44,14 +44,6 @@ class ResumeError(ValueError):
 
 
 NO_POSITION = "--resume needs an input file (stdin or a pipe has no position to resume from)"
-
-
-class PrescanError(ValueError):
-    """A first pass cannot be made with this chain or input; ``reason`` is a short code for logs."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 @dataclass
@@ -135,79 +127,6 @@ def registered(group: str, name: str, where: str, **options: Any) -> ComponentSp
 def input_format(schema: SchemaConfig, path: str) -> str:
     """The text format of input ``path``: the schema's, else by extension, else TSV (as the file source reads)."""
     return schema.format if schema.format != "auto" else format_from_path(path) or "tsv"
-
-
-# ---- a first pass over a rewindable input -------------------------------------------------------------
-
-
-def prescan(pipeline: Pipeline, source: Any) -> None:
-    """Feed the whole input of a rewindable ``source`` (``prescan_batches()``) to the chain's first ``PRESCAN``
-    filter, through the filters in front of it (:class:`PrescanError` when the input or the chain cannot).
-
-    Those must not declare ``STATEFUL`` and must be deterministic (the built-in stateless filters are). The first
-    pass runs the pipeline's own instances of them (building a chain twice cost more than a second at every
-    start), so their per-query caches are warm for the real pass. Meanwhile each sees a first-pass context
-    (``Filter.ctx``: no state store, dead letters counted nowhere, so the real pass reports bad records once)
-    and its ``counts`` are put back afterwards (the real pass counts each event once). A filter that only
-    annotates (``annotates_only``: ``classify`` with ``unknown: annotate``) is left out when the target reads no
-    annotations (``PRESCAN_ROLES_ONLY``: ``category_buffer``): classifying each event in the first pass only
-    warmed the classifier's cache (a warm pass over 625k events: 0.6 s, about 4% of that archive's replay)."""
-    if not getattr(source, "rewindable", False):
-        raise PrescanError("--prescan reads the input twice: give a file, not stdin or a pipe", "stdin")
-    filters = pipeline.chain.filters
-    index = next((i for i, f in enumerate(filters) if f.PRESCAN), None)
-    if index is None:
-        raise PrescanError(
-            "--prescan: no filter of this chain uses a first pass (e.g. category_buffer)", "no_prescan_filter"
-        )
-    target = filters[index]
-    stateful = next((f.NAME for f in filters[:index] if f.STATEFUL), None)
-    if stateful is not None:
-        raise PrescanError(
-            f"--prescan: filter {stateful} in front of {target.NAME} keeps state; "
-            "the filters in front of it must be stateless",
-            "stateful_filter_in_front",
-        )
-    own = pipeline.ctx
-    ctx = BuildContext(
-        config_dir=own.config_dir,
-        state=None,
-        rng=own.rng,
-        seed=own.seed,
-        schema=own.schema,
-        dead_letters=DeadLetters(None),
-        clock=own.clock,
-        codecs=own.codecs,
-    )
-    prefix: list[Filter[Any]] = filters[:index]
-    saved = [(f.ctx, Counter(f.counts)) for f in prefix]
-    try:
-        for f in prefix:
-            f.ctx = ctx
-        passes = [f for f in prefix if not (target.PRESCAN_ROLES_ONLY and f.annotates_only())]
-        target.prescan(_events(source.prescan_batches(), passes, pipeline.fields))
-    finally:
-        for f, (own_ctx, counts) in zip(prefix, saved, strict=True):
-            f.ctx = own_ctx
-            f.counts.clear()
-            f.counts.update(counts)
-
-
-def _events(
-    batches: Iterable[RecordBatch], prefix: list[Filter[Any]], fields: FieldPolicies | None
-) -> Iterable[list[Event]]:
-    """The decodable events of ``batches``, through the field policies and the filters in ``prefix`` (the first
-    pass dead-letters nothing: the real pass reports each bad record once)."""
-    for batch in batches:
-        events: list[Event] = batch.codec.decode_many(batch.records, "\n", [])
-        if fields is not None and events:  # the users and fields the real pass will see (schema.fields)
-            events = fields.first_pass(events)
-        for f in prefix:
-            if not events:
-                break
-            events = f.process(events)
-        if events:
-            yield events
 
 
 # ---- running a source ---------------------------------------------------------------------------------
@@ -294,6 +213,7 @@ def replay(
         own.append(registered(SINKS, "file", "replay --output", path=path, format=fmt, mode=mode))
     pipeline = Pipeline(config, seed=seed, with_sinks=output is None, extra_sinks=own)
     bar: ReplayProgress | None = None
+    first: BackgroundPrescan | None = None
     try:
         _tune_gc_once()
         limits = config.sidecar.limits
@@ -308,8 +228,8 @@ def replay(
                 raise ResumeError(NO_POSITION)
             if flush_interval is not None:
                 pipeline.start_release_timer(flush_interval)
-        if prescan is not False:
-            _first_pass(pipeline, source, required=bool(prescan))
+        if prescan is not False:  # without --resume nothing is promised before the end: the first pass may overlap
+            first = _first_pass(pipeline, source, required=bool(prescan), background=not resume)
         if source.rewindable and not resume:
             _defer_commits(pipeline)
         bar = ReplayProgress() if progress else None
@@ -324,6 +244,8 @@ def replay(
         summary = _summary(pipeline, records_in, bool(stop))
         summary.input_format = source.format + (" (assumed from the first record)" if source.format_assumed else "")
     finally:
+        if first is not None:
+            first.close()
         if bar is not None:
             bar.close()
         pipeline.close()
@@ -345,14 +267,15 @@ def _defer_commits(pipeline: Pipeline) -> None:
             defer(DEFERRED_BATCHES)
 
 
-def _first_pass(pipeline: Pipeline, source: Any, required: bool) -> None:
+def _first_pass(pipeline: Pipeline, source: Any, required: bool, background: bool) -> BackgroundPrescan | None:
     try:
-        prescan(pipeline, source)
+        return prescan(pipeline, source, background)
     except PrescanError as exc:
         if required:
             raise
         if exc.reason != "no_prescan_filter":
             log.warning("prescan_skipped", reason=exc.reason)
+        return None
 
 
 def _summary(pipeline: Pipeline, records_in: int, interrupted: bool) -> ReplaySummary:

@@ -15,7 +15,8 @@ import structlog
 
 from filters.category_buffer.buckets import UNKNOWN, Bucket, Held
 from filters.category_buffer.config import CategoryBufferConfig
-from filters.category_buffer.pairs import TRIES, PairMemory, draw, normalise_text, pair_of, shared_pairs
+from filters.category_buffer.firstpass import PendingPass, Waiting, pack_result, unpack_result
+from filters.category_buffer.pairs import TRIES, PairMemory, draw, normalise_text, pair_of, shared_pair_array
 from filters.category_buffer.rand import RandomPool
 from filters.category_buffer.removal import RemovalPolicies
 from filters.category_buffer.sides import Sides, read_field
@@ -62,6 +63,8 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
         self._held = 0
         self._stream_time: Any = None
         self._next_id = 1
+        #: batches waiting for a first pass made elsewhere (prescan_later); None: none is awaited
+        self._waiting: Waiting | None = None
         self._load()
 
     # --- buckets -------------------------------------------------------------------
@@ -217,17 +220,50 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
         Only such a pair can be re-created, so only those are kept: in memory,
         as salted 64-bit hashes, until the process ends (see :func:`.pairs.shared_pairs`).
         """
-        read, shared = shared_pairs(batches)
+        self.prescan_learn(self.prescan_collect(batches))
+
+    def prescan_collect(self, batches: Iterable[list[Event]]) -> bytes:
+        """:meth:`prescan`'s first half, which changes nothing here (it may run in another, forked process):
+        the events read and their shared pairs, as bytes for :meth:`prescan_learn`."""
+        return pack_result(*shared_pair_array(batches))
+
+    def prescan_learn(self, result: bytes) -> None:
+        """:meth:`prescan`'s second half: keep the shared pairs :meth:`prescan_collect` found."""
+        read, shared = unpack_result(result)
         self.counts["prescanned"] += read
-        if not read:
-            return
-        self.counts["prescan_shared_pairs"] = self.memory.learn_future(shared)
+        if read:
+            self.counts["prescan_shared_pairs"] = self.memory.learn_future(shared)
+
+    def prescan_later(self, pending: PendingPass) -> None:
+        """The first pass runs elsewhere: batches wait, unchanged and unreleased, until its result is in (see
+        :mod:`.firstpass`), then arrive in their order, as after :meth:`prescan`."""
+        self._waiting = Waiting(pending)
+
+    def _after_first_pass(self) -> list[Event]:
+        """Take the first pass's result (waiting for it) and run the batches that waited for it."""
+        waiting, self._waiting = self._waiting, None
+        if waiting is None:
+            return []
+        self.prescan_learn(waiting.pending.result())
+        out: list[Event] = []
+        for batch, now in waiting.batches:
+            out += self._arrive(batch, now)
+        return out
 
     def process(self, batch: list[Event]) -> list[Event]:
-        """Add each event to its bucket and release what the buckets allow; commit the batch."""
+        """Add each event to its bucket and release what the buckets allow; commit the batch (or keep it until
+        the first pass's result is in: :meth:`prescan_later`)."""
+        now = self.ctx.clock()
+        if self._waiting is None:
+            return self._arrive(batch, now)
+        if not self._waiting.add(batch, now):
+            return []
+        return self._after_first_pass()
+
+    def _arrive(self, batch: list[Event], now: float) -> list[Event]:
+        """:meth:`process` of a batch that came at ``now``."""
         cfg = self.config
         out: list[Event] = []
-        now = self.ctx.clock()
         memory = self.memory
         specialised = self.SPECIALISED
         # SPECIALISED: the common bucket naming (level 1, no category_field) and user side (the user id only)
@@ -304,20 +340,22 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
         return out
 
     def flush(self, final: bool) -> list[Event]:
-        """Apply the max_hold policy (not on final: shutdown leaves held events held)."""
+        """Apply the max_hold policy (not on final: shutdown leaves held events held). Batches still waiting for
+        the first pass arrive first (what they release is released)."""
+        arrived = self._after_first_pass()  # counted as released by _arrive
         if final:
             self._commit(final=True)  # what a deferring journal still has (defer_commits)
-            return []
+            return arrived
         out: list[Event] = []
         self.memory.end_batch()
         self._apply_max_hold(out)
         self._commit(final=True)
         self.counts["released"] += len(out)
-        return out
+        return arrived + out
 
     def held(self) -> int:
-        """Events held: query halves still in a bucket."""
-        return self._held
+        """Events held: query halves still in a bucket, and events waiting for the first pass."""
+        return self._held + (self._waiting.events if self._waiting is not None else 0)
 
     def held_users(self) -> Counter[tuple[str, str]]:
         """Held user halves by (user, bucket): what each user is still owed (for the profile invariant)."""

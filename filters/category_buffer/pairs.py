@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from filters.category_buffer.buckets import Bucket
 from filters.category_buffer.rand import RandomPool
@@ -222,7 +223,13 @@ def enumerated_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_use
 
 
 def shared_pairs(batches: Iterable[list[Event]]) -> tuple[int, list[int]]:
-    """The events read and the pairs among them whose text more than one user sends.
+    """The events read and the pairs among them whose text more than one user sends (:func:`shared_pair_array`)."""
+    read, shared = shared_pair_array(batches)
+    return read, shared.tolist()
+
+
+def shared_pair_array(batches: Iterable[list[Event]]) -> tuple[int, npt.NDArray[np.int64]]:
+    """The events read and the pairs among them whose text more than one user sends, as an array.
 
     Only such a pair can be re-created (a user gets another sender's copy of a
     text they send themselves). The pass takes 16 bytes per event (numpy),
@@ -235,9 +242,9 @@ def shared_pairs(batches: Iterable[list[Event]]) -> tuple[int, list[int]]:
             texts.append(hash(text))
             pairs.append(pair_of(str(ev.user), text))
     if not pairs:
-        return 0, []
+        return 0, np.zeros(0, dtype=np.int64)
     unique_pairs, first = np.unique(np.frombuffer(pairs, dtype=np.int64), return_index=True)
     pair_texts = np.frombuffer(texts, dtype=np.int64)[first]
     values, senders = np.unique(pair_texts, return_counts=True)
-    shared: list[int] = unique_pairs[np.isin(pair_texts, values[senders > 1])].tolist()
+    shared: npt.NDArray[np.int64] = unique_pairs[np.isin(pair_texts, values[senders > 1])]
     return len(pairs), shared

@@ -12,6 +12,7 @@ from helpers.kb import kb_file
 
 from filters.category_buffer import CategoryBufferFilter
 from filters.classify import ClassifyFilter
+from sidecar import prescan
 from sidecar.api import Event
 from sidecar.config import load_config
 from sidecar.drive import replay
@@ -47,6 +48,7 @@ def test_the_first_pass_classifies_only_when_it_must(
     ``unknown: drop`` can drop events, and a prescanning filter that reads annotations (as dp_replace reads the
     category) needs them: then the first pass classifies too (each event twice)."""
     monkeypatch.setattr(CategoryBufferFilter, "PRESCAN_ROLES_ONLY", roles_only)
+    monkeypatch.setattr(prescan, "BACKGROUND", False)  # the first pass in this process, where it is counted
     seen: list[int] = []
     real = ClassifyFilter.process
 

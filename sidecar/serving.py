@@ -294,17 +294,3 @@ def grpc_server_credentials(tls: TlsFiles | None) -> grpc.ServerCredentials | No
     if tls.client_ca is None:
         return grpc.ssl_server_credentials([(tls.key, tls.cert)])
     return grpc.ssl_server_credentials([(tls.key, tls.cert)], root_certificates=tls.client_ca, require_client_auth=True)
-
-
-def close_idle_connection(connections: dict[Any, Any]) -> bool:
-    """Of an aiohttp low-level server's connections (``web.Server._connections``), close the one idle the longest
-    (no request in progress or queued) to make room for a new one: True, or False when every one is busy. Called
-    only when the server is full (the http and otlp sources' ``max_connections``), so the scan costs nothing
-    otherwise; it reads aiohttp 3.14 internals (pinned in pyproject.toml)."""
-    idle = [h for h in connections if not h._request_in_progress and not h._messages and not h._force_close]
-    if not idle:
-        return False
-    oldest = min(idle, key=lambda handler: handler._next_keepalive_close_time)
-    oldest.force_close()
-    connections.pop(oldest, None)  # its connection_lost comes later: the room is needed now
-    return True

@@ -5,8 +5,8 @@ loop, so an idle keep-alive connection costs no thread and never keeps another c
 
 * **Connections:** at most ``max_connections``; one more closes the connection idle the longest (no request in
   progress) to make room, so idle peers cannot lock anyone out; only when every connection is busy is it
-  answered 503 and closed (on a TLS port after the handshake: :meth:`_Connection.connection_made` runs once it
-  completed, so the refusal is never plaintext). A TLS handshake not completed within
+  answered 503 and closed (on a TLS port after the handshake, never in plaintext: :mod:`sidecar.boundedhttp`,
+  shared with the otlp source). A TLS handshake not completed within
   ``handshake_timeout_seconds`` is closed. A connection that completes no request's headers within
   ``idle_timeout_seconds`` (of its start or of its last answer) is closed; a body gets ``idle_timeout_seconds``
   between two pieces and ``body_timeout_seconds`` in all, else 408 and close (a 1-byte-per-second sender).
@@ -31,15 +31,12 @@ from aiohttp import web
 from adapters.http.body import Answer, BodyError, body_format
 from adapters.http.config import HttpSourceConfig
 from sidecar.api import Listen
-from sidecar.serving import ServerHost, close_idle_connection
+from sidecar.boundedhttp import BoundedConnection, BoundedServer, refusal
+from sidecar.serving import ServerHost
 
 log = structlog.get_logger("querylog.http")
 
-_REFUSAL_BODY = b'{"error": "too_many_connections"}\n'
-TOO_MANY_CONNECTIONS = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-    b"Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s" % (len(_REFUSAL_BODY), _REFUSAL_BODY)
-)
+TOO_MANY_CONNECTIONS = refusal(b"application/json", b'{"error": "too_many_connections"}\n', retry_after=1)
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 SERVER_NAME = "querylog-sidecar"
 BACKLOG = 1024
@@ -77,22 +74,10 @@ def reply(answer: Answer) -> web.Response:
     return resp
 
 
-class _Connection(web.RequestHandler):
+class _Connection(BoundedConnection):
     """One connection: refused at once over ``max_connections``; the parser's errors answered as JSON, unlogged."""
 
     _manager: _WebServer | None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        manager = self._manager
-        assert manager is not None
-        if manager.open >= manager.endpoint.config.max_connections and not manager.evict_idle():
-            manager.endpoint.count("too_many_connections")
-            self._manager = None  # connection_lost has nothing to undo
-            writable: Any = transport
-            writable.write(TOO_MANY_CONNECTIONS)
-            writable.close()
-            return
-        super().connection_made(transport)
 
     def handle_error(
         self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
@@ -109,35 +94,26 @@ class _Connection(web.RequestHandler):
         return reply(Answer(status, {"error": reason}, close=True))
 
 
-class _WebServer(web.Server):
+class _WebServer(BoundedServer):
     """aiohttp's low-level server making :class:`_Connection` protocols for an :class:`Endpoint`."""
+
+    connection_class = _Connection
 
     def __init__(self, endpoint: Endpoint, handler: Any) -> None:
         idle = endpoint.config.idle_timeout_seconds
         super().__init__(
             handler,
+            max_connections=endpoint.config.max_connections,
+            refusal=TOO_MANY_CONNECTIONS,
+            count=endpoint.count,
+            refused_reason="too_many_connections",
+            idle_closed_reason="idle_connection_closed",
             keepalive_timeout=idle,  # also closes a connection that never completes its request's headers
             access_log=None,  # a request line may carry anything: counts only, in the source
             auto_decompress=False,  # decompressed by the source, bounded by max_body_bytes (a gzip bomb is a 413)
             lingering_time=min(idle, 10.0),  # the unread body of a refused request, drained before closing
         )
         self.endpoint = endpoint
-
-    @property
-    def open(self) -> int:
-        """Connections open now (a length: safe to read from another thread)."""
-        return len(self._connections)
-
-    def evict_idle(self) -> bool:
-        """Close the connection idle the longest (waiting for a request's headers, none in progress or queued):
-        True, or False when every connection is busy. Only called when full, so the scan costs nothing otherwise."""
-        if not close_idle_connection(self._connections):
-            return False
-        self.endpoint.count("idle_connection_closed")
-        return True
-
-    def __call__(self) -> web.RequestHandler:
-        return _Connection(self, loop=self._loop, **self._kwargs)
 
 
 class HttpServer:

@@ -24,6 +24,6 @@ records are durable; bad records are dead-lettered and counted in ``partial_succ
 never failing the export, so the exporter does not resend the good ones. A full outbox answers
 RESOURCE_EXHAUSTED with a ``google.rpc.RetryInfo`` / 503 with ``Retry-After``, which the exporters wait for
 (:mod:`adapters.otlp.throttle`); OTLP/HTTP holds at most ``max_connections`` connections
-(:mod:`adapters.otlp.connections`). The sink batches through a durable outbox, honours ``Retry-After`` and
+(:mod:`sidecar.boundedhttp`). The sink batches through a durable outbox, honours ``Retry-After`` and
 ``RetryInfo``, and presents a client certificate where the receiver wants one. At least once, end to end.
 """

@@ -12,7 +12,7 @@
   in the request's content type. 200 once durable; 400 garbage or too many records; 401 without the token;
   404/405 another path/method; 413 over ``max_message_bytes`` (as sent or decompressed); 415 another type or
   encoding; 503 with ``Retry-After`` when the sinks cannot take it now (the exporters retry 429/502/503/504).
-  At most ``max_connections`` connections (:mod:`adapters.otlp.connections`).
+  At most ``max_connections`` connections (:mod:`sidecar.boundedhttp`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import structlog
 from aiohttp import web
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 
-from adapters.otlp.connections import BoundedServer
 from adapters.otlp.export import Exporter, InvalidRequest, Outcome, TooLarge, TooMany, decompress, json_to_protobuf
 from adapters.otlp.throttle import throttle_trailers
 from sidecar.api import Backpressure, Listen
+from sidecar.boundedhttp import BoundedServer, refusal
 from sidecar.failures import describe_failure
 from sidecar.serving import ServerHost
 
@@ -124,8 +124,10 @@ class OtlpServers:
             self._web = BoundedServer(
                 self.http_export,
                 max_connections=self.config.max_connections,
-                retry_after_seconds=self.config.retry_after_seconds,
+                refusal=refusal(b"text/plain; charset=utf-8", b"too_many_connections", self.config.retry_after_seconds),
                 count=self.host.count,
+                refused_reason="connections_refused_too_many",
+                idle_closed_reason="connections_idle_closed",
                 access_log=None,
                 auto_decompress=False,
             )

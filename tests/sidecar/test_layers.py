@@ -30,6 +30,7 @@ TOP = ("sidecar", "knowledge", "filters", "adapters")
 #: contract page.
 SHARED_SERVICES: dict[str, str] = {
     "sidecar.serving": "the one host for asynchronous servers: a source keeps only its protocol handlers (issue 23)",
+    "sidecar.boundedhttp": "aiohttp's server with max_connections, for the sources that serve HTTP (http, otlp)",
     "sidecar.grpcauth": "the bearer-token interceptor every gRPC-based server (grpc, vector) checks calls with",
     "sidecar.protowire": "protobuf wire scanning (count and size events before parsing) for the gRPC and Vector codecs",
     "sidecar.netsink": "the HTTP client, line batching and payload dead-lettering of the HTTP-based sinks",

@@ -50,7 +50,8 @@ Modules, in the order of the steps: :mod:`~knowledge.classifier.spelling`
 :mod:`~knowledge.classifier.foreign` (other languages and scripts),
 :mod:`~knowledge.classifier.names` (person names),
 :mod:`~knowledge.classifier.vote` (main unit and category),
-:mod:`~knowledge.classifier.fallback` (before giving up),
+:mod:`~knowledge.classifier.fallback` (before giving up; its last step in
+:mod:`~knowledge.classifier.defaults`),
 :mod:`~knowledge.classifier.classifier` (the :class:`Classifier` and its caches);
 value types in :mod:`~knowledge.classifier.model`.
 """

@@ -53,10 +53,10 @@ from collections.abc import Callable
 from rapidfuzz import process
 from rapidfuzz.distance import OSA
 
-from knowledge.classifier.model import Classification, Entry, Tokens
+from knowledge.classifier.defaults import LexnameDefaults
+from knowledge.classifier.model import Classification, Tokens
 from knowledge.classifier.names import NameTables
 from knowledge.classifier.segment import prefixes_of, segment
-from knowledge.classifier.units import inflection_bases
 from knowledge.store import FLAG_CURATED, KnowledgeBase
 from knowledge.text import STOPWORDS
 
@@ -143,7 +143,8 @@ class Fallback:
         self._fixes: dict[str, tuple[str, ...]] = {}  # repaired tokens, at most ``cache_size`` (cleared when full)
         self.cache_size = 100_000
         self._index = {c: i for i, c in enumerate(kb.categories)}
-        self._default_last = frozenset(k.rpartition(" ")[2] for k in kb.defaults)
+        #: Step 7, over the KB's lexname-default nouns (its table shared by the classifiers of one KB).
+        self.lexname_default = LexnameDefaults(kb, self._tables).find
 
     # --- 1. token repair ----------------------------------------------------------------
 
@@ -265,6 +266,7 @@ class Fallback:
         """Build the lazy tables now (they are otherwise built on first need)."""
         self._deletes()
         self._windows()
+        self.lexname_default([])
         self._piece_prefixes()
 
     def _segment(self, token: str) -> tuple[str, ...] | None:
@@ -330,29 +332,6 @@ class Fallback:
             return None
         cat = self.kb.categories[self.kb.foreign_category]
         return Classification(cat, (cat, raw[-1]), " ".join(name), 0.5)
-
-    # --- 7. ------------------------------------------------------------------------------
-
-    def lexname_default(self, tokens: list[str]) -> Classification | None:
-        """The rightmost noun (two words, then one) that only a lexname default categorises."""
-        defaults, last = self.kb.defaults, self._default_last
-        for end in range(len(tokens), 0, -1):
-            word = tokens[end - 1]
-            if word in STOPWORDS or (word not in last and not word.endswith(("s", "men"))):
-                continue
-            forms = (word, *inflection_bases(word, self.kb.noun_exc, last))
-            for start in (end - 2, end - 1) if end > 1 else (end - 1,):
-                prefix = " ".join(tokens[start : end - 1])
-                for form in forms:
-                    key = f"{prefix} {form}" if prefix else form
-                    packed = defaults.get(key)
-                    if packed is not None:
-                        return self._default_result(key, Entry.unpack(packed))
-        return None
-
-    def _default_result(self, key: str, entry: Entry) -> Classification:
-        top = entry.top
-        return Classification(self.kb.categories[top.category], self.kb.path(top.path), key, 0.5)
 
 
 def classify_with_fallback(

@@ -1,4 +1,4 @@
-"""Fallback step 7: a noun that only its WordNet lexicographer file's default category reaches.
+"""Fallback step 8 (the last): a noun that only its WordNet lexicographer file's default category reaches.
 
 ``categories.yaml``'s ``lexname_defaults`` give a category to the nouns no anchor, topic domain or
 ``lexnames`` entry reaches (household and other artifacts are Home, feelings Health...). The KB keeps

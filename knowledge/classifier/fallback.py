@@ -38,7 +38,10 @@ the coverage (an improvement on the paper; measured with ``querylog kb evaluate`
    domain (IANA's root zone) of a country whose language is not English (``sme sk``,
    ``www gazzetta gr``) is World, ODP's category for sites in other languages; codes
    that are English words or function words (``it``, ``no``, ``de``...) are left out.
-7. **A noun of a class with a default category**: the rightmost noun (one or two words,
+7. **The web alone**: a query of function and web words only, one of them naming the web
+   itself (``search``, ``web site``, ``online``: :data:`INTERNET_WORDS`), is Computers
+   (ODP's Computers/Internet); ``who we are`` or ``find`` alone stay uncategorised.
+8. **A noun of a class with a default category**: the rightmost noun (one or two words,
    plurals normalised; English puts the head last) that only its WordNet lexicographer
    file's default category reaches (``lexname_defaults`` in ``categories.yaml``:
    household and other artifacts such as ``blinds`` or ``stencils`` are Home) decides.
@@ -120,6 +123,9 @@ FOREIGN_CCTLDS = frozenset(
     """.split()  # noqa: SIM905 - a code list reads best as text
 )
 NEWSPAPER_CATEGORY = ("News", "newspapers")
+#: Web words that name the web itself: a query of stop words with one of these is about the internet.
+INTERNET_WORDS = frozenset({"web", "website", "websites", "site", "sites", "page", "pages", "online", "search", "www"})
+INTERNET_CATEGORY = ("Computers", "internet")
 #: Lazy tables by KB hash (``deletes``, ``windows``, ``pieces``), shared by the classifiers of one KB.
 _SHARED: dict[str, dict[str, object]] = {}
 
@@ -333,6 +339,13 @@ class Fallback:
         cat = self.kb.categories[self.kb.foreign_category]
         return Classification(cat, (cat, raw[-1]), " ".join(name), 0.5)
 
+    def web_alone(self, raw: list[str]) -> Classification | None:
+        """Function and web words only, one naming the web (``web search``): Computers (internet)."""
+        if INTERNET_WORDS.isdisjoint(raw) or not STOPWORDS.issuperset(raw) or INTERNET_CATEGORY[0] not in self._index:
+            return None
+        cat, label = INTERNET_CATEGORY
+        return Classification(cat, (cat, label), next(t for t in reversed(raw) if t in INTERNET_WORDS), 0.5)
+
 
 def classify_with_fallback(
     tokens: Tokens,
@@ -354,5 +367,6 @@ def classify_with_fallback(
         or fallback.call_sign(raw)
         or fallback.newspaper(raw)
         or fallback.foreign_host(raw)
+        or fallback.web_alone(raw)
         or fallback.lexname_default(repaired or tokens.tokens)
     )

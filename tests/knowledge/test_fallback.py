@@ -158,3 +158,17 @@ def test_lexname_defaults_never_vote() -> None:
     off = Classifier.load(kb_file(), build_if_needed=False)
     off.fallback = False
     assert off.classify("doorknobs") is None
+
+
+@pytest.mark.parametrize("query", ["online search", "search the web", "www"])
+def test_the_web_alone_is_computers(query: str) -> None:
+    """Function and web words only, one naming the web itself: Computers (internet)."""
+    r = classifier().classify(query)
+    assert r is not None and r.path == ("Computers", "internet")
+
+
+@pytest.mark.parametrize("query", ["about the", "what is it for", "www xqzvbn", "free", "get going"])
+def test_what_is_not_the_web_alone(query: str) -> None:
+    """Negatives: function words without a word naming the web, an unknown name beside (a site's name), or web
+    words that do not name the web (``free``, ``get``) are not about the internet."""
+    assert classifier()._fallback.web_alone(query.split()) is None

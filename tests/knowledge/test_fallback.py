@@ -172,3 +172,13 @@ def test_what_is_not_the_web_alone(query: str) -> None:
     """Negatives: function words without a word naming the web, an unknown name beside (a site's name), or web
     words that do not name the web (``free``, ``get``) are not about the internet."""
     assert classifier()._fallback.web_alone(query.split()) is None
+
+
+def test_lexname_defaults_stay_out_of_the_taxonomy_dp_replace_samples() -> None:
+    """The concept tree keeps no category for a synset only a lexname default reaches (``umbrella``), and keeps
+    anchored ones (``golf``): dp_replace's candidates and their categories are unchanged."""
+    from knowledge.concepts import concept_tree
+
+    tree = concept_tree(classifier().kb)
+    assert tree.category[tree.senses("umbrella")[0]] == -1
+    assert tree.category[tree.senses("golf")[0]] >= 0

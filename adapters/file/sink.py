@@ -173,9 +173,10 @@ class FileSinkConfig(SinkConfig):
         "append",
         "append: keep what earlier runs delivered and add after it (the header only goes into an empty file); "
         "truncate: start the file empty each time the sink starts; resume: exactly once with a source that "
-        "resumes (a file source with `resume: true`): every flush fsyncs the file and records its size in the "
-        "state store, committed with the batch, and a restart cuts the file back to the last recorded size (a "
-        "plain file only: not .gz or stdout).",
+        "resumes (a file source with `resume: true`), and for what a buffering filter releases in `serve`: every "
+        "flush fsyncs the file and records its size in the state store, committed with the batch, and a restart "
+        "cuts the file back to the last recorded size (with none recorded yet, the file starts empty; a plain "
+        "file only: not .gz or stdout).",
     )
 
 
@@ -202,6 +203,7 @@ class FileSink(Sink[FileSinkConfig]):
             if ctx.state is None:
                 raise ConfigValueError("mode", "resume needs the runtime's state store")
             ctx.state.migrate("file_sink", [_create_sizes])  # here: never inside the runtime's transaction
+            self._cut_back(ctx.state)
         #: the sink's text format; None: each record in its own source's text format
         self.format: str | None = config.format if config.format != "auto" else format_from_path(path)
         if self.format is None and self.schema.format != "auto":
@@ -211,6 +213,18 @@ class FileSink(Sink[FileSinkConfig]):
         self.lines = LineEncoder(self.schema, self.format, ctx.dead_letters, f"sink:{self.NAME}")
         #: the header written into an empty file (again into the new file after a reopen)
         self._header: str | None = None
+
+    def _cut_back(self, state: Any) -> None:
+        """``mode: resume``, when built: cut the file back to its last recorded size at once. What lies beyond was
+        written by a batch that never committed (its events are still held, or were never acknowledged); left
+        there until the first delivery of this run (:meth:`start`), a run that delivers nothing would leave
+        those lines delivered as well as held."""
+        row = state.conn.execute("SELECT bytes FROM file_sink_sizes WHERE path = ?", (self.path,)).fetchone()
+        if row is None:
+            return  # nothing recorded yet: start() begins the file empty
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(self.path).st_size > int(row[0]):
+                os.truncate(self.path, int(row[0]))
 
     def start(self, header: str | None, codec: Codec | None) -> None:
         header = self.lines.start(header, codec)

@@ -97,6 +97,25 @@ def test_a_resuming_source_and_sink_continue_where_the_last_commit_left(tmp_path
     assert source.records == 0 and out.read_text() == "\n".join([HEADER, *rows]) + "\n"
 
 
+def test_a_resuming_sink_cuts_back_when_it_starts_even_if_nothing_is_delivered(tmp_path: Path) -> None:
+    """`mode: resume`: bytes after the last committed size (a batch killed before its commit: in `serve`, events
+    a buffer released and still holds) go when the runtime is built, not at its first delivery, so a run that
+    delivers nothing (a restart that only drains and stops) does not leave them delivered as well as held."""
+    rows = [f"{i}\tquery {i}\t2006-03-01 00:00:0{i}\t\t" for i in range(3)]
+    (tmp_path / "in.tsv").write_text("\n".join([HEADER, *rows]) + "\n")
+    pipeline, source = _resuming(tmp_path)
+    source.start(pipeline)
+    pipeline.close()
+    out = tmp_path / "out.tsv"
+    committed = out.read_text()
+    with out.open("a") as f:
+        f.write("9\treleased, never committed\t2006-03-01 00:00:09\t\t\n")
+    pipeline, _ = _resuming(tmp_path)
+    assert out.read_text() == committed
+    pipeline.close()
+    assert out.read_text() == committed
+
+
 def test_resume_is_refused_where_there_is_no_position(tmp_path: Path) -> None:
     """stdin has no position (the source); a .gz file or stdout cannot be cut back (the sink)."""
     from adapters.file.sink import FileSink, FileSinkConfig

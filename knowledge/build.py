@@ -368,8 +368,14 @@ def build(path: Path, categories: Path | str | None = None) -> BuildReport:
     import hashlib
 
     t0 = time.perf_counter()
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-    data = compile_kb(categories)
+    limit = sys.getrecursionlimit()
+    # the compiler recurses deep; the limit is process-wide (a serve that rebuilt its KB would accept deeper
+    # JSON and msgpack records than any other), so it is put back once compiled
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        data = compile_kb(categories)
+    finally:
+        sys.setrecursionlimit(limit)
     write_atomic(path, data)
     from knowledge.store import decode
 

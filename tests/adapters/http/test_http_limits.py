@@ -10,6 +10,7 @@ import contextlib
 import gzip
 import socket
 import ssl
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from helpers import wait_until
 from helpers.certs import make_pki
 from helpers.httptest import Served, lines, post
+from helpers.kb import kb_file
 
 R1 = {"AnonID": "142", "Query": "rentdirect.com", "QueryTime": "2006-03-01 07:17:12", "ItemRank": "", "ClickURL": ""}
 HEAD = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n"
@@ -103,6 +105,32 @@ class TestDeepNesting:
         assert [entry["reason"] for entry in served.dead_letters()] == [reason]
         assert "http_500" not in served.source.stats()
         assert post(served.port, lines(R1)).status == 200  # the server goes on
+
+    def test_a_kb_built_by_the_process_leaves_the_bound_as_it_was(
+        self, serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The KB builder raises the interpreter's recursion limit (process-wide) to compile; it kept it raised,
+        so after a KB rebuilt in process (classify's load_kb, the tests' kb_file) a 1020-deep msgpack record was
+        accepted (this class's msgpack-1020 case failed in full runs that rebuilt a stale KB before it)."""
+        from knowledge import build as kb_build
+
+        compiled = kb_file().read_bytes()
+        limits: list[int] = []
+
+        def compile_kb(categories: Any = None) -> bytes:  # the session's compiled KB, without 20 s of work
+            limits.append(sys.getrecursionlimit())
+            return compiled
+
+        monkeypatch.setattr(kb_build, "compile_kb", compile_kb)
+        before = sys.getrecursionlimit()
+        try:
+            kb_build.build(tmp_path / "kb.qlkb")
+            assert limits[0] >= 10_000 and sys.getrecursionlimit() == before
+        finally:
+            sys.setrecursionlimit(before)  # however the test ends, the tests after it see the limit they had
+        served: Served = serve()
+        answer = post(served.port, _nested_msgpack(1020), headers={"Content-Type": "application/msgpack"})
+        assert answer.status == 400 and answer.body["reasons"] == {"json_too_deep": 1}
 
 
 class TestSlowClients:

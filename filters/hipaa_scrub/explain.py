@@ -19,7 +19,7 @@ MAX_PASSES = 64
 def detect_attributed(scrubber: Scrubber, text: str) -> list[tuple[Span, str]]:
     """:meth:`Scrubber.detect` without pre-checks (the same spans: pre-checks are necessary conditions), each kept
     span with the name of its detector (a custom recognizer's own name)."""
-    from filters.hipaa_scrub.overlaps import resolve
+    from filters.hipaa_scrub.scrubber import resolve
 
     lower = text.lower()
     detectors = list(scrubber.alpha)

@@ -106,7 +106,7 @@ def alpha_plans(
     """The word-based detectors' plan (each with its trigger words: a set test in C before the Python ``wants``
     call); the union of their trigger words when every one has some (most texts have none of them: one set test
     skips them all), else None; and the plan without the Nones, for when that union is set."""
-    plan: AlphaPlan = [(d.trigger_words(), d.wants, d.detect) for d in alpha]
+    plan: AlphaPlan = [(d.trigger_words(), d.precheck(), d.detect) for d in alpha]
     triggers = [t for t in (d.trigger_words() for d in alpha) if t is not None]
     words: frozenset[str] | None = frozenset().union(*triggers) if len(triggers) == len(alpha) else None
     gated: GatedPlan = [(t, wants, run) for t, wants, run in plan if t is not None]

@@ -12,11 +12,12 @@ Only lowercased ASCII texts go through the set (``Scrubber.detect`` keeps the pr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
-from filters.hipaa_scrub.detectors import Detector, Span
+from filters.hipaa_scrub.detectors import Detector
+from filters.hipaa_scrub.engine import Plan
 from filters.hipaa_scrub.plans import gates
 
 MAX_MEM = 32 << 20
@@ -25,10 +26,6 @@ MAX_MEM = 32 << 20
 cache afresh, and still matches every text (tested with a budget 340 times smaller); too small a budget fails the
 set's compilation, loudly."""
 PLAN_CACHE_SIZE = 4096
-Run = Callable[[str, str, list[Span]], None]
-Plan = tuple[list[tuple[frozenset[str] | None, Run]], list[Run]]
-"""(the detectors to run, in order, each with the cue words of which one must be among the text's words or None;
-the last resorts, run after the word detectors unless what was found settles it: ``Scrubber._covered``)."""
 
 
 class Prefilter:
@@ -53,8 +50,11 @@ class Prefilter:
         #: (trigger indexes or None: always runs, cue words or None, detect, last resort)
         self.table = [(self._ids[id(d)], gates(d)[0], d.detect, d.TOKEN_DIGITS is not None) for d in (*order, *other)]
         self._set.Compile()
-        self._match = self._set._set.Match  # the compiled set itself: the wrapper's Match re-checks the type
-        self._plans: dict[tuple[int, ...], Plan] = {}
+        #: the trigger indexes found in a lowercased ASCII text (the compiled set itself: the wrapper's Match re-checks
+        #: the type); the engine calls it, then looks the plan up in :attr:`plans`, else calls :meth:`plan_miss`
+        self.match = self._set._set.Match
+        #: plans by the trigger indexes found, in the order RE2 reports them (bounded)
+        self.plans: dict[tuple[int, ...], Plan] = {}
 
     def __reduce__(self) -> tuple[type[Prefilter], tuple[tuple[Detector, ...], tuple[Detector, ...], int]]:
         """Pickled as its detectors (an RE2 set does not pickle): a scrubber still pickles whole."""
@@ -79,17 +79,21 @@ class Prefilter:
     def hits(self, raw: bytes) -> tuple[int, ...]:
         """The indexes of the trigger patterns that match somewhere in ``raw`` (a lowercased ASCII text), in the
         order RE2 reports them."""
-        return tuple(self._match(raw))
+        return tuple(self.match(raw))
 
     def plan(self, raw: bytes) -> Plan:
         """The detectors to run on ``raw`` (a lowercased ASCII text): those with a trigger found or without
         triggers."""
-        hits = tuple(self._match(raw))
-        plan = self._plans.get(hits)
-        if plan is None:
-            plan = self.plan_for(hits)
-            if len(self._plans) < PLAN_CACHE_SIZE:
-                self._plans[hits] = plan
+        hits = tuple(self.match(raw))
+        plan = self.plans.get(hits)
+        return self.plan_miss(hits) if plan is None else plan
+
+    def plan_miss(self, hits: tuple[int, ...]) -> Plan:
+        """:meth:`plan_for` these trigger indexes (as :meth:`hits` gives them), kept in :attr:`plans` while the
+        cache has room."""
+        plan = self.plan_for(hits)
+        if len(self.plans) < PLAN_CACHE_SIZE:
+            self.plans[hits] = plan
         return plan
 
     def plan_for(self, hits: Sequence[int]) -> Plan:

@@ -1,13 +1,17 @@
-"""The scrubbing engine: run the detectors that the one-pass prefilter or cheap pre-checks allow, resolve
-overlaps, apply the per-type policies, repeat until the text is stable (scrubbing is idempotent)."""
+"""The scrubber: builds the detectors the policies want and their plans (which detectors a text can need), and
+hands them to the per-query loop (:mod:`.engine`: run the detectors that the one-pass prefilter or cheap pre-checks
+allow, resolve overlaps, apply the per-type policies, repeat until the text is stable; scrubbing is idempotent)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
+from filters.hipaa_scrub import engine as _built_engine
+from filters.hipaa_scrub.builds import current
 from filters.hipaa_scrub.config import HipaaScrubConfig
 from filters.hipaa_scrub.custom import CustomDetector
-from filters.hipaa_scrub.detectors import KINDS, Detector, Span, ascii_digits
+from filters.hipaa_scrub.detectors import KINDS, Detector, Span
 from filters.hipaa_scrub.detectors.context import (
     ContextNumberDetector,
     CuedVinDetector,
@@ -28,12 +32,12 @@ from filters.hipaa_scrub.detectors.numbers import (
 from filters.hipaa_scrub.detectors.people import NameDetector
 from filters.hipaa_scrub.detectors.places import AddressDetector, PlaceDetector
 from filters.hipaa_scrub.detectors.vehicles import PlateDetector
+from filters.hipaa_scrub.engine import Engine, Plan
 from filters.hipaa_scrub.explain import explain
 from filters.hipaa_scrub.geo import load_geo
 from filters.hipaa_scrub.hosts import outside_hosts
 from filters.hipaa_scrub.names import common_words, load_names
 from filters.hipaa_scrub.operators import KEYED, OperatorKeys, encrypt_token, hash_token, mask
-from filters.hipaa_scrub.overlaps import rank, resolve, word_or_dash
 from filters.hipaa_scrub.plans import (
     ANY_RUNS,
     DigitPlan,
@@ -55,7 +59,6 @@ TOKENS = {k: "[" + k.upper() + "]" for k in KINDS}
 _NO_RUNS: frozenset[int] = frozenset()
 _PLAN_CACHE_SIZE = 4096
 
-MAX_PASSES = 64
 _RUNS = re.compile(r"\d+")
 _WORDS = re.compile(r"[a-z]+")
 # ASCII texts are tokenized by ``bytes.translate`` + ``split`` (several times faster than ``findall``):
@@ -64,8 +67,15 @@ _KEEP_LETTERS = bytes(c if 97 <= c <= 122 else 32 for c in range(256))
 _KEEP_DIGITS = bytes(c if 48 <= c <= 57 else 32 for c in range(256))
 
 
-_rank, _word_or_dash = rank, word_or_dash  # the names tests and earlier callers use
-_resolve = resolve  # the name tests and earlier callers use
+ENGINE = current(_built_engine)
+"""The engine module in use: compiled when built from the current source, else interpreted."""
+_Engine: type[Engine] = ENGINE.Engine
+resolve = ENGINE.resolve
+_rank, _word_or_dash, _resolve = ENGINE.rank, ENGINE.word_or_dash, resolve  # the names tests and earlier callers use
+
+
+def _no_plan(hits: tuple[int, ...]) -> Plan:
+    raise AssertionError("no prefilter: the engine matches no triggers")  # Engine only calls it with a prefilter
 
 
 class Scrubber:
@@ -80,6 +90,11 @@ class Scrubber:
     only slower. The default path is not touched by the switch. ``prefilter=False`` keeps the pre-checks but not
     the one-pass trigger match (:mod:`.prefilter`) that replaces them on ASCII texts: the same findings again.
     """
+
+    detect: Callable[[str], list[Span]]
+    """Non-overlapping spans of a text, in text order (longer spans win; then the detector's priority)."""
+    scrub: Callable[[str], tuple[str, dict[str, int]]]
+    """The scrubbed text and the count of identifiers found per type (never the values)."""
 
     def __init__(
         self,
@@ -113,6 +128,7 @@ class Scrubber:
         self.prefilter = Prefilter(self.digit, [*self.at, *self.net]) if prefilter and prechecks else None
         if not prechecks:
             self._drop_prechecks()
+        self._build_engine()
 
     def _build_detectors(self, cfg: HipaaScrubConfig) -> None:
         """The detectors the policies want, by what a text needs for them: digits, an ``@``, network
@@ -179,12 +195,42 @@ class Scrubber:
     def _wanted(self, d: Detector) -> bool:
         return any(self.policies[k] != "keep" for k in d.KINDS) or all(k not in self.policies for k in d.KINDS)
 
-    def detect(self, text: str) -> list[Span]:
-        """Non-overlapping spans, in text order (longer spans win; then the detector's priority)."""
+    def _build_engine(self, engine: type[Engine] | None = None) -> None:
+        """The per-query loop (:mod:`.engine`; ``engine``: another build of its class, for the tests) over the plans
+        built above."""
+        pre = self.prefilter
+        self.engine = (engine or _Engine)(
+            alpha_words=self._alpha_words,
+            alpha_plan=self._alpha_plan,
+            alpha_gated=self._alpha_gated,
+            match=None if pre is None else pre.match,
+            plans={} if pre is None else pre.plans,
+            plan_for=_no_plan if pre is None else pre.plan_miss,
+            general=self._general,
+            token_digits=self._token_digits,
+            thresholds=self.thresholds,
+            policies=self.policies,
+            replacement=self._replacement,
+            screen_hosts=outside_hosts,
+        )
+        # the engine's own methods, called without a frame of this class in between
+        self.detect = self.engine.detect
+        self.scrub = self.engine.scrub
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled without the engine (a compiled one does not pickle): :meth:`__setstate__` builds it again."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("engine", "detect", "scrub")}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._build_engine()
+
+    def _general(self, text: str) -> list[Span]:
+        """:meth:`detect` of what the engine's loop leaves to the pre-checks: non-ASCII texts, and ASCII texts of
+        other characters than letters and spaces when there is no prefilter."""
         lower = text.lower()
         digit_runs: list[bytes] | list[str]
         ascii_text = text.isascii()
-        raw = b""
         if ascii_text:
             raw = lower.encode()
             letters = raw.translate(_KEEP_LETTERS)
@@ -193,16 +239,14 @@ class Scrubber:
         else:
             alpha = text.replace(" ", "").isalpha()
             words = _WORDS.findall(lower)
+        engine = self.engine
         if alpha:
-            # letters and spaces only (most queries, most rescans): no digit, @ or network detector can
-            # match, and most such texts have no trigger word of a word-based detector either
+            # letters and spaces only: no digit, @ or network detector can match
             found: list[Span] = []
-            self._word_detectors(text, lower, words, found)
+            engine.word_detectors(text, lower, words, found)
             if found and self.thresholds:
-                found = self.screen(lower, found)
+                found = engine.screen(lower, found)
             return found if len(found) <= 1 else resolve(found)
-        if self.prefilter is not None and ascii_text:
-            return self._triggered(text, lower, raw, words)
         digit_runs = raw.translate(_KEEP_DIGITS).split() if ascii_text else _RUNS.findall(text)
         found = []
         runs: frozenset[int] = _NO_RUNS
@@ -229,107 +273,27 @@ class Scrubber:
             for prefilter, run in self._net_plan:
                 if prefilter(text, lower, words, runs):
                     run(text, lower, found)
-        self._word_detectors(text, lower, words, found)
-        if last and not (found and ascii_text and self._covered(lower, found, sum(lens))):
+        engine.word_detectors(text, lower, words, found)
+        if last and not (found and ascii_text and engine.covered(lower, found, sum(lens))):
             for resort_check, run in last:
                 if resort_check is None or resort_check(text, lower, words, runs):
                     run(text, lower, found)
         if found and ("." in lower or "<" in lower or self.thresholds):
-            found = self.screen(lower, found)
-        return found if len(found) <= 1 else resolve(found)
-
-    def _triggered(self, text: str, lower: str, raw: bytes, words: list[str]) -> list[Span]:
-        """:meth:`detect` of an ASCII text with other characters than letters and spaces: the detectors the one-pass
-        prefilter's plan names (the triggers found replace the digit-run plans and the pre-check calls)."""
-        found: list[Span] = []
-        ordered, last = self.prefilter.plan(raw)  # type: ignore[union-attr]  # the caller checked it is set
-        for cue_words, run in ordered:
-            if cue_words is None or not cue_words.isdisjoint(words):
-                run(text, lower, found)
-        self._word_detectors(text, lower, words, found)
-        if last and not (found and self._covered(lower, found, ascii_digits(lower))):
-            for run in last:
-                run(text, lower, found)
-        if found and ("." in lower or "<" in lower or self.thresholds):
-            found = self.screen(lower, found)
+            found = engine.screen(lower, found)
         return found if len(found) <= 1 else resolve(found)
 
     def screen(self, lower: str, found: list[Span]) -> list[Span]:
         """``found`` without findings inside a hostname or a token this filter wrote (:mod:`.hosts`) and without
         those below their type's confidence threshold."""
-        if "." in lower or "<" in lower:
-            found = outside_hosts(lower, found)
-        if self.thresholds:
-            least = self.thresholds
-            found = [s for s in found if s.score >= least.get(s.kind, 0.0)]
-        return found
-
-    def _word_detectors(self, text: str, lower: str, words: list[str], found: list[Span]) -> None:
-        """Run the word-based detectors whose trigger words and pre-check the text passes."""
-        if self._alpha_words is None:
-            for triggers, wants, run in self._alpha_plan:
-                if (triggers is None or not triggers.isdisjoint(words)) and wants(lower, words):
-                    run(text, lower, found)
-            return
-        # the text's trigger words, looked up once: each detector's test is against this small set (most texts have
-        # none: ``isdisjoint`` tells without building one)
-        alpha_words = self._alpha_words
-        if not alpha_words.isdisjoint(words):
-            present = alpha_words.intersection(words)
-            for cue_words, wants, run in self._alpha_gated:
-                if not present.isdisjoint(cue_words) and wants(lower, words):
-                    run(text, lower, found)
+        return self.engine.screen(lower, found)
 
     def _covered(self, lower: str, found: list[Span], digits: int) -> bool:
-        """True when no last-resort detector (``Detector.TOKEN_DIGITS``) can change the outcome on this text of
-        ``digits`` digits. A found span that every other found span overlapping it ranks below (:func:`_rank`)
-        is kept whatever else is found; if no word character or dash touches its edges, every run of word
-        characters and dashes that meets it lies inside it, and a last resort's span there (one such run, no
-        longer, the lowest priority) would be dropped. If fewer than ``TOKEN_DIGITS`` digits lie outside
-        those spans, no run elsewhere has enough digits for a last resort to find anything either."""
-        outside = digits
-        end = len(lower)
-        for s in found:
-            a, b = s.start, s.end
-            if (a and _word_or_dash(lower[a - 1])) or (b < end and _word_or_dash(lower[b])):
-                continue
-            rank = _rank(s)
-            for t in found:
-                if t is not s and t.end > a and t.start < b and _rank(t) <= rank:
-                    break  # may rank first (an equal rank too: the first found of two wins)
-            else:
-                outside -= ascii_digits(lower[a:b])
-        return outside < self._token_digits
+        """:meth:`.engine.Engine.covered`: True when no last-resort detector can change the outcome."""
+        return self.engine.covered(lower, found, digits)
 
     def apply(self, text: str, spans: list[Span], counts: dict[str, int], count_kept: bool = True) -> str:
         """Apply each span's policy (:mod:`.operators`); whitespace is tidied where something was removed."""
-        if len(spans) == 1:  # the usual case, without the list building below
-            s = spans[0]
-            kind = s.kind
-            policy = self.policies[kind]
-            if count_kept or policy != "keep":
-                counts[kind] = counts.get(kind, 0) + 1
-            repl = s.residue if policy == "remove" else self._replacement(text, s)
-            if repl is None:
-                return text
-            new = text[: s.start] + repl + text[s.end :]
-            return new if repl else " ".join(new.split())
-        out: list[str] = []
-        pos = 0
-        removed = False
-        for s in spans:
-            if count_kept or self.policies[s.kind] != "keep":
-                counts[s.kind] = counts.get(s.kind, 0) + 1
-            repl = self._replacement(text, s)
-            if repl is None:
-                continue
-            out.append(text[pos : s.start])
-            out.append(repl)
-            removed = removed or not repl
-            pos = s.end
-        out.append(text[pos:])
-        new = "".join(out)
-        return " ".join(new.split()) if removed else new
+        return self.engine.apply(text, spans, counts, count_kept)
 
     def _replacement(self, text: str, s: Span) -> str | None:
         """What the span's policy writes in its place (None: keep the text)."""
@@ -356,24 +320,3 @@ class Scrubber:
     def explain(self, text: str) -> tuple[str, list[dict[str, object]]]:
         """:func:`.explain.explain`: the scrubbed text and one record per finding (never the values)."""
         return explain(self, text)
-
-    def scrub(self, text: str) -> tuple[str, dict[str, int]]:
-        """The scrubbed text and the count of identifiers found per type (never the values)."""
-        spans = self.detect(text)
-        if not spans:
-            return text, {}
-        counts: dict[str, int] = {}
-        # each pass removes or rewrites at least one span, so a pass per word (bounded) reaches a fixpoint
-        for n in range(min(MAX_PASSES, text.count(" ") + 2)):
-            new = self.apply(text, spans, counts, count_kept=n == 0)
-            if new == text:
-                return new, counts
-            # detectors read context (cue words, the word before a name, a state after a town), so
-            # any change may reveal or hide a neighbour: scan again until the text is stable
-            text = new
-            if not text or text.isspace():
-                break  # nothing left to find
-            spans = self.detect(text)
-            if not spans:
-                break
-        return text, counts

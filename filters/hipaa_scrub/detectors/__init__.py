@@ -10,9 +10,16 @@ pass before the detector runs at all (most queries have no digit, no ``@``...);
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
+
+from filters.hipaa_scrub.builds import current
+from filters.hipaa_scrub.detectors import prechecks as _built_prechecks
+
+PRECHECKS = current(_built_prechecks)
+"""The word pre-checks and the cue scan (:mod:`.prechecks`): compiled when built from the current source."""
+scan_from_starts: Callable[[re.Pattern[str], re.Pattern[str], str], list[re.Match[str]]] = PRECHECKS.scan_from_starts
 
 _DIGIT_BYTES = b"0123456789"
 
@@ -145,6 +152,11 @@ class Detector:
         """Word-based pre-check (``NEEDS = "alpha"`` detectors): False skips ``detect``."""
         return True
 
+    def precheck(self) -> Callable[[str, list[str]], bool]:
+        """What the scrubber's plans call for :meth:`wants` (a detector whose check runs elsewhere gives that
+        callable itself, saving a call)."""
+        return self.wants
+
     def trigger_words(self) -> frozenset[str] | None:
         """Words of which one must occur for :meth:`wants` to pass (None: no such set). The scrubber
         skips every word-based detector at once when a text has none of their trigger words."""
@@ -182,23 +194,6 @@ def luhn_ok(digits: str) -> bool:
                 d -= 9
         total += d
     return total % 10 == 0
-
-
-def scan_from_starts(starts: re.Pattern[str], full: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
-    """``full.finditer(text)``, trying ``full`` only where ``starts`` matches.
-
-    ``starts`` must match at every position where ``full`` can match (a cheap scan for the words a
-    match begins with): then the matches are the same, without trying a long alternation everywhere.
-    """
-    search, match = starts.search, full.match
-    pos = 0
-    while (s := search(text, pos)) is not None:
-        m = match(text, s.start())
-        if m is None:
-            pos = s.start() + 1
-        else:
-            yield m
-            pos = m.end() if m.end() > m.start() else m.start() + 1
 
 
 def context_before(lower: str, start: int, words: re.Pattern[str], window: int = 24) -> bool:

@@ -5,9 +5,9 @@ account, certificate/license, device serial and vehicle plate numbers; and VINs 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 
-from filters.hipaa_scrub.detectors import Detector, Pattern, Span, ascii_variant, scan_from_starts
+from filters.hipaa_scrub.detectors import PRECHECKS, Detector, Pattern, Span, ascii_variant, scan_from_starts
 
 _NUM = (
     r"(?:\s*(?:number|numbers|num|no\.?|nbr|#|id|code))?"
@@ -143,13 +143,17 @@ class ContextNumberDetector(Detector):
         self.starts = re.compile(rf"(?<![\w])(?:{CUE_STARTS})", self.FLAGS)
         self.ascii = (ascii_variant(self.starts), ascii_variant(self.combined))
 
-    def matches(self, lower: str) -> Iterator[re.Match[str]]:
+    def matches(self, lower: str) -> list[re.Match[str]]:
         """The matches of ``combined.finditer(lower)``, trying the full pattern only where a cue starts."""
         if lower.isascii():
             return scan_from_starts(*self.ascii, lower)
         return scan_from_starts(self.starts, self.combined, lower)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
+        if lower.isascii():  # the usual case: scan and value checks in one loop (compiled when built)
+            for start, end, kind in cue_values(*self.ascii, lower, self.SKIP):
+                out.append(Span(start, end, kind, self.PRIORITY))
+            return
         for cued in self.matches(lower):
             self._take(cued, out)
 
@@ -166,6 +170,10 @@ class ContextNumberDetector(Detector):
             return  # digit groups make one number only when long enough ("123 456 789")
         out.append(Span(m.start(group), m.end(group), group[:-2], self.PRIORITY))
 
+
+cue_values: Callable[[re.Pattern[str], re.Pattern[str], str, re.Pattern[str]], list[tuple[int, int, str]]] = (
+    PRECHECKS.cue_values
+)
 
 _TRANSLIT = {
     **{str(d): d for d in range(10)},

@@ -3,11 +3,10 @@ before a surname. Census name shares against word frequencies decide (see ``name
 
 from __future__ import annotations
 
-import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from filters.hipaa_scrub.detectors import Detector, Pattern, Span
+from filters.hipaa_scrub.detectors import PRECHECKS, Detector, Pattern, Span
 from filters.hipaa_scrub.names import NameData
 
 # fmt: off
@@ -208,9 +207,9 @@ class NameDetector(Detector):
         self.cue_threshold = cue_threshold
         self.allow = ALLOWED_PHRASES | {" ".join(a.lower().split()) for a in allow} | frozenset(places)
         self.triggers = frozenset(self.first) | TITLES
-        self.starters = self.triggers | frozenset(self.last)  # words a name rule can start at
-        # words a name rule can have second (a one-letter initial too): every rule of _could_start needs one
-        self.seconds = frozenset(self.first) | frozenset(self.last)
+        self.pairs = PRECHECKS.NamePairs(
+            self.first, self.last, TITLES, CUES, frozenset(self.allow), float(threshold), float(cue_threshold)
+        )
         # country and state names that are rare surnames: "salvador brazil" is a place, "barbara jordan" a person
         self.not_last = frozenset(t for t in not_last if names.last_share.get(t, 0.0) < 1e-4)
         self.words = re.compile(r"[a-z]+")
@@ -238,50 +237,15 @@ class NameDetector(Detector):
         surname passes as is; a hyphen (``smith-jones`` scores as its best part) gets the looser check.
         Every rule needs a first name or a title (:meth:`trigger_words`), which the scrubber has checked.
         """
-        if "-" in lower:
-            return self._any_pair(words)
-        need = self.cue_threshold if not CUES.isdisjoint(words) else self.threshold
-        n = len(words)
-        starters, seconds, allow = self.starters, self.seconds, self.allow
-        for i in range(n - 1):
-            a = words[i]
-            if a not in starters:
-                continue
-            b = words[i + 1]
-            if (b in seconds or len(b) == 1) and self._could_start(words, i, a, b, need) and f"{a} {b}" not in allow:
-                return True  # detect skips an allowed pair (``john deere``) before any rule
-        return False
+        return bool(self.pairs.wants(lower, words))
 
-    def _could_start(self, words: list[str], i: int, a: str, b: str, need: float) -> bool:
-        """Could a rule start at ``words[i]``, ``b`` after it: first + last, first + initial or middle name + last,
-        title + name, last + first, scored as :meth:`detect` scores them (``need``: the threshold)?"""
-        first, last = self.first, self.last
-        fa = first.get(a)
-        if fa is not None:
-            lb = last.get(b)
-            if lb is not None and fa + lb >= need:
-                return True
-            if i + 2 < len(words) and (len(b) == 1 or b in first):
-                lc = last.get(words[i + 2])
-                if lc is not None and fa + lc + (2.0 if len(b) == 1 else 1.0) >= need:
-                    return True
-        if a in TITLES and (b in last or b in first):
-            return True
-        la = last.get(a)
-        return la is not None and b in first and la + first[b] + 0.5 >= need
-
-    def _any_pair(self, words: list[str]) -> bool:
-        first, last = self.first, self.last
-        for a, b in itertools.pairwise(words):
-            if (a in first or a in TITLES) and (b in last or len(b) == 1):
-                return True
-            if a in last and b in first:
-                return True
-        return False
+    def precheck(self) -> Callable[[str, list[str]], bool]:
+        """:meth:`wants` without its own call: the pre-check object's (compiled when built)."""
+        return self.pairs.wants  # type: ignore[no-any-return]  # from the module in use (PRECHECKS)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         words = self.words.findall(lower)
-        toks = [(m.start(), m.end(), m[0].rstrip(".")) for m in self.compiled[0][1].finditer(lower)]
+        toks: list[tuple[int, int, str]] = PRECHECKS.tokens(self.compiled[0][1], lower, ".")
         n = len(toks)
         cue = not CUES.isdisjoint(words)
         threshold = self.cue_threshold if cue else self.threshold

@@ -3,10 +3,10 @@ named with their state, counties."""
 
 from __future__ import annotations
 
-import itertools
 import re
+from collections.abc import Callable
 
-from filters.hipaa_scrub.detectors import Detector, Pattern, Span
+from filters.hipaa_scrub.detectors import PRECHECKS, Detector, Pattern, Span
 from filters.hipaa_scrub.geo import Geo, normalize_place
 
 _DIR = r"(?:n|s|e|w|ne|nw|se|sw|north|south|east|west)\.?"
@@ -261,6 +261,9 @@ class PlaceDetector(Detector):
         small = [(n.split()[-1], st) for (n, st), pop in geo.cities.items() if keep is None or pop <= keep]
         self.city_last = frozenset(w for w, _ in small)
         self.city_last_in = frozenset(small)  # (last word, state code)
+        self.pairs = PRECHECKS.PlacePairs(
+            self.state_first, _WORDLIKE_CODES, self.city_last, self.city_last_in, dict(geo.states), self.multi_first
+        )
 
     def _state_at(self, toks: list[tuple[int, int, str]], i: int) -> tuple[int, str] | None:
         """Longest state name starting at token ``i``: (tokens used, code)."""
@@ -281,23 +284,14 @@ class PlaceDetector(Detector):
     def wants(self, lower: str, words: list[str]) -> bool:
         """A necessary condition of :meth:`detect`: ``county``, or a state word right after the last
         word of a town of that state small enough to be scrubbed (``dallas tx`` needs no tokenizing)."""
-        if "county" in words:
-            return True
-        hits = self.state_first.intersection(words)
-        if not hits:
-            return False
-        # word-like codes ("in", "or", "me") count only at the end or before a number, so a
-        # query where they are all mid-text words needs no tokenizing
-        if hits <= _WORDLIKE_CODES and words[-1] not in hits:
-            return False
-        city_last, states, multi = self.city_last, self.geo.states, self.multi_first
-        for a, b in itertools.pairwise(words):
-            if b in hits and a in city_last and (b in multi or (a, states[b]) in self.city_last_in):
-                return True
-        return False
+        return bool(self.pairs.wants(lower, words))
+
+    def precheck(self) -> Callable[[str, list[str]], bool]:
+        """:meth:`wants` without its own call: the pre-check object's (compiled when built)."""
+        return self.pairs.wants  # type: ignore[no-any-return]  # from the module in use (PRECHECKS)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        toks = [(m.start(), m.end(), m[0]) for m in self.compiled[0][1].finditer(lower)]
+        toks: list[tuple[int, int, str]] = PRECHECKS.tokens(self.compiled[0][1], lower, "")
         geo = self.geo
         n = len(toks)
         taken_until = -1

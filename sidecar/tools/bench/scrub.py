@@ -35,6 +35,18 @@ def aol_counts(path: Path, scrubber: Any) -> tuple[int, int, Counter[str]]:
     return n, changed, found
 
 
+def engine_build() -> str:
+    """Whether the scrubber's per-query loop and word pre-checks run compiled (mypyc) or interpreted."""
+    from filters.hipaa_scrub.builds import is_compiled
+    from filters.hipaa_scrub.detectors import PRECHECKS
+    from filters.hipaa_scrub.scrubber import ENGINE
+
+    def how(module: Any) -> str:
+        return "compiled" if is_compiled(module) else "interpreted"
+
+    return f"per-query loop {how(ENGINE)}, word pre-checks {how(PRECHECKS)} (filters/hipaa_scrub/builds.py)"
+
+
 @click.command("scrub")
 @click.option("--queries", default=23_000, show_default=True, help="Planted queries (as many ordinary ones are added).")
 @click.option("--seed", default=1, show_default=True, help="Corpus seed (the own corpus).")
@@ -91,6 +103,7 @@ def COMMAND(
 
     sc = evaluate(ours, items)
     click.echo(f"corpus        : {len(items):,} queries ({what}); filter build {build_s:.2f} s")
+    click.echo(f"engine        : {engine_build()}")
     click.echo(f"{'type':14s} {'planted':>8s} {'recall%':>8s} {'detected':>9s} {'precision%':>11s}")
     kinds = list(KINDS) + sorted(k for k in sc.planted if k not in KINDS)
     for k in kinds:

@@ -25,6 +25,7 @@ class LexnameDefaults:
         self.kb = kb
         self._shared = shared
         self._forms: dict[str, tuple[str, ...]] | None = None
+        self._results: dict[str, Classification] = {}  # by key: bounded by the KB's defaults
 
     def find(self, tokens: list[str]) -> Classification | None:
         """The rightmost noun (two words, then one) that only a lexname default categorises, as a result."""
@@ -38,11 +39,11 @@ class LexnameDefaults:
                 for form in forms:
                     packed = defaults.get(prefix + form)
                     if packed is not None:
-                        return self._result(prefix + form, Entry.unpack(packed))
+                        return self._result(prefix + form, packed)
             for form in forms:
                 packed = defaults.get(form)
                 if packed is not None:
-                    return self._result(form, Entry.unpack(packed))
+                    return self._result(form, packed)
         return None
 
     def forms(self) -> dict[str, tuple[str, ...]]:
@@ -69,6 +70,10 @@ class LexnameDefaults:
         self._forms = got
         return got
 
-    def _result(self, key: str, entry: Entry) -> Classification:
-        top = entry.top
-        return Classification(self.kb.categories[top.category], self.kb.path(top.path), key, CONFIDENCE)
+    def _result(self, key: str, packed: tuple[int, ...]) -> Classification:
+        got = self._results.get(key)
+        if got is None:
+            top = Entry.unpack(packed).top
+            got = Classification(self.kb.categories[top.category], self.kb.path(top.path), key, CONFIDENCE)
+            self._results[key] = got
+        return got

@@ -129,6 +129,17 @@ class AccessLogCodec(Codec):
         fast = self._fast.fullmatch
         if self._cr_fails:  # the usual format: a line is tried as it is, its "\r" only stripped when it fails
             new, lazy, put, no_meta = LazyEvent.__new__, LazyEvent, set_match, NO_META
+            matches = list(map(fast, lines))
+            if all(matches):  # every line matched (the usual batch): LazyEvent(line, m, self, eol) written out
+                for line, m in zip(lines, matches):
+                    ev = new(lazy)
+                    ev.raw = line
+                    put(ev, m)
+                    ev.codec = self
+                    ev.eol = eol
+                    ev.meta = no_meta
+                    append(ev)
+                return out
             for i, line in enumerate(lines):
                 m = fast(line)
                 if m is not None:  # LazyEvent(line, m, self, eol) written out: most of a passthrough is this loop

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from codecs import escape_decode
 from collections.abc import Callable, Sequence
+from itertools import compress, count, repeat
+from operator import is_, itemgetter
 from typing import TYPE_CHECKING
 
 from adapters.accesslog.lazyevent import get_match
@@ -66,25 +68,18 @@ def write_untouched(
     writes a line with a new referer); see the module documentation. ``lines`` becomes the result."""
     memo = reader.memo
     dialect = reader.dialect
-    matches = [get_match(e) for e in events]
     out = lines
-    qg, rg = groups
-    qs = [m[qg] for m in matches]
-    rs = [m[rg] for m in matches]
-    queries = decode_all(["" if q is None else q for q in qs], dialect)
-    for i, q in enumerate(qs):
-        if q is None:  # no parameter of the usual shape: the general reading
-            queries[i] = reader.query(matches[i].group(reader.query_group))
-    referers = decode_all(["" if r is None else r for r in rs], dialect)
+    matches = list(map(get_match, events))
+    qs = list(map(itemgetter(groups[0]), matches))
+    rs = list(map(itemgetter(groups[1]), matches))
+    queries = decode_all([q or "" for q in qs], dialect)
+    for i in compress(count(), map(is_, qs, repeat(None))):  # no parameter of the usual shape: the general reading
+        queries[i] = reader.query(matches[i].group(reader.query_group))
+    referers = decode_all([r or "" for r in rs], dialect)
     first = dict(zip(reversed(queries), range(len(queries) - 1, -1, -1)))  # each text's first line
     recent, older = memo.recent, memo.older
-    apache = dialect == "apache"
     general: list[int] = []  # lines whose referer takes the general rule
-    for i, text in enumerate(referers):
-        if not text:
-            if apache and rs[i] is None and "\\" in out[i]:  # a backslash may hide the parameter
-                general.append(i)
-            continue
+    for i, text in compress(enumerate(referers), referers):  # the lines with a referer's search text
         at = first.get(text)
         if at is not None and at <= i:  # requested on this line or an earlier one of the batch: released as it was
             continue
@@ -92,6 +87,9 @@ def write_untouched(
         if was == text or (was is None and older.get(text) == text):
             continue
         general.append(i)
+    if dialect == "apache":  # a backslash may hide the referer's parameter from the pattern: the general reading
+        general += [i for i, r in enumerate(rs) if r is None and "\\" in out[i]]
+        general.sort()
     done = 0
     for i in general:
         _remember(recent, queries[done : i + 1])

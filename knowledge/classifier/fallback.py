@@ -26,6 +26,9 @@ the coverage (an improvement on the paper; measured with ``querylog kb evaluate`
 2. **A person's name** (a census first name and surname, see :mod:`.names`) with
    nothing else to go by is filed under Arts (people in the news, celebrities): the
    name still casts no vote beside topic words, as in paper 001.
+   Later (after step 7), two rare words of which one is a census name in its place (a
+   first name first, a surname last) and the other no word the KB knows (``xqzv
+   dorfman``) are a name too.
 3. **A domain**: an ``edu`` host or query is Reference (education), ``gov`` Society
    (government), ``mil`` Society.
 4. **A broadcast call sign**: a query that is a US station's call sign (four letters
@@ -123,6 +126,8 @@ FOREIGN_CCTLDS = frozenset(
     """.split()  # noqa: SIM905 - a code list reads best as text
 )
 NEWSPAPER_CATEGORY = ("News", "newspapers")
+#: Both words of a loose person's name (a census name and a word the KB lacks) are rarer than this (Zipf x 100).
+LOOSE_NAME_MAX_ZIPF = 350
 #: Web words that name the web itself: a query of stop words with one of these is about the internet.
 INTERNET_WORDS = frozenset({"web", "website", "websites", "site", "sites", "page", "pages", "online", "search", "www"})
 INTERNET_CATEGORY = ("Computers", "internet")
@@ -299,6 +304,22 @@ class Fallback:
         first = next(t for t in raw if t in words)
         return Classification(cat, (cat, label), first, 0.5)
 
+    def loose_person(self, raw: list[str]) -> Classification | None:
+        """Two rare words, a census name in its place (first name first, surname last) and a word the KB lacks:
+        Arts (people), as :meth:`person`."""
+        if len(raw) != 2 or not (raw[0].isalpha() and raw[1].isalpha()):
+            return None
+        a, b = raw
+        zipf, words = self.zipf, self.words
+        if zipf.get(a, 0) >= LOOSE_NAME_MAX_ZIPF or zipf.get(b, 0) >= LOOSE_NAME_MAX_ZIPF:
+            return None
+        if a in STOPWORDS or b in STOPWORDS:
+            return None
+        if (a in self.names.first and b not in words) or (b in self.names.last and a not in words):
+            cat, label = PERSON_CATEGORY
+            return Classification(cat, (cat, label), a, 0.5) if cat in self._index else None
+        return None
+
     def domain(self, raw: list[str]) -> Classification | None:
         """A query or host naming a sector's top-level domain (``edu``, ``gov``, ``mil``)."""
         for t in reversed(raw):
@@ -368,5 +389,6 @@ def classify_with_fallback(
         or fallback.newspaper(raw)
         or fallback.foreign_host(raw)
         or fallback.web_alone(raw)
+        or fallback.loose_person(raw)
         or fallback.lexname_default(repaired or tokens.tokens)
     )

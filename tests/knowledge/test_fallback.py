@@ -182,3 +182,26 @@ def test_lexname_defaults_stay_out_of_the_taxonomy_dp_replace_samples() -> None:
     tree = concept_tree(classifier().kb)
     assert tree.category[tree.senses("umbrella")[0]] == -1
     assert tree.category[tree.senses("golf")[0]] >= 0
+
+
+@pytest.mark.parametrize("query", ["xqzvbn dorfman", "maribel xqzvbn"])
+def test_a_census_name_beside_an_unknown_word_is_a_person(query: str) -> None:
+    """Two rare words, a census surname last or first name first, the other unknown to the KB: Arts (people)."""
+    r = classifier().classify(query)
+    assert r is not None and r.path == ("Arts", "people")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [["xqzvbn", "smith"], ["dorfman", "xqzvbn"], ["the", "dorfman"], ["xqzvbn", "qzvx"], ["maribel", "umbrella"]],
+)
+def test_what_is_not_a_loose_person_name(raw: list[str]) -> None:
+    """Negatives: a common surname (``smith``), a surname first, a function word, no census name, or a word the
+    KB knows beside the name."""
+    assert classifier()._fallback.loose_person(raw) is None
+
+
+def test_a_repair_comes_before_a_loose_person_name() -> None:
+    """Negative: a misspelt word beside a surname is repaired first (``restarant`` -> ``restaurant``)."""
+    r = classifier().classify("restarant dorfman")
+    assert r is not None and r.category == "Home"

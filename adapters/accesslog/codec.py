@@ -37,6 +37,7 @@ from adapters.accesslog.formats import FormatError, Layout, apache_layout, nginx
 from adapters.accesslog.lazyevent import LazyEvent, get_match, match_of, set_match
 from adapters.accesslog.patterns import line_patterns
 from adapters.accesslog.queryreader import QueryReader
+from adapters.accesslog.referer import NOT_REMEMBERED
 from adapters.accesslog.untouched import write_untouched
 from adapters.accesslog.urlparams import decode_value
 from sidecar.api import AOL_COLUMNS, NO_META, ROLES, BadRecord, Codec, ConfigValueError, Event, FieldError, SchemaConfig
@@ -226,8 +227,8 @@ class AccessLogCodec(Codec):
             original = q.replace("+", " ") if "%" not in q and "\\" not in q else decode_value(q, self.dialect)
         memo = self.referer_memo
         recent = memo.recent
-        if original and recent.get(original) != original:  # memo.remember(original, original), its usual case
-            recent[original] = original
+        if original and recent.get(original, NOT_REMEMBERED) is not None:  # memo.remember(original, original)
+            recent[original] = None  # released as it was
             if len(recent) >= memo.size:
                 memo.turn()
                 recent = memo.recent
@@ -238,8 +239,8 @@ class AccessLogCodec(Codec):
             text = r.replace("+", " ") if "%" not in r and "\\" not in r else decode_value(r, self.dialect)
             if text == "":
                 return raw
-            was = recent.get(text)  # memo.get(text)
-            if was == text or (was is None and memo.older.get(text) == text):  # released as it was (not counted)
+            was = recent.get(text, NOT_REMEMBERED)  # memo.get(text) == text: released as it was (not counted)
+            if was is None or (was is NOT_REMEMBERED and memo.older.get(text, NOT_REMEMBERED) is None):
                 return raw
         referer = self._reader.referer_of_match(m)
         return raw if referer is None else self._with_referer(m, referer, raw)

@@ -16,10 +16,13 @@ on every request and its ordered dictionary's inserts and evictions cost a passt
 
 from __future__ import annotations
 
-__all__ = ["MEMO_SIZE", "ReleasedQueries"]
+__all__ = ["MEMO_SIZE", "NOT_REMEMBERED", "ReleasedQueries"]
 
 MEMO_SIZE = 65536
 """Query texts in a generation (about 100 bytes each: a few MB, twice that at most)."""
+
+NOT_REMEMBERED: object = object()
+"""What ``recent.get(text, NOT_REMEMBERED)`` gives for a text a generation does not hold."""
 
 
 class ReleasedQueries:
@@ -28,10 +31,11 @@ class ReleasedQueries:
 
     def __init__(self, size: int = MEMO_SIZE) -> None:
         self.size = size
-        #: the texts remembered since the last turn (original -> released), at most ``size``; looked up first
-        self.recent: dict[str, str] = {}
+        #: the texts remembered since the last turn, at most ``size``; looked up first. original -> released text,
+        #: None when released as it was (a batch remembers its texts with ``dict.fromkeys``)
+        self.recent: dict[str, str | None] = {}
         #: the ``size`` texts remembered in the generation before
-        self.older: dict[str, str] = {}
+        self.older: dict[str, str | None] = {}
         #: referer queries written as their request's released text / emptied as unknown
         self.followed = 0
         self.emptied = 0
@@ -42,8 +46,9 @@ class ReleasedQueries:
         if not original:
             return
         recent = self.recent
-        if recent.get(original) != released:
-            recent[original] = released
+        value = None if released == original else released
+        if recent.get(original, NOT_REMEMBERED) != value:
+            recent[original] = value
             if len(recent) >= self.size:
                 self.turn()
 
@@ -54,8 +59,12 @@ class ReleasedQueries:
 
     def get(self, original: str) -> str | None:
         """The text released last for ``original`` (None: not remembered)."""
-        out = self.recent.get(original)
-        return self.older.get(original) if out is None else out
+        out = self.recent.get(original, NOT_REMEMBERED)
+        if out is NOT_REMEMBERED:
+            out = self.older.get(original, NOT_REMEMBERED)
+            if out is NOT_REMEMBERED:
+                return None
+        return original if out is None else str(out)
 
     def released(self, original: str) -> str:
         """What a referer shows for ``original``: its released text, else ``""``."""

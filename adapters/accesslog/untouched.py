@@ -11,7 +11,8 @@ the same counts as ``encode`` called on each event in order, with the work done 
   or was remembered released as it was before the batch; any other goes through the general referer rule
   (:meth:`QueryReader.referer_of_match`), in order, after the request queries of the lines before it are
   remembered (so it sees the memory ``encode`` would have shown it);
-- the request queries are remembered a run of lines at a time, as released as they were (``dict.update``).
+- the request queries are remembered a run of lines at a time, as released as they were (``dict.update`` of
+  ``dict.fromkeys``).
 
 One difference, on the safe side of the bound: the memory's generation turns (:class:`ReleasedQueries.turn`) only
 at the end of a batch, so a generation may hold up to a batch of texts more than ``size``.
@@ -27,6 +28,7 @@ from operator import is_, itemgetter
 from typing import TYPE_CHECKING
 
 from adapters.accesslog.lazyevent import get_match
+from adapters.accesslog.referer import NOT_REMEMBERED
 from adapters.accesslog.urlparams import decode_value
 
 if TYPE_CHECKING:
@@ -77,14 +79,14 @@ def write_untouched(
         queries[i] = reader.query(matches[i].group(reader.query_group))
     referers = decode_all([r or "" for r in rs], dialect)
     first = dict(zip(reversed(queries), range(len(queries) - 1, -1, -1)))  # each text's first line
-    recent, older = memo.recent, memo.older
+    recent, older, missing = memo.recent, memo.older, NOT_REMEMBERED
     general: list[int] = []  # lines whose referer takes the general rule
     for i, text in compress(enumerate(referers), referers):  # the lines with a referer's search text
         at = first.get(text)
         if at is not None and at <= i:  # requested on this line or an earlier one of the batch: released as it was
             continue
-        was = recent.get(text)
-        if was == text or (was is None and older.get(text) == text):
+        was = recent.get(text, missing)
+        if was is None or (was is missing and older.get(text, missing) is None):  # remembered released as it was
             continue
         general.append(i)
     if dialect == "apache":  # a backslash may hide the referer's parameter from the pattern: the general reading
@@ -104,7 +106,7 @@ def write_untouched(
     return out
 
 
-def _remember(recent: dict[str, str], texts: list[str]) -> None:
+def _remember(recent: dict[str, str | None], texts: list[str]) -> None:
     """``ReleasedQueries.remember(t, t)`` for each text, in order (the empty text is no search)."""
-    recent.update(zip(texts, texts))
+    recent.update(dict.fromkeys(texts))  # None: released as it was
     recent.pop("", None)

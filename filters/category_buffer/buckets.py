@@ -102,7 +102,19 @@ class Bucket:
     either is the first (:meth:`take_most_held` reads no more than it takes).
     """
 
-    __slots__ = ("base", "by_name", "k", "max_k", "name", "name_pos", "names", "queries", "retry_at", "sent")
+    __slots__ = (
+        "base",
+        "by_name",
+        "k",
+        "max_k",
+        "name",
+        "name_pos",
+        "names",
+        "open",
+        "queries",
+        "retry_at",
+        "sent",
+    )
 
     def __init__(self, name: str, base: int, max_k: int | None = None) -> None:
         self.name = name
@@ -118,6 +130,9 @@ class Bucket:
         self.name_pos: dict[str, int] = {}  # each name's index in names
         self.queries: list[Held] = []
         self.sent: dict[str, dict[Held, None]] = {}  # held query halves per sender, oldest first
+        #: every valid (query half, user) pair of the bucket, kept while they are few (:func:`.pairs.opened`);
+        #: None: not kept (a draw finds one)
+        self.open: list[tuple[Held, str]] | None = None
 
     # --- the two sets ------------------------------------------------------------
 
@@ -156,6 +171,8 @@ class Bucket:
     def forget(self, name: str) -> None:
         """``name`` holds no user half here any more (O(1): the last name takes its place)."""
         del self.by_name[name]
+        if self.open is not None:
+            self.open = [pair for pair in self.open if pair[1] != name]
         names = self.names
         i = self.name_pos.pop(name)
         last = names.pop()
@@ -227,6 +244,8 @@ class Bucket:
         del mine[h]
         if not mine:
             del self.sent[h.sender]
+        if self.open is not None:
+            self.open = [pair for pair in self.open if pair[0] is not h]
         return h
 
     def users(self) -> list[Held]:
@@ -242,6 +261,7 @@ class Bucket:
         self.by_name = {}
         self.names = []
         self.name_pos = {}
+        self.open = None
         return queries, users
 
     # --- k -----------------------------------------------------------------------

@@ -16,7 +16,16 @@ import structlog
 from filters.category_buffer.buckets import UNKNOWN, Bucket, Held
 from filters.category_buffer.config import CategoryBufferConfig
 from filters.category_buffer.firstpass import PendingPass, Waiting, pack_result, unpack_result
-from filters.category_buffer.pairs import TRIES, PairMemory, draw, normalise_text, pair_of, shared_pair_array
+from filters.category_buffer.pairs import (
+    TRIES,
+    PairMemory,
+    draw,
+    kept_draw,
+    normalise_text,
+    opened,
+    pair_of,
+    shared_pair_array,
+)
 from filters.category_buffer.rand import RandomPool
 from filters.category_buffer.removal import RemovalPolicies
 from filters.category_buffer.sides import Sides, read_field
@@ -126,6 +135,8 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
             by_name = bucket.by_name
             if len(by_name) < min_users:
                 drawn = None
+            elif bucket.open is not None:  # its valid pairs are kept (pairs.opened): one of them
+                drawn = kept_draw(bucket, pool, by_user)
             elif fast_draw and len(by_name) > 1 and pool.i + 3 <= len(pool.words):
                 # SPECIALISED: draw()'s first try with RandomPool.below and PairMemory.avoided written out (the
                 # same words, the same result); when that pair is not valid, draw() makes the other tries.
@@ -233,6 +244,8 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
         self.counts["prescanned"] += read
         if read:
             self.counts["prescan_shared_pairs"] = self.memory.learn_future(shared)
+            # the whole archive's shared pairs, before any arrival and with nothing restored: validity is static
+            self.memory.static = not self._held and not self.counts["arrived"]
 
     def prescan_later(self, pending: PendingPass) -> None:
         """The first pass runs elsewhere: batches wait, unchanged and unreleased, until its result is in (see
@@ -300,6 +313,7 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
                 # SPECIALISED: Bucket.add_user, Journal.arrived, PairMemory.hold and remember
                 h.ubucket = h.qbucket = name
                 slots = bucket.by_name.get(sender)
+                new_user = slots is None
                 if slots is None:
                     bucket.by_name[sender] = [h]
                     bucket.name_pos[sender] = len(bucket.names)
@@ -317,10 +331,13 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
                         memory.recent = set()
             else:
                 bucket.add_user(h)
+                new_user = len(bucket.by_name[sender]) == 1
                 bucket.add_query(h)
                 self.journal.arrived(h)
                 memory.hold(pair)
                 memory.remember(pair)
+            if bucket.open is not None:
+                opened(bucket, h, new_user, memory)
             if len(bucket.queries) >= bucket.k:
                 self._release(bucket, out)
         arrived = len(batch) - dropped

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from filters.category_buffer.buckets import Bucket
+from filters.category_buffer.buckets import Bucket, Held
 from filters.category_buffer.rand import RandomPool
 from sidecar.api import Event
 
@@ -26,6 +26,8 @@ T = TypeVar("T")
 
 TRIES = 4
 """Rejection-sampling draws before the exact draw (:func:`exact_draw`)."""
+KEPT_PAIRS = 512
+"""A bucket's valid pairs are kept (``Bucket.open``) while there are at most this many (:func:`opened`)."""
 
 
 def normalise_text(query: Any) -> str:
@@ -49,10 +51,13 @@ class PairMemory:
     filter's hot path, which reads and updates them inline.
     """
 
-    __slots__ = ("batch", "cap", "future", "held", "older", "recent")
+    __slots__ = ("batch", "cap", "future", "held", "older", "recent", "static")
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
+        #: a pair's validity never changes: ``future`` holds the whole archive's shared pairs and every held
+        #: event is of this archive (see :func:`opened`); only then are a bucket's valid pairs kept
+        self.static = False
         self.held: dict[int, int] = {}
         self.batch: set[int] = set()
         self.recent: set[int] = set()
@@ -181,13 +186,16 @@ def exact_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bo
         ]
         if not valid:
             continue
-        allowed = set(valid)
-        if any(queries[qi].sender in allowed for qi in qis):  # a sender not avoided: never seen, but exact
+        # a sender not avoided: never seen (its own pair is held while its query is), but exact; static: its
+        # text is then another user's too, so the pair is in future as well (see opened)
+        if not memory.static and not set(valid).isdisjoint(queries[qi].sender for qi in qis):
             return enumerated_draw(bucket, pool, memory, by_user)
         slots = [1] * len(valid) if by_user else [len(by_name[n]) for n in valid]
         per_query = sum(slots)
         groups.append((qis, valid, slots, per_query))
         total += len(qis) * per_query
+    if memory.static and sum(len(qis) * len(valid) for qis, valid, _, _ in groups) <= KEPT_PAIRS:
+        bucket.open = [(queries[qi], n) for qis, valid, _, _ in groups for qi in qis for n in valid]
     if not total:
         return None
     pick = pool.below(total)
@@ -220,6 +228,52 @@ def enumerated_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_use
         w = [len(by_name[n]) for _, n in valid]
         qi, name = _weighted(valid, w, below(sum(w)))
     return qi, name, below(len(by_name[name]))
+
+
+def opened(bucket: Bucket, h: Held, new_user: bool, memory: PairMemory) -> None:
+    """``h`` arrived in a bucket whose valid pairs are kept (``Bucket.open``): add those it opens.
+
+    Only with ``memory.static`` (a first pass learnt the archive's shared pairs before any arrival, nothing was
+    restored), where a pair's validity never changes: a pair the memory avoids for a while (held, this batch,
+    recent) is one whose user sends that text in this archive, and as the query's sender (another user) does
+    too, that text is shared: the pair is in ``future`` for good, and ``future`` alone says whether a pair of
+    another sender's query is valid. So a bucket's valid pairs change only when a query or a user comes (the
+    pairs it opens, added here) or leaves (``Bucket.pop_query`` and ``Bucket.forget`` drop its pairs): the new
+    query with each held user other than its sender, and its sender, when new here, with each held query of
+    another sender. More than :data:`KEPT_PAIRS`: no longer kept (draws find them).
+    """
+    kept = bucket.open
+    if kept is None:
+        return
+    future = memory.future
+    text, sender = h.text, h.sender
+    kept += [(h, n) for n in bucket.names if n != sender and hash((n, text)) not in future]
+    if new_user and len(kept) <= KEPT_PAIRS:
+        verdict: dict[str, bool] = {}
+        for q in bucket.queries:
+            if q.sender != sender:
+                ok = verdict.get(q.text)
+                if ok is None:
+                    ok = verdict[q.text] = hash((sender, q.text)) not in future
+                if ok:
+                    kept.append((q, sender))
+    if len(kept) > KEPT_PAIRS:
+        bucket.open = None
+
+
+def kept_draw(bucket: Bucket, pool: RandomPool, by_user: bool) -> tuple[int, str, int] | None:
+    """:func:`draw` in a bucket whose valid pairs are kept: one of them, uniformly (``slot``: by the user's held
+    slots), as :func:`exact_draw` draws; None when there is none."""
+    kept = bucket.open
+    if not kept:
+        return None
+    by_name = bucket.by_name
+    if by_user:
+        q, name = kept[pool.below(len(kept))]
+    else:
+        weights = [len(by_name[n]) for _, n in kept]
+        q, name = _weighted(kept, weights, pool.below(sum(weights)))
+    return q.qidx, name, pool.below(len(by_name[name]))
 
 
 def shared_pairs(batches: Iterable[list[Event]]) -> tuple[int, list[int]]:

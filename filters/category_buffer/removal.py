@@ -106,6 +106,7 @@ class RemovalPolicies:
         """Move every held half of an overdue bucket into its parent bucket, then release from the parent."""
         parent = self._bucket(parent_name(bucket.name))
         queries, users = bucket.take_all()
+        parent.open = None  # its valid pairs are no longer known: draws find them
         for h in queries:
             parent.add_query(h)
             self.journal.moved(h)

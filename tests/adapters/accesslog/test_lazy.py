@@ -37,7 +37,19 @@ def line(request: str, referer: str = "-", user: str = "10.0.0.1") -> str:
 
 
 VALUES = st.sampled_from(
-    ["flu", "cheap+flights", "cheap%20flights", "a%2Bb", "caf%C3%A9", "caf\\xC3\\xA9", "x%2", "%", "", "a%20b+c"]
+    [
+        "flu",
+        "cheap+flights",
+        "cheap%20flights",
+        "a%2Bb",
+        "caf%C3%A9",
+        "caf\\xC3\\xA9",
+        "x%2",
+        "%",
+        "",
+        "a%20b+c",
+        "中+é",
+    ]
 )
 OTHER = st.sampled_from(["page=2", "aq=1", "q", "x=q=1", "qq=3", ""])
 SEP = st.sampled_from(["&", ";"])

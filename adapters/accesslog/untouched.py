@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 __all__ = ["decode_all", "write_untouched"]
 
+_LINES: list[int] = list(range(4096))
+"""Line numbers, made once (``range`` makes an int object for each number past 256 each time)."""
+
 
 def decode_all(values: Sequence[str], dialect: str) -> list[str]:
     """``[decode_value(v, dialect) for v in values]``, for a batch of logged parameter values: joined by ``\\n``
@@ -78,7 +81,10 @@ def write_untouched(
     for i in compress(count(), map(is_, qs, repeat(None))):  # no parameter of the usual shape: the general reading
         queries[i] = reader.query(matches[i].group(reader.query_group))
     referers = decode_all([r or "" for r in rs], dialect)
-    first = dict(zip(reversed(queries), range(len(queries) - 1, -1, -1)))  # each text's first line
+    n = len(queries)
+    if len(_LINES) < n:
+        _LINES.extend(range(len(_LINES), n))
+    first = dict(zip(reversed(queries), _LINES[n - 1 :: -1]))  # each text's first line
     recent, older, missing = memo.recent, memo.older, NOT_REMEMBERED
     general: list[int] = []  # lines whose referer takes the general rule
     for i, text in compress(enumerate(referers), referers):  # the lines with a referer's search text

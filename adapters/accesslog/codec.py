@@ -20,7 +20,8 @@ time is escaped as the server escapes. The referer's query follows the request's
 Decoding is lazy (:mod:`adapters.accesslog.lazyevent`): a line is checked against the format when it is decoded
 (a bad line is a dead letter there and then), and split into its values only when a role, the record or a field is
 first read or set. A line nobody touched is written back as it came, its query (remembered for the referers) and
-its referer's read from the parameters the line's pattern found (:mod:`adapters.accesslog.patterns`).
+its referer's read from the parameters the line's pattern found (:mod:`adapters.accesslog.patterns`); a batch of
+such lines is written at once by :meth:`AccessLogCodec.encode_many` (:mod:`adapters.accesslog.untouched`).
 
 Bad records: ``line_does_not_match_format``. An event from another format cannot be written as an access-log
 line (it has no request to put its query in): ``not_an_access_log_record``.

@@ -167,17 +167,19 @@ def test_replay_with_the_first_pass_forked_writes_what_the_first_pass_in_place_w
         real(self, work)
 
     monkeypatch.setattr(prescan.BackgroundPrescan, "__init__", counted)
+    alone = threading.active_count() == 1  # threads an earlier test left running: no fork (as checked below)
     forked = replayed(tmp_path, "forked", src)
-    assert forks == [1]
+    assert forks == ([1] if alone else [])
     monkeypatch.setattr(prescan, "BACKGROUND", False)
     in_place = replayed(tmp_path, "here", src)
-    assert forks == [1] and forked == in_place and forked[1][0] > 1000  # type: ignore[index]
+    assert len(forks) <= 1 and forked == in_place and forked[1][0] > 1000  # type: ignore[index]
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)  # another thread: never fork (the child would have one thread)
     monkeypatch.setattr(prescan, "BACKGROUND", True)
+    before = len(forks)
     other.start()
     try:
-        assert replayed(tmp_path, "threads", src) == in_place and forks == [1]
+        assert replayed(tmp_path, "threads", src) == in_place and len(forks) == before
     finally:
         stop.set()
         other.join()

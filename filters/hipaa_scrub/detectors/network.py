@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
+import socket
 
 from filters.hipaa_scrub.detectors import Detector, Pattern, Span, context_before
 
@@ -24,8 +24,19 @@ class EmailDetector(Detector):
             out.append(Span(m.start(), m.end(), "email", self.PRIORITY))
 
 
+def ipv6_ok(address: str) -> bool:
+    """A valid IPv6 address (RFC 4291 text forms, an IPv4 tail without leading zeros): what
+    ``ipaddress.IPv6Address`` accepts without a scope, checked by the C library's ``inet_pton`` (20 times faster;
+    the tests compare the two)."""
+    try:
+        socket.inet_pton(socket.AF_INET6, address)
+    except (OSError, ValueError):  # ValueError: an embedded NUL (the pattern admits none)
+        return False
+    return True
+
+
 class IpDetector(Detector):
-    """IPv4 (octets <= 255, not a longer dotted version string) and IPv6 (validated by ``ipaddress``)."""
+    """IPv4 (octets <= 255, not a longer dotted version string) and IPv6 (validated: :func:`ipv6_ok`)."""
 
     KINDS = ("ip",)
     NEEDS = "dot_or_colon"
@@ -76,9 +87,7 @@ class IpDetector(Detector):
             for m in v6.finditer(lower):
                 if m.group().endswith(":") and not m.group().endswith("::"):
                     continue  # "a:b:" then punctuation: not an address ("::" may end one)
-                try:
-                    ipaddress.IPv6Address(m.group().split("%")[0])
-                except ValueError:
+                if not ipv6_ok(m.group().split("%")[0]):
                     continue
                 out.append(Span(m.start(), m.end(), "ip", self.PRIORITY))
 

@@ -245,7 +245,7 @@ class NameDetector(Detector):
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         words = self.words.findall(lower)
-        toks: list[tuple[int, int, str]] = PRECHECKS.tokens(self.compiled[0][1], lower, ".")
+        toks: list[tuple[int, int, str]] = PRECHECKS.name_tokens(self.compiled[0][1], lower)
         n = len(toks)
         cue = not CUES.isdisjoint(words)
         threshold = self.cue_threshold if cue else self.threshold

@@ -291,7 +291,7 @@ class PlaceDetector(Detector):
         return self.pairs.wants  # type: ignore[no-any-return]  # from the module in use (PRECHECKS)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        toks: list[tuple[int, int, str]] = PRECHECKS.tokens(self.compiled[0][1], lower, "")
+        toks: list[tuple[int, int, str]] = PRECHECKS.place_tokens(self.compiled[0][1], lower)
         geo = self.geo
         n = len(toks)
         taken_until = -1

@@ -98,7 +98,11 @@ class PhoneDetector(Detector):
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
         (_, nanp), (_, local), (_, international) = self.compiled
         fax = "fax" in lower  # the fax cue is tried only when the word occurs at all
-        rxs = (nanp, local, international) if "+" in text else (nanp, local)
+        rxs = [nanp]
+        if "-" in text or "." in text:
+            rxs.append(local)  # its separator is one of them
+        if "+" in text:
+            rxs.append(international)
         for rx in rxs:
             for m in rx.finditer(text):
                 start = m.start()

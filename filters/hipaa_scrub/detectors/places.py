@@ -196,6 +196,8 @@ class AddressDetector(Detector):
                 out.append(Span(m.start(), end, "address", self.PRIORITY))
             else:  # the span takes the state too (so it outranks "town, state" as a city) and leaves it
                 out.append(Span(m.start(), state[1], "address", self.PRIORITY, residue=text[state[0] : state[1]]))
+        if "box" not in lower and "pob" not in lower:
+            return  # every box pattern's match has one of them (most addresses are streets)
         for m in box.finditer(lower):
             out.append(Span(m.start(), m.end(), "address", self.PRIORITY))
 

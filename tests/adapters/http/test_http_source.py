@@ -225,11 +225,14 @@ class TestAuth:
 
 
 def _refused(port: int) -> bool:
-    """A connection to ``port`` is refused (the listener is closed)."""
+    """A connection to ``port`` is refused (the listener is closed). A connection reset while connecting is the
+    listener closing with the attempt in its backlog: not refused yet, asked again."""
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:
+        return False
     return False
 
 

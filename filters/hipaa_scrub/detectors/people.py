@@ -244,8 +244,8 @@ class NameDetector(Detector):
         return self.pairs.wants  # type: ignore[no-any-return]  # from the module in use (PRECHECKS)
 
     def detect(self, text: str, lower: str, out: list[Span]) -> None:
-        words = self.words.findall(lower)
-        toks: list[tuple[int, int, str]] = PRECHECKS.name_tokens(self.compiled[0][1], lower)
+        scan: tuple[list[str], list[tuple[int, int, str]]] = PRECHECKS.name_scan(self.compiled[0][1], self.words, lower)
+        words, toks = scan
         n = len(toks)
         cue = not CUES.isdisjoint(words)
         threshold = self.cue_threshold if cue else self.threshold

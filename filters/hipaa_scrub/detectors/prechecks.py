@@ -62,15 +62,15 @@ def place_tokens(rx: re.Pattern[str], lower: str) -> list[tuple[int, int, str]]:
     return _runs(lower.encode().translate(_KEEP_ALNUM).decode())
 
 
-def name_tokens(rx: re.Pattern[str], lower: str) -> list[tuple[int, int, str]]:
-    """``tokens(rx, lower, ".")`` for ``NameDetector``'s token pattern (a letter, then letters, apostrophes and
-    inner hyphens, a final dot stripped): on a text of letters a-z and spaces only (most that reach it) the tokens
-    are its words."""
+def name_scan(rx: re.Pattern[str], words: re.Pattern[str], lower: str) -> tuple[list[str], list[tuple[int, int, str]]]:
+    """``NameDetector``'s words (``words.findall(lower)``, ``words`` being ``[a-z]+``) and tokens
+    (``tokens(rx, lower, ".")`` for its token pattern: a letter, then letters, apostrophes and inner hyphens, a final
+    dot stripped): on a text of letters a-z and spaces only (most that reach it) both are its words."""
     if lower.isascii():
         raw = lower.encode()
         if raw.translate(_KEEP_LETTERS) == raw:
-            return _runs(lower)
-    return tokens(rx, lower, ".")
+            return lower.split(), _runs(lower)
+    return words.findall(lower), tokens(rx, lower, ".")
 
 
 def cue_values(

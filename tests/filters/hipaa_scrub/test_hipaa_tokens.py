@@ -1,4 +1,4 @@
-"""hipaa_scrub's fast tokenizers (detectors/prechecks.py ``place_tokens``, ``name_tokens``) give exactly the tokens
+"""hipaa_scrub's fast tokenizers (detectors/prechecks.py ``place_tokens``, ``name_scan``) give exactly the tokens
 of the detectors' token patterns, compiled (when a build is here) and interpreted."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from filters.hipaa_scrub.names import load_names
 BUILDS = [PRECHECKS, source(PRECHECKS)]
 PLACE_RX = PlaceDetector(load_geo()).compiled[0][1]
 NAME_RX = NameDetector(load_names()).compiled[0][1]
+NAME_WORDS = NameDetector(load_names()).words
 # letters and spaces (the fast path), and the characters that change tokens: apostrophes, hyphens, dots, digits,
 # the look-behind's characters, other whitespace, capitals and non-ASCII letters
 TEXTS = st.one_of(
@@ -36,14 +37,19 @@ def test_place_tokens_are_the_pattern_tokens(module: ModuleType, text: str) -> N
 
 @pytest.mark.parametrize("module", BUILDS, ids=["as-imported", "source"])
 @given(text=TEXTS)
-def test_name_tokens_are_the_pattern_tokens(module: ModuleType, text: str) -> None:
+def test_name_words_and_tokens_are_the_patterns(module: ModuleType, text: str) -> None:
     expected = [(m.start(), m.end(), m.group().rstrip(".")) for m in NAME_RX.finditer(text)]
-    assert module.name_tokens(NAME_RX, text) == expected
+    assert module.name_scan(NAME_RX, NAME_WORDS, text) == (NAME_WORDS.findall(text), expected)
 
 
 @pytest.mark.parametrize("module", BUILDS, ids=["as-imported", "source"])
 def test_tokens_examples(module: ModuleType) -> None:
     assert module.place_tokens(PLACE_RX, "  hope,  ar 71801") == [(2, 6, "hope"), (9, 11, "ar"), (12, 17, "71801")]
     assert module.place_tokens(PLACE_RX, "o'fallon mo") == [(0, 8, "o'fallon"), (9, 11, "mo")]
-    assert module.name_tokens(NAME_RX, "john  smith") == [(0, 4, "john"), (6, 11, "smith")]
-    assert module.name_tokens(NAME_RX, "dr. mary-jo o'neil") == [(0, 3, "dr"), (4, 11, "mary-jo"), (12, 18, "o'neil")]
+    assert module.name_scan(NAME_RX, NAME_WORDS, "john  smith") == (
+        ["john", "smith"],
+        [(0, 4, "john"), (6, 11, "smith")],
+    )
+    words, toks = module.name_scan(NAME_RX, NAME_WORDS, "dr. mary-jo o'neil")
+    assert words == ["dr", "mary", "jo", "o", "neil"]
+    assert toks == [(0, 3, "dr"), (4, 11, "mary-jo"), (12, 18, "o'neil")]

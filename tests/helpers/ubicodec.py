@@ -1,28 +1,6 @@
-"""The UBI codec under its format name, for tests outside tests/adapters/ubi (whose conftest does the same), until
-the project registers it as an entry point."""
+"""What the UBI tests outside tests/adapters/ubi share: the golden outputs and the keyed chain that makes them."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from adapters.ubi.codec import UbiCodec
-from sidecar.api import CODECS
-from sidecar.registry import plugins
-
-
-@contextmanager
-def ubi_codec_registered() -> Iterator[None]:
-    """``ubi`` in the codec registry (the cached one ``plugins`` returns), removed after when it was added."""
-    found = plugins(CODECS)
-    added = "ubi" not in found
-    if added:
-        found["ubi"] = UbiCodec
-    try:
-        yield
-    finally:
-        if added:
-            del found["ubi"]
 
 
 def golden_ubi(name: str) -> str:

@@ -5,12 +5,10 @@ say so at the source, and name the sources that carry UBI records."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers.ubicodec import ubi_codec_registered
 
 from adapters.grpc.config import GrpcSourceConfig
 from adapters.grpc.source import GrpcSource
@@ -18,12 +16,6 @@ from sidecar.api import ConfigValueError
 from sidecar.cli import main
 from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
-
-
-@pytest.fixture(autouse=True)
-def ubi_codec() -> Iterator[None]:
-    with ubi_codec_registered():
-        yield
 
 
 def config(folder: Path, fmt: str) -> Path:

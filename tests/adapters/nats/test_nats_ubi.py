@@ -7,24 +7,17 @@ them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import wait_until
 from helpers.natskit import PREFIX, STREAM, publish, source
-from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi, ubi_codec_registered
+from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi
 from helpers.ubipipe import EVENTS, QUERIES, dead, feed, write_config
 
 from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
 from sidecar.tools.bench.natsserver import NatsServer
-
-
-@pytest.fixture(autouse=True)
-def ubi_codec() -> Iterator[None]:
-    with ubi_codec_registered():
-        yield
 
 
 def publishing_config(folder: Path, url: str, filters: str, schema: str) -> Path:

@@ -8,23 +8,16 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers.otlp import QUICK, export_request, log_record, otlp_sidecar, sdk_logger
-from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi, ubi_codec_registered
+from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi
 from helpers.ubipipe import EVENTS, QUERIES, dead, feed, write_config
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 
 from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
-
-
-@pytest.fixture(autouse=True)
-def ubi_codec() -> Iterator[None]:
-    with ubi_codec_registered():
-        yield
 
 
 def sdk_exporter(kind: str, endpoint: str) -> object:

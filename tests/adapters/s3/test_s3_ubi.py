@@ -5,23 +5,16 @@ for byte and a keyed chain), under a ``.jsonl.gz`` key; an s3 sink of ``format: 
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi, ubi_codec_registered
+from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi
 from helpers.ubipipe import EVENTS, QUERIES, feed, write_config
 
 from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
 
 from .conftest import Moto, add_sink
-
-
-@pytest.fixture(autouse=True)
-def ubi_codec() -> Iterator[None]:
-    with ubi_codec_registered():
-        yield
 
 
 @pytest.mark.parametrize(("chain", "fmt"), [("passthrough", "auto"), ("keyed", "auto"), ("passthrough", "jsonl")])

@@ -7,12 +7,11 @@ keys, values and nesting as the golden outputs of the spec fixtures."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi, ubi_codec_registered
+from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi
 from helpers.ubipipe import EVENTS, QUERIES, dead, feed, query_id
 from helpers.vector import Running, log_event, request, vector_sidecar
 
@@ -20,12 +19,6 @@ from adapters.vector.stubs.event_pb2 import EventWrapper, Metric
 from adapters.vector.values import VectorTimestamp
 from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
-
-
-@pytest.fixture(autouse=True)
-def ubi_codec() -> Iterator[None]:
-    with ubi_codec_registered():
-        yield
 
 
 def receiver_config(folder: Path, filters: str = "") -> Path:

@@ -219,12 +219,17 @@ class FileSink(Sink[FileSinkConfig]):
         written by a batch that never committed (its events are still held, or were never acknowledged); left
         there until the first delivery of this run (:meth:`start`), a run that delivers nothing would leave
         those lines delivered as well as held."""
-        row = state.conn.execute("SELECT bytes FROM file_sink_sizes WHERE path = ?", (self.path,)).fetchone()
-        if row is None:
+        size = self._recorded_size(state)
+        if size is None:
             return  # nothing recorded yet: start() begins the file empty
         with contextlib.suppress(FileNotFoundError):
-            if os.stat(self.path).st_size > int(row[0]):
-                os.truncate(self.path, int(row[0]))
+            if os.stat(self.path).st_size > size:
+                os.truncate(self.path, size)
+
+    def _recorded_size(self, state: Any) -> int | None:
+        """``mode: resume``: the file's size committed with the last batch, None before the first."""
+        row = state.conn.execute("SELECT bytes FROM file_sink_sizes WHERE path = ?", (self.path,)).fetchone()
+        return int(row[0]) if row else None
 
     def start(self, header: str | None, codec: Codec | None) -> None:
         header = self.lines.start(header, codec)
@@ -232,8 +237,7 @@ class FileSink(Sink[FileSinkConfig]):
         if self.config.mode == "resume":
             state = self.ctx.state
             assert state is not None  # checked when built
-            row = state.conn.execute("SELECT bytes FROM file_sink_sizes WHERE path = ?", (self.path,)).fetchone()
-            resume_at = int(row[0]) if row else 0
+            resume_at = self._recorded_size(state) or 0
         self.writer = TextWriter(self.path, resume_at, append=self.config.mode == "append")
         self._header = header
         if header and not self.writer.existing:

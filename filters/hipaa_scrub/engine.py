@@ -5,7 +5,7 @@ plans once and hands them to an :class:`Engine`; every query then runs here.
 A pure module on purpose (standard library, the :class:`Span` type and callables it is given): it can be compiled
 with mypyc into an extension module beside this file (with :mod:`.detectors.prechecks`, the scrubber runs about 1.3x
 faster: README, "where the scrubber's time goes"). ``Scrubber`` uses that build only when it was made from this very
-source (:func:`~filters.hipaa_scrub.builds.current`), else this file; the tests compare the two.
+source (:func:`~sidecar.api.compiled.current`), else this file; the tests compare the two.
 """
 
 from __future__ import annotations

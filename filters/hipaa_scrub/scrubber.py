@@ -8,7 +8,6 @@ import re
 from collections.abc import Callable
 
 from filters.hipaa_scrub import engine as _built_engine
-from filters.hipaa_scrub.builds import current
 from filters.hipaa_scrub.config import HipaaScrubConfig
 from filters.hipaa_scrub.custom import CustomDetector
 from filters.hipaa_scrub.detectors import KINDS, Detector, Span
@@ -52,6 +51,7 @@ from filters.hipaa_scrub.plans import (
 )
 from filters.hipaa_scrub.prefilter import Prefilter
 from filters.hipaa_scrub.public import public_names
+from sidecar.api.compiled import current
 
 TOKENS = {k: "[" + k.upper() + "]" for k in KINDS}
 """Replacement tokens of the ``replace`` policy (``[PHONE]``, ``[NAME]``...)."""

@@ -11,11 +11,17 @@ in any order, and a rebuild whose C did not change keeps the old library).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import sys
 from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+from types import ModuleType
 
-__all__ = ["DIGEST_SUFFIX", "compiled_and_current"]
+__all__ = ["DIGEST_SUFFIX", "EXTENSION_SUFFIX", "compiled_and_current", "current", "is_compiled", "source"]
 
+#: the file suffix of this interpreter's extension modules (``.cpython-311-x86_64-linux-gnu.so``)
+EXTENSION_SUFFIX = EXTENSION_SUFFIXES[0]
 #: the digest file beside a build: ``scan.py`` compiled -> ``scan.mypyc.sha256`` (setup.py writes it)
 DIGEST_SUFFIX = ".mypyc.sha256"
 
@@ -46,3 +52,32 @@ def compiled_and_current(module_file: str) -> bool:
         return os.stat(source).st_mtime <= os.stat(module_file).st_mtime
     except OSError:
         return False
+
+
+def source(built: ModuleType) -> ModuleType:
+    """The module of ``built``'s source file, loaded apart as ``<name>_source``: the interpreted module, whatever
+    build of it ``import`` found."""
+    name = built.__name__ + "_source"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(built.__file__ or "").with_name(built.__name__.rpartition(".")[2] + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: cannot load the module's source")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def current(built: ModuleType) -> ModuleType:
+    """``built`` (as imported) when it is its ``.py`` or a compiled build of that very source
+    (:func:`compiled_and_current`); else (a build older than an edit) its source: never outdated code. For a
+    module used the same way compiled or not (a module used only compiled asks :func:`compiled_and_current`)."""
+    file = built.__file__ or ""
+    return built if file.endswith(".py") or compiled_and_current(file) else source(built)
+
+
+def is_compiled(module: ModuleType) -> bool:
+    """True when ``module`` runs from an extension module (not a ``.py``)."""
+    return not (module.__file__ or "").endswith((".py", ".pyc"))

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from filters.hipaa_scrub.builds import current
 from filters.hipaa_scrub.detectors import prechecks as _built_prechecks
+from sidecar.api.compiled import current
 
 PRECHECKS = current(_built_prechecks)
 """The word pre-checks and the cue scan (:mod:`.prechecks`): compiled when built from the current source."""

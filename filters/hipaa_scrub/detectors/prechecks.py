@@ -1,7 +1,7 @@
 """The word detectors' pre-checks and the cue scan, the detectors' hottest pure loops: set and dict look-ups over a
 text's words, and ``re`` calls. A pure module on purpose (standard library only): it can be compiled with mypyc
 into an extension module beside this file; the detectors use that build only when it was made from this very
-source (:func:`filters.hipaa_scrub.builds.current`), else this file. The tests run both and compare.
+source (:func:`sidecar.api.compiled.current`), else this file. The tests run both and compare.
 """
 
 from __future__ import annotations

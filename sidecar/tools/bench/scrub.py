@@ -37,14 +37,14 @@ def aol_counts(path: Path, scrubber: Any) -> tuple[int, int, Counter[str]]:
 
 def engine_build() -> str:
     """Whether the scrubber's per-query loop and word pre-checks run compiled (mypyc) or interpreted."""
-    from filters.hipaa_scrub.builds import is_compiled
     from filters.hipaa_scrub.detectors import PRECHECKS
     from filters.hipaa_scrub.scrubber import ENGINE
+    from sidecar.api.compiled import is_compiled
 
     def how(module: Any) -> str:
         return "compiled" if is_compiled(module) else "interpreted"
 
-    return f"per-query loop {how(ENGINE)}, word pre-checks {how(PRECHECKS)} (filters/hipaa_scrub/builds.py)"
+    return f"per-query loop {how(ENGINE)}, word pre-checks {how(PRECHECKS)} (sidecar/api/compiled.py)"
 
 
 @click.command("scrub")

@@ -2,7 +2,7 @@
 
 The per-query loop (filters/hipaa_scrub/engine.py) and the word pre-checks with the cue scan
 (filters/hipaa_scrub/detectors/prechecks.py) are pure modules that a build may compile with mypyc
-(filters/hipaa_scrub/builds.py). The tests compare each module as imported with its source loaded apart: with a
+(sidecar/api/compiled.py). The tests compare each module as imported with its source loaded apart: with a
 compiled build beside the sources (a build of pyproject.toml's compiled list) that is compiled against interpreted;
 without one both sides are interpreted, and the comparisons that need a build are skipped.
 """
@@ -19,12 +19,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from filters.hipaa_scrub import builds, scrubber
-from filters.hipaa_scrub.builds import current, is_compiled, source
+from filters.hipaa_scrub import scrubber
 from filters.hipaa_scrub.detectors import PRECHECKS
 from filters.hipaa_scrub.detectors.context import ContextNumberDetector
 from filters.hipaa_scrub.detectors.people import CUES, TITLES
 from filters.hipaa_scrub.scrubber import ENGINE, Scrubber
+from sidecar.api.compiled import EXTENSION_SUFFIX, current, is_compiled, source
 from sidecar.tools.corpus import independent
 from sidecar.tools.corpus.hipaa import Corpus
 
@@ -126,7 +126,7 @@ def test_a_build_older_than_its_source_runs_the_source(tmp_path: Path) -> None:
     to the source; one built after it (or from its digest) is used."""
     src = tmp_path / "fastloop.py"
     src.write_text("WHO = 'source'\n")
-    build = tmp_path / ("fastloop" + builds.EXTENSION_SUFFIX)
+    build = tmp_path / ("fastloop" + EXTENSION_SUFFIX)
     build.write_bytes(b"not a real library")
     os.utime(build, (1_000_000, 1_000_000))  # older than the source
     fake = ModuleType("e28pkg.fastloop")
@@ -140,7 +140,7 @@ def test_a_build_older_than_its_source_runs_the_source(tmp_path: Path) -> None:
 
 
 def test_the_interpreted_source_is_never_swapped() -> None:
-    assert current(builds) is builds  # a .py module is itself
+    assert current(scrubber) is scrubber  # a .py module is itself
     assert current(ENGINE) is ENGINE and current(PRECHECKS) is PRECHECKS  # what the scrubber and detectors use
 
 

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from filters.hipaa_scrub.builds import source
 from filters.hipaa_scrub.detectors import PRECHECKS
 from filters.hipaa_scrub.detectors.people import NameDetector
 from filters.hipaa_scrub.detectors.places import PlaceDetector
 from filters.hipaa_scrub.geo import load_geo
 from filters.hipaa_scrub.names import load_names
+from sidecar.api.compiled import source
 
 BUILDS = [PRECHECKS, source(PRECHECKS)]
 PLACE_RX = PlaceDetector(load_geo()).compiled[0][1]

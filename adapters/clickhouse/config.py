@@ -21,7 +21,16 @@ class ClickHouseSinkConfig(OutboxOptions, SinkConfig):
     ClickHouse takes them. A row ClickHouse cannot parse is dead-lettered (`rejected_by_peer`) without the
     rest of its batch."""
 
-    table: str = option(doc="Table to insert into: `name` or `database.name`.")
+    table: str = option(
+        doc="Table to insert into: `name` or `database.name`. With `schema.format: ubi`: the table of the UBI query "
+        "records (`ubi_queries`, say)."
+    )
+    events_table: str | None = option(
+        None,
+        "With `schema.format: ubi` (and only then; required): the table of the UBI event records (clicks, "
+        "add-to-cart...), `name` or `database.name` (default database: `table`'s). Each record goes into its table "
+        "in the UBI schema, one column per top-level key, nested objects as JSON text (docs/STACK.md, UBI).",
+    )
     url: str = option("http://127.0.0.1:8123", "ClickHouse's HTTP interface, http(s)://host:port.")
     database: str | None = option(None, "Database of the table, instead of `table: database.name` (default: default).")
     user: str | None = option(None, "ClickHouse user (not a secret; default: ClickHouse's `default` user).")
@@ -44,10 +53,14 @@ class ClickHouseSinkConfig(OutboxOptions, SinkConfig):
         "query, rank, url) and for text fields, DateTime for the time role when every time looks like "
         "`2006-03-01 07:17:12` (the AOL format, which ClickHouse 18.16 reads and writes back unchanged; see "
         "time_type), Int64/Float64/UInt8 for JSON numbers and booleans, Nullable where a value is missing or "
-        "null (for DateTime: also empty); `ENGINE = MergeTree ORDER BY tuple()`.",
+        "null (for DateTime: also empty); `ENGINE = MergeTree ORDER BY tuple()`. With `schema.format: ubi`: "
+        "both tables in the UBI schema (timestamp as its text plus a DateTime `parsed_timestamp` computed by "
+        "ClickHouse, attributes as JSON text, hit ids `Array(String)`), each from its first batch.",
     )
     time_type: Literal["auto", "DateTime", "String"] = option(
-        "auto", "With create_table: the time role's column type (auto: DateTime when every time fits it)."
+        "auto",
+        "With create_table: the time role's column type (auto: DateTime when every time fits it; not with "
+        "`format: ubi`).",
     )
     batch_max_events: int = option(10_000, "Rows per INSERT at most.", min=1, max=1_000_000)
     batch_max_bytes: int = option(
@@ -68,6 +81,12 @@ class ClickHouseSinkConfig(OutboxOptions, SinkConfig):
             raise ConfigValueError(
                 "table", f"must be `name` or `database.name` (letters, digits, _), got {self.table!r}"
             )
+        if self.events_table is not None:
+            events = self.events_table.split(".")
+            if len(events) > 2 or not all(IDENTIFIER.fullmatch(n) for n in events):
+                raise ConfigValueError(
+                    "events_table", f"must be `name` or `database.name` (letters, digits, _), got {self.events_table!r}"
+                )
         if len(names) == 2 and self.database is not None:
             raise ConfigValueError("database", "Set the database in `table: database.name` or in database, not both")
         if self.database is not None and not IDENTIFIER.fullmatch(self.database):
@@ -94,3 +113,9 @@ class ClickHouseSinkConfig(OutboxOptions, SinkConfig):
     @property
     def table_name(self) -> str:
         return self.table.split(".")[-1]
+
+    @property
+    def events_table_names(self) -> tuple[str, str]:
+        """``(database, name)`` of ``events_table`` (the database of ``table`` when it names none)."""
+        names = (self.events_table or "").split(".")
+        return (names[0], names[1]) if len(names) == 2 else (self.database_name, names[0])

@@ -6,7 +6,8 @@ column as its JSON text, an RFC 3339 time (what Vector sends) into a DateTime co
 instant it names (:func:`to_datetime`). A missing, null or (for a non-String column) empty value becomes NULL in a
 Nullable column, the column's default when it has a DEFAULT, and is otherwise refused (the row is dead-lettered as
 ``empty_value_for_typed_column``) instead of silently becoming ``0`` or ``0000-00-00 00:00:00``; a String
-column without Nullable takes its default (``""``).
+column without Nullable takes its default (``""``), an ``Array(String)`` its default (or ``[]``). A list goes into
+an ``Array(String)`` column with each item that is no text as its JSON text (``7`` -> ``"7"``).
 """
 
 from __future__ import annotations
@@ -179,6 +180,17 @@ def converter(column: Column | None) -> Converter:
             return v  # a number, or text that ClickHouse parses (or refuses: the row is dead-lettered)
 
         return to_typed
+
+    if re.fullmatch(r"Array\((String|Nullable\(String\))\)", unwrap(column.type)[0].replace(" ", "")):
+
+        def to_texts(v: Any) -> Any:
+            if v is MISSING or v is None:
+                return OMIT  # the column's default, else ClickHouse's: an empty list (no made-up value)
+            if isinstance(v, list):  # an item that is no text as its JSON text, as into a String column
+                return [x if x is None or isinstance(x, str) else _json_text(x) for x in v]
+            return v  # not a list: ClickHouse refuses it (the row is dead-lettered)
+
+        return to_texts
 
     def to_other(v: Any) -> Any:
         return empty() if v is MISSING or v is None else v

@@ -20,6 +20,7 @@ from adapters.clickhouse.schema import (
     quote,
 )
 from adapters.clickhouse.sink import ClickHouseSink
+from adapters.clickhouse.table import TableWriter
 from sidecar.api import BuildContext, ConfigValueError
 from sidecar.codecs import JsonlCodec, SchemaConfig
 
@@ -151,15 +152,16 @@ class TestUnchangedLine:
     """An unchanged JSON line whose values fit their columns as text is sent as it came (no re-encoding)."""
 
     @staticmethod
-    def sink_and_codec() -> tuple[ClickHouseSink, JsonlCodec]:
+    def sink_and_codec() -> tuple[TableWriter, JsonlCodec]:
         """A sink built to check a config (no outbox, no server) that sees the table below when it DESCRIBEs."""
         sink = ClickHouseSink(
             ClickHouseSinkConfig(table="db.t"), BuildContext(config_dir=Path("."), validate_only=True)
         )
         columns = {"AnonID": "String", "Query": "String", "QueryTime": "DateTime", "n": "Nullable(Int64)"}
-        sink.describe = lambda: {k: Column(k, v) for k, v in columns.items()}
-        sink.prepare()
-        return sink, JsonlCodec(SchemaConfig(format="jsonl"))
+        table = sink.main
+        table.describe = lambda: {k: Column(k, v) for k, v in columns.items()}
+        table.prepare()
+        return table, JsonlCodec(SchemaConfig(format="jsonl"))
 
     def test_the_line_itself_or_a_built_row(self) -> None:
         sink, codec = self.sink_and_codec()

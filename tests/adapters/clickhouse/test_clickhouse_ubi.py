@@ -1,0 +1,292 @@
+"""UBI records (``format: ubi``) into the ``clickhouse`` sink, against the session's real ClickHouse 18.16: query
+records into ``table``, event records into ``events_table``, each in the UBI schema (one column per top-level
+key, nested objects as JSON text, ``timestamp`` as its text with a ``parsed_timestamp`` ClickHouse computes).
+
+The records are the UBI spec fixtures (tests/adapters/ubi/fixtures, written from the o19s/ubi schema) and their
+golden outputs (a passthrough, a keyed chain), and a generated stream through config/k-anonymity.yaml; the rows
+read back (``SELECT *``) make the same records the file sink writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers.clickhouse import ClickHouse
+from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi
+from helpers.ubipipe import EVENTS, QUERIES, feed, k_anonymity_config, run, write_config
+from helpers.ubistream import ubi_stream
+
+from adapters.clickhouse.config import ClickHouseSinkConfig
+from adapters.clickhouse.schema import TableMismatch
+from adapters.clickhouse.sink import ClickHouseSink
+from sidecar.api import BuildContext, ConfigValueError
+from sidecar.codecs import SchemaConfig
+from sidecar.config import load_config
+from sidecar.pipeline import Pipeline
+
+FAST = "retry_initial_seconds: 0.05, retry_max_seconds: 0.2"
+QUERY_TYPES = {
+    "application": "Nullable(String)",
+    "query_id": "String",
+    "client_id": "String",
+    "user_query": "String",
+    "timestamp": "Nullable(String)",
+    "query_attributes": "Nullable(String)",
+    "query_response_id": "Nullable(String)",
+    "query_response_hit_ids": "Array(String)",
+    "parsed_timestamp": "DateTime",
+}
+EVENT_TYPES = {
+    "application": "Nullable(String)",
+    "action_name": "String",
+    "query_id": "String",
+    "client_id": "String",
+    "session_id": "Nullable(String)",
+    "timestamp": "Nullable(String)",
+    "message_type": "Nullable(String)",
+    "message": "Nullable(String)",
+    "event_attributes": "Nullable(String)",
+    "parsed_timestamp": "DateTime",
+}
+
+
+def with_clickhouse(config: Path, url: str, database: str, extra: str = "") -> Path:
+    """``config`` (a helpers.ubipipe config, a file sink) with a clickhouse sink beside its file sink."""
+    text = config.read_text(encoding="utf-8")
+    sink = (
+        f"  - clickhouse: {{url: '{url}', table: {database}.ubi_queries, events_table: ubi_events, "
+        f"create_table: true, {FAST}{extra}}}\n"
+    )
+    config.write_text(text.replace("sinks:\n", "sinks:\n" + sink, 1), encoding="utf-8")
+    return config
+
+
+def clickhouse_sink(pipe: Pipeline) -> ClickHouseSink:
+    (sink,) = (s for s in pipe.sinks if isinstance(s, ClickHouseSink))
+    return sink
+
+
+def drain(pipe: Pipeline) -> None:
+    for writer in clickhouse_sink(pipe).writers:
+        assert writer.outbox is not None and writer.outbox.drain(15), f"{writer.table_label} did not drain"
+
+
+def records(clickhouse: ClickHouse, table: str) -> list[str]:
+    """The rows of ``table`` (``SELECT *``) as UBI record lines, sorted: a NULL is a key the record left out, an
+    attributes column's JSON text is its object again."""
+    out = []
+    for row in clickhouse.rows(f"SELECT * FROM {table}"):
+        record: dict[str, Any] = {}
+        for key, value in row.items():
+            if value is None:
+                continue
+            record[key] = json.loads(value) if key in ("query_attributes", "event_attributes") else value
+        out.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+    return sorted(out)
+
+
+def split(lines: list[str]) -> tuple[list[str], list[str]]:
+    """UBI lines as (query records, event records), each sorted."""
+    return sorted(x for x in lines if '"user_query"' in x), sorted(x for x in lines if '"user_query"' not in x)
+
+
+@pytest.mark.parametrize("chain", ["passthrough", "keyed"])
+def test_spec_records_round_trip_into_two_tables(
+    clickhouse: ClickHouse, database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chain: str
+) -> None:
+    """The spec fixtures through a passthrough and through the keyed chain (pseudonymized client_id, a scrubbed
+    query and description): the query table's rows are the golden output's query records and the event table's
+    its event records, key for key and in the schema's order, the same records the file sink wrote; the tables
+    were created in the UBI schema, ``parsed_timestamp`` the instant of ``timestamp``."""
+    monkeypatch.setenv("UBI_KEY", KEY)
+    keyed = chain == "keyed"
+    config = write_config(tmp_path, KEYED_CHAIN if keyed else "", KEYED_SCHEMA if keyed else "")
+    pipe = Pipeline(load_config(with_clickhouse(config, clickhouse.url, database)), seed=1)
+    try:
+        feed(pipe, [*QUERIES, *EVENTS])
+        drain(pipe)
+    finally:
+        pipe.close()
+    golden = golden_ubi("pseudonymized.jsonl" if keyed else "passthrough.jsonl").splitlines()
+    assert golden == (tmp_path / "out.ubi").read_text(encoding="utf-8").splitlines()  # the file sink's
+    queries, events = split(golden)
+    assert len(queries) == 4 and len(events) == 4
+    assert records(clickhouse, f"{database}.ubi_queries") == queries
+    assert records(clickhouse, f"{database}.ubi_events") == events
+    assert clickhouse.columns(f"{database}.ubi_queries") == QUERY_TYPES
+    assert clickhouse.columns(f"{database}.ubi_events") == EVENT_TYPES
+    assert list(clickhouse.rows(f"SELECT * FROM {database}.ubi_events LIMIT 1")[0]) == list(EVENT_TYPES)[:-1]
+    times = clickhouse.rows(
+        f"SELECT timestamp, toUnixTimestamp(parsed_timestamp) AS t FROM {database}.ubi_queries ORDER BY t"
+    )
+    assert times[0] == {"timestamp": "2024-05-01T10:00:00.000Z", "t": 1714557600}
+    assert times[1] == {"timestamp": "2024-05-01T10:00:05.120Z", "t": 1714557605}
+
+
+def test_records_taken_while_clickhouse_was_down_go_into_tables_created_when_it_is_back(
+    clickhouse: ClickHouse, database: str, tmp_path: Path
+) -> None:
+    """Cold start: ClickHouse is down at the first batch, so the records are acknowledged once in the two outboxes
+    (the tables' types unknown); when it is back each sender creates its table from the first batch's records
+    and converts the rows (nested objects to their JSON text): the same rows as with ClickHouse up, none
+    refused."""
+    config = write_config(tmp_path, "")
+    pipe = Pipeline(load_config(with_clickhouse(config, clickhouse.url, database)), seed=1)
+    clickhouse.stop()
+    try:
+        feed(pipe, [*QUERIES, *EVENTS])
+        pending = [w.outbox.pending().events for w in clickhouse_sink(pipe).writers if w.outbox is not None]
+        assert pending == [4, 4]
+    finally:
+        clickhouse.start()
+    try:
+        drain(pipe)
+        stats = clickhouse_sink(pipe).stats()
+    finally:
+        pipe.close()
+    queries, events = split(golden_ubi("passthrough.jsonl").splitlines())
+    assert records(clickhouse, f"{database}.ubi_queries") == queries
+    assert records(clickhouse, f"{database}.ubi_events") == events
+    assert stats["sent_events"] == 8 and stats.get("rejected_by_peer", 0) == 0
+    assert clickhouse.columns(f"{database}.ubi_events") == EVENT_TYPES
+
+
+def test_the_k_anonymity_chain_into_clickhouse(clickhouse: ClickHouse, database: str, tmp_path: Path) -> None:
+    """A generated stream through config/k-anonymity.yaml (format ubi; session dropped, descriptions scrubbed):
+    the tables hold what the file sink released; joined in ClickHouse, every event has its query, under the
+    query's released (reassigned) client_id; no e-mail address and no session is left."""
+    stream = ubi_stream(11, users=60, queries=600)
+    fields = {"session_id": "drop", "event_attributes.object.description": "scrub"}
+    config = k_anonymity_config(tmp_path, fields)
+    doc = yaml.safe_load(config.read_text(encoding="utf-8"))
+    doc["sinks"].append(
+        {
+            "clickhouse": {
+                "url": clickhouse.url,
+                "table": f"{database}.ubi_queries",
+                "events_table": "ubi_events",
+                "create_table": True,
+            }
+        }
+    )
+    config.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    pipe = run(config, stream.lines, [100, 37, 250], restart_at=3)
+    try:
+        drain(pipe)
+    finally:
+        pipe.close()
+    released = (tmp_path / "out.ubi").read_text(encoding="utf-8").splitlines()
+    queries, events = split(released)
+    assert len(queries) > 100 and len(events) > 100
+    q, ev = f"{database}.ubi_queries", f"{database}.ubi_events"
+    assert records(clickhouse, q) == queries
+    assert records(clickhouse, ev) == events
+    (joined,) = clickhouse.rows(
+        f"SELECT count() AS n, countIf(released = '' OR released != client_id) AS wrong FROM {ev} "
+        f"ANY LEFT JOIN (SELECT query_id, client_id AS released FROM {q}) USING query_id"
+    )
+    assert joined == {"n": len(events), "wrong": 0}
+    reassigned = sum(json.loads(x)["client_id"] != stream.query_client[json.loads(x)["query_id"]] for x in queries)
+    assert reassigned > len(queries) // 2
+    assert clickhouse.rows(f"SELECT countIf(session_id IS NOT NULL) AS s FROM {ev}") == [{"s": 0}]
+    text = clickhouse.query(f"SELECT user_query FROM {q}") + clickhouse.query(f"SELECT event_attributes FROM {ev}")
+    assert "@example.com" not in text and any("@example.com" in x for x in stream.lines)
+
+
+def test_existing_tables_a_bad_record_and_a_missing_column(
+    clickhouse: ClickHouse, database: str, tmp_path: Path
+) -> None:
+    """Tables the user made (no create_table): a query whose hit ids are no list is refused by ClickHouse and
+    dead-lettered alone (rejected_by_peer), an event with a key the table lacks is dead-lettered before it is
+    sent (field_not_in_table, naming the key), hit ids that are numbers go in as text, the others are inserted
+    once. A table that lacks a column every record fills refuses the batch, naming it."""
+    clickhouse.query(f"CREATE DATABASE {database}")
+    qcols = (
+        "query_id String, client_id String, user_query String, timestamp String, query_response_hit_ids Array(String)"
+    )
+    clickhouse.query(f"CREATE TABLE {database}.q ({qcols}) ENGINE = MergeTree ORDER BY query_id")
+    clickhouse.query(
+        f"CREATE TABLE {database}.e (action_name String, query_id String, client_id String, timestamp String, "
+        "event_attributes Nullable(String)) ENGINE = MergeTree ORDER BY query_id"
+    )
+    config = tmp_path / "q.yaml"
+    config.write_text(
+        "state_dir: state\nschema: {format: ubi}\nsinks:\n"
+        f"  - clickhouse: {{url: '{clickhouse.url}', table: {database}.q, events_table: e, {FAST}}}\n",
+        encoding="utf-8",
+    )
+
+    def query(n: int, hits: Any) -> str:
+        return json.dumps({"query_id": f"q{n}", "client_id": "c", "user_query": f"t{n}", "timestamp": "T", **hits})
+
+    lines = [
+        query(1, {"query_response_hit_ids": ["a", "b"]}),
+        query(2, {"query_response_hit_ids": "not a list"}),
+        query(3, {"query_response_hit_ids": [7, 8]}),
+        query(4, {}),
+        json.dumps({"action_name": "click", "query_id": "q1", "client_id": "c", "timestamp": "T"}),
+        json.dumps({"action_name": "click", "query_id": "q3", "client_id": "c", "timestamp": "T", "dwell": 3}),
+        json.dumps({"action_name": "click", "query_id": "q4", "client_id": "c", "timestamp": "T"}),
+    ]
+    pipe = Pipeline(load_config(config), seed=1)
+    try:
+        feed(pipe, lines[:2])
+        feed(pipe, lines[2:])
+        drain(pipe)
+        stats = clickhouse_sink(pipe).stats()
+    finally:
+        pipe.close()
+    assert clickhouse.rows(f"SELECT query_id, query_response_hit_ids AS h FROM {database}.q ORDER BY query_id") == [
+        {"query_id": "q1", "h": ["a", "b"]},
+        {"query_id": "q3", "h": ["7", "8"]},
+        {"query_id": "q4", "h": []},
+    ]
+    assert clickhouse.rows(f"SELECT query_id FROM {database}.e ORDER BY query_id") == [
+        {"query_id": "q1"},
+        {"query_id": "q4"},
+    ]
+    assert stats["rejected_by_peer"] == 1 and stats["field_not_in_table"] == 1
+    dead = [json.loads(x) for x in (tmp_path / "state" / "dead-letter.jsonl").read_text().splitlines()]
+    assert sorted((d["reason"], d.get("field")) for d in dead) == [
+        ("field_not_in_table", "dwell"),
+        ("rejected_by_peer", None),
+    ]
+    refused = {d["reason"]: json.loads(d["record"]) for d in dead}
+    assert refused["rejected_by_peer"]["query_id"] == "q2"  # the whole record, replayable
+    assert refused["field_not_in_table"] == json.loads(lines[5])
+
+    with_app = json.dumps({"application": "shop", **json.loads(lines[0])})
+    pipe = Pipeline(load_config(config), seed=1)  # every record of the first batch has a key the table lacks
+    try:
+        with pytest.raises(TableMismatch, match=f"{database}.q does not match .*no column application"):
+            feed(pipe, [with_app])
+    finally:
+        pipe.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "schema", "problem"),
+    [
+        ({}, "ubi", "events_table"),
+        ({"events_table": "e"}, "jsonl", "events_table"),
+        ({"events_table": "e", "columns": {"a": "b"}}, "ubi", "columns"),
+        ({"events_table": "e", "time_type": "String"}, "ubi", "time_type"),
+        ({"events_table": "db.t"}, "ubi", "events_table"),
+    ],
+)
+def test_ubi_options_are_checked(options: dict[str, Any], schema: str, problem: str) -> None:
+    """events_table is required with format ubi and refused without it; columns and time_type do nothing there
+    and are refused; the events table must be another table."""
+    ctx = BuildContext(config_dir=Path("."), validate_only=True, schema=SchemaConfig(format=schema))
+    with pytest.raises(ConfigValueError) as err:
+        ClickHouseSink(ClickHouseSinkConfig(table="db.t", **options), ctx)
+    assert err.value.key == problem
+
+
+def test_a_bad_events_table_name_is_a_config_error() -> None:
+    with pytest.raises(ConfigValueError, match=r"must be `name` or `database\.name`") as err:
+        ClickHouseSinkConfig(table="t", events_table="a.b.c")
+    assert err.value.key == "events_table"

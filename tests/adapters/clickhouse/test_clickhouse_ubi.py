@@ -9,11 +9,13 @@ read back (``SELECT *``) make the same records the file sink writes."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from helpers import ROOT
 from helpers.clickhouse import ClickHouse
 from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi
 from helpers.ubipipe import EVENTS, QUERIES, feed, k_anonymity_config, run, write_config
@@ -290,3 +292,43 @@ def test_a_bad_events_table_name_is_a_config_error() -> None:
     with pytest.raises(ConfigValueError, match=r"must be `name` or `database\.name`") as err:
         ClickHouseSinkConfig(table="t", events_table="a.b.c")
     assert err.value.key == "events_table"
+
+
+def stack_page_blocks() -> dict[str, str]:
+    """docs/STACK.md's ClickHouse blocks by their marker: the sink, the tables, the join."""
+    text = (ROOT / "docs" / "STACK.md").read_text(encoding="utf-8")
+    return {m[1]: m[2] for m in re.finditer(r"<!-- ubi-clickhouse: (.+?) -->\n```\w*\n(.*?)```", text, re.DOTALL)}
+
+
+def test_the_stack_page_tables_sink_and_join_as_written(clickhouse: ClickHouse, database: str, tmp_path: Path) -> None:
+    """docs/STACK.md's tables (made by hand, its database renamed) are the ones create_table makes; its sink
+    writes the spec fixtures into them (the golden records read back); its join finds each click's query."""
+    blocks = stack_page_blocks()
+    assert set(blocks) == {"sink", "tables", "sql"}
+    clickhouse.query(f"CREATE DATABASE {database}")
+    statements = [x for x in blocks["tables"].replace("search.", f"{database}.").split(";") if x.strip()]
+    assert len(statements) == 2
+    for statement in statements:
+        clickhouse.query(statement)
+    q, ev = f"{database}.ubi_queries", f"{database}.ubi_events"
+    assert clickhouse.columns(q) == QUERY_TYPES and clickhouse.columns(ev) == EVENT_TYPES
+    (sink,) = yaml.safe_load(blocks["sink"])["sinks"]
+    sink["clickhouse"].update(url=clickhouse.url, table=sink["clickhouse"]["table"].replace("search.", f"{database}."))
+    config = write_config(tmp_path, "")
+    doc = yaml.safe_load(config.read_text(encoding="utf-8"))
+    doc["sinks"].append(sink)
+    config.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    pipe = Pipeline(load_config(config), seed=1)
+    try:
+        feed(pipe, [*QUERIES, *EVENTS])
+        drain(pipe)
+    finally:
+        pipe.close()
+    queries, events = split(golden_ubi("passthrough.jsonl").splitlines())
+    assert records(clickhouse, q) == queries and records(clickhouse, ev) == events
+    assert clickhouse.rows(blocks["sql"].replace("search.", f"{database}.")) == [
+        {"user_query": "notebook", "action_name": "add_to_cart", "object_id": "B0002", "n": 1},
+        {"user_query": "notebook", "action_name": "click", "object_id": "B0002", "n": 1},
+        {"user_query": "order status jane.roe@example.com", "action_name": "click", "object_id": "help-orders", "n": 1},
+        {"user_query": "usb c charger 65w", "action_name": "click", "object_id": "B0100", "n": 1},
+    ]

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from helpers import ROOT
 from helpers.clickhouse import ClickHouse
+from helpers.ubi_aol import AOL, aol_ubi
 from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi
 from helpers.ubipipe import EVENTS, QUERIES, feed, k_anonymity_config, run, write_config
 from helpers.ubistream import ubi_stream
@@ -76,14 +77,14 @@ def drain(pipe: Pipeline) -> None:
         assert writer.outbox is not None and writer.outbox.drain(15), f"{writer.table_label} did not drain"
 
 
-def records(clickhouse: ClickHouse, table: str) -> list[str]:
-    """The rows of ``table`` (``SELECT *``) as UBI record lines, sorted: a NULL is a key the record left out, an
-    attributes column's JSON text is its object again."""
+def records(clickhouse: ClickHouse, table: str, *, empty_lists: bool = True) -> list[str]:
+    """The rows of ``table`` (``SELECT *``) as UBI record lines, sorted: a NULL is a key the record left out (and
+    so is an empty list, unless ``empty_lists``), an attributes column's JSON text is its object again."""
     out = []
     for row in clickhouse.rows(f"SELECT * FROM {table}"):
         record: dict[str, Any] = {}
         for key, value in row.items():
-            if value is None:
+            if value is None or (value == [] and not empty_lists):
                 continue
             record[key] = json.loads(value) if key in ("query_attributes", "event_attributes") else value
         out.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
@@ -156,13 +157,10 @@ def test_records_taken_while_clickhouse_was_down_go_into_tables_created_when_it_
     assert clickhouse.columns(f"{database}.ubi_events") == EVENT_TYPES
 
 
-def test_the_k_anonymity_chain_into_clickhouse(clickhouse: ClickHouse, database: str, tmp_path: Path) -> None:
-    """A generated stream through config/k-anonymity.yaml (format ubi; session dropped, descriptions scrubbed):
-    the tables hold what the file sink released; joined in ClickHouse, every event has its query, under the
-    query's released (reassigned) client_id; no e-mail address and no session is left."""
-    stream = ubi_stream(11, users=60, queries=600)
-    fields = {"session_id": "drop", "event_attributes.object.description": "scrub"}
-    config = k_anonymity_config(tmp_path, fields)
+def k_anonymity_into(clickhouse: ClickHouse, database: str, folder: Path, lines: list[str], fields: Any) -> None:
+    """``lines`` through config/k-anonymity.yaml (format ubi, ``fields``) into its file sink and the clickhouse
+    sink, in batches (released after each, restarted once), drained and closed."""
+    config = k_anonymity_config(folder, fields)
     doc = yaml.safe_load(config.read_text(encoding="utf-8"))
     doc["sinks"].append(
         {
@@ -175,27 +173,60 @@ def test_the_k_anonymity_chain_into_clickhouse(clickhouse: ClickHouse, database:
         }
     )
     config.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    pipe = run(config, stream.lines, [100, 37, 250], restart_at=3)
+    pipe = run(config, lines, [100, 37, 250], restart_at=3)
     try:
         drain(pipe)
     finally:
         pipe.close()
+
+
+def event_users(clickhouse: ClickHouse, database: str) -> dict[str, int]:
+    """The events, and those whose query is not in the query table or has another client_id there."""
+    q, ev = f"{database}.ubi_queries", f"{database}.ubi_events"
+    (joined,) = clickhouse.rows(
+        f"SELECT count() AS n, countIf(released = '' OR released != client_id) AS wrong FROM {ev} "
+        f"ANY LEFT JOIN (SELECT query_id, client_id AS released FROM {q}) USING query_id"
+    )
+    return joined
+
+
+def test_the_k_anonymity_chain_into_clickhouse(clickhouse: ClickHouse, database: str, tmp_path: Path) -> None:
+    """A generated stream through config/k-anonymity.yaml (format ubi; session dropped, descriptions scrubbed):
+    the tables hold what the file sink released; joined in ClickHouse, every event has its query, under the
+    query's released (reassigned) client_id; no e-mail address and no session is left."""
+    stream = ubi_stream(11, users=60, queries=600)
+    fields = {"session_id": "drop", "event_attributes.object.description": "scrub"}
+    k_anonymity_into(clickhouse, database, tmp_path, stream.lines, fields)
     released = (tmp_path / "out.ubi").read_text(encoding="utf-8").splitlines()
     queries, events = split(released)
     assert len(queries) > 100 and len(events) > 100
     q, ev = f"{database}.ubi_queries", f"{database}.ubi_events"
     assert records(clickhouse, q) == queries
     assert records(clickhouse, ev) == events
-    (joined,) = clickhouse.rows(
-        f"SELECT count() AS n, countIf(released = '' OR released != client_id) AS wrong FROM {ev} "
-        f"ANY LEFT JOIN (SELECT query_id, client_id AS released FROM {q}) USING query_id"
-    )
-    assert joined == {"n": len(events), "wrong": 0}
+    assert event_users(clickhouse, database) == {"n": len(events), "wrong": 0}
     reassigned = sum(json.loads(x)["client_id"] != stream.query_client[json.loads(x)["query_id"]] for x in queries)
     assert reassigned > len(queries) // 2
     assert clickhouse.rows(f"SELECT countIf(session_id IS NOT NULL) AS s FROM {ev}") == [{"s": 0}]
     text = clickhouse.query(f"SELECT user_query FROM {q}") + clickhouse.query(f"SELECT event_attributes FROM {ev}")
     assert "@example.com" not in text and any("@example.com" in x for x in stream.lines)
+
+
+@pytest.mark.skipif(not AOL.is_file(), reason="shared data absent")
+def test_real_queries_and_clicks_through_the_k_anonymity_chain(
+    clickhouse: ClickHouse, database: str, tmp_path: Path
+) -> None:
+    """UBI records built from the real AOL excerpt's queries and clicks (data the sink was not written from)
+    through the same chain: the tables hold what the file sink released (a list the record did not have reads
+    back as []), and no event is in ClickHouse without its query or under another client_id. Counts printed."""
+    stream = aol_ubi()
+    k_anonymity_into(clickhouse, database, tmp_path, stream.lines, {})
+    released = (tmp_path / "out.ubi").read_text(encoding="utf-8").splitlines()
+    queries, events = split(released)
+    stored = records(clickhouse, f"{database}.ubi_queries", empty_lists=False)
+    assert stored == queries and records(clickhouse, f"{database}.ubi_events") == events
+    users = event_users(clickhouse, database)
+    print(f"ubi into clickhouse, AOL-derived: queries={len(queries)} events={users['n']} wrong_user={users['wrong']}")
+    assert users == {"n": len(events), "wrong": 0} and len(events) > 1000
 
 
 def test_existing_tables_a_bad_record_and_a_missing_column(

@@ -109,8 +109,10 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
 
     @property
     def outbox(self) -> Outbox | None:
-        """The outbox of :attr:`main`'s table."""
-        return self.main.outbox
+        """The outbox of the table whose oldest undelivered batch is the oldest (:attr:`main`'s when none waits):
+        the one whose age the runtime's metrics report."""
+        boxes = [w.outbox for w in self.writers if w.outbox is not None]
+        return max(boxes, key=_oldest_age) if boxes else None
 
     def start(self, header: str | None, codec: Codec | None) -> None:
         """Nothing to do before the first batch: the table is checked then, with the records at hand."""
@@ -157,6 +159,11 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
         """Put what is buffered into the outboxes, keep inserting for ``close_drain_seconds``, stop the senders."""
         for writer in self.writers:
             writer.close()
+
+
+def _oldest_age(outbox: Outbox) -> float:
+    age = getattr(outbox, "oldest_age", None)
+    return float(age()) if callable(age) else 0.0
 
 
 def _check_layout(config: ClickHouseSinkConfig, ubi: bool) -> None:

@@ -25,6 +25,7 @@ from helpers.ubistream import ubi_stream
 from adapters.clickhouse.config import ClickHouseSinkConfig
 from adapters.clickhouse.schema import TableMismatch
 from adapters.clickhouse.sink import ClickHouseSink
+from adapters.clickhouse.ubi import UbiLayout
 from sidecar.api import BuildContext, ConfigValueError
 from sidecar.codecs import SchemaConfig
 from sidecar.config import load_config
@@ -72,9 +73,9 @@ def clickhouse_sink(pipe: Pipeline) -> ClickHouseSink:
     return sink
 
 
-def drain(pipe: Pipeline) -> None:
+def drain(pipe: Pipeline, timeout: float = 15) -> None:
     for writer in clickhouse_sink(pipe).writers:
-        assert writer.outbox is not None and writer.outbox.drain(15), f"{writer.table_label} did not drain"
+        assert writer.outbox is not None and writer.outbox.drain(timeout), f"{writer.table_label} did not drain"
 
 
 def records(clickhouse: ClickHouse, table: str, *, empty_lists: bool = True) -> list[str]:
@@ -157,9 +158,42 @@ def test_records_taken_while_clickhouse_was_down_go_into_tables_created_when_it_
     assert clickhouse.columns(f"{database}.ubi_events") == EVENT_TYPES
 
 
-def k_anonymity_into(clickhouse: ClickHouse, database: str, folder: Path, lines: list[str], fields: Any) -> None:
+def test_a_restart_delivers_what_both_outboxes_kept(clickhouse: ClickHouse, database: str, tmp_path: Path) -> None:
+    """Records acknowledged while ClickHouse was down, then the sidecar closed with both tables' batches undelivered:
+    the next run on the same state folder inserts them into their tables (made by hand) with no record fed to it,
+    once each."""
+    clickhouse.query(f"CREATE DATABASE {database}")
+    for queries in (True, False):
+        layout = UbiLayout(queries)
+        name = "ubi_queries" if queries else "ubi_events"
+        clickhouse.query(layout.create(f"{database}.{name}", [(c, c) for c in layout.known()], []))
+    config = with_clickhouse(write_config(tmp_path, ""), clickhouse.url, database, ", close_drain_seconds: 0")
+    clickhouse.stop()
+    try:
+        first = Pipeline(load_config(config), seed=1)
+        try:
+            feed(first, [*QUERIES, *EVENTS])
+        finally:
+            first.close()
+    finally:
+        clickhouse.start()
+    second = Pipeline(load_config(config), seed=1)
+    try:
+        drain(second)
+        stats = clickhouse_sink(second).stats()
+    finally:
+        second.close()
+    assert stats["sent_events"] == 8
+    queries, events = split(golden_ubi("passthrough.jsonl").splitlines())
+    assert records(clickhouse, f"{database}.ubi_queries") == queries
+    assert records(clickhouse, f"{database}.ubi_events") == events
+
+
+def k_anonymity_into(
+    clickhouse: ClickHouse, database: str, folder: Path, lines: list[str], fields: Any, batches: list[int]
+) -> None:
     """``lines`` through config/k-anonymity.yaml (format ubi, ``fields``) into its file sink and the clickhouse
-    sink, in batches (released after each, restarted once), drained and closed."""
+    sink, in ``batches`` (released after each, restarted once), drained and closed."""
     config = k_anonymity_config(folder, fields)
     doc = yaml.safe_load(config.read_text(encoding="utf-8"))
     doc["sinks"].append(
@@ -173,9 +207,9 @@ def k_anonymity_into(clickhouse: ClickHouse, database: str, folder: Path, lines:
         }
     )
     config.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    pipe = run(config, lines, [100, 37, 250], restart_at=3)
+    pipe = run(config, lines, batches, restart_at=3)
     try:
-        drain(pipe)
+        drain(pipe, 120)
     finally:
         pipe.close()
 
@@ -196,7 +230,7 @@ def test_the_k_anonymity_chain_into_clickhouse(clickhouse: ClickHouse, database:
     query's released (reassigned) client_id; no e-mail address and no session is left."""
     stream = ubi_stream(11, users=60, queries=600)
     fields = {"session_id": "drop", "event_attributes.object.description": "scrub"}
-    k_anonymity_into(clickhouse, database, tmp_path, stream.lines, fields)
+    k_anonymity_into(clickhouse, database, tmp_path, stream.lines, fields, [100, 37, 250])
     released = (tmp_path / "out.ubi").read_text(encoding="utf-8").splitlines()
     queries, events = split(released)
     assert len(queries) > 100 and len(events) > 100
@@ -219,7 +253,7 @@ def test_real_queries_and_clicks_through_the_k_anonymity_chain(
     through the same chain: the tables hold what the file sink released (a list the record did not have reads
     back as []), and no event is in ClickHouse without its query or under another client_id. Counts printed."""
     stream = aol_ubi()
-    k_anonymity_into(clickhouse, database, tmp_path, stream.lines, {})
+    k_anonymity_into(clickhouse, database, tmp_path, stream.lines, {}, [1000])
     released = (tmp_path / "out.ubi").read_text(encoding="utf-8").splitlines()
     queries, events = split(released)
     stored = records(clickhouse, f"{database}.ubi_queries", empty_lists=False)

@@ -279,11 +279,13 @@ class Journal:
         #: defers (``CategoryBufferFilter.defer_commits``).
         self.every = 1
         self._pending = 0
-        self.new: list[Held] = []
+        self.new: list[Held | None] = []
         self.touched: set[Held] = set()
         self.gone: list[int] = []
         self.dirty_k: set[str] = set()
         self.packer = EventPacker()
+        #: the row of ``new[0]`` (rows of arrivals are consecutive), read at the first :meth:`left` of a window
+        self._first_row = -1
 
     def arrived(self, h: Held) -> None:
         """``h`` arrived in this batch."""
@@ -295,10 +297,20 @@ class Journal:
             self.touched.add(h)
 
     def left(self, h: Held) -> None:
-        """Both halves of ``h`` are gone."""
+        """Both halves of ``h`` are gone. An arrival since the last write leaves the journal now (its slot in
+        :attr:`new` emptied): freed while its objects are still in the CPU's caches, not all at the next write
+        (with deferred writes, 50,000 events at once: 3% of a k-anonymity archive replay's samples)."""
         if not h.new:
             self.touched.discard(h)
             self.gone.append(h.row)
+            return
+        new = self.new
+        if self._first_row < 0 and new:
+            first = new[0]  # never emptied before the first call of a window
+            self._first_row = first.row if first is not None else -1
+        i = h.row - self._first_row
+        if 0 <= i < len(new) and new[i] is h and h.ubucket is None and h.qbucket is None:
+            new[i] = None  # freed now, while its objects are in the cache, not at the commit
 
     def k_changed(self, bucket: str) -> None:
         """The k of ``bucket`` changed."""
@@ -320,7 +332,7 @@ class Journal:
         inserts = []
         not_kept = 0
         for h in self.new:
-            if h.ubucket is None and h.qbucket is None:
+            if h is None or (h.ubucket is None and h.qbucket is None):
                 continue  # arrived and left within the batch: nothing to store
             blob, kept = pack_event(h.event, self.packer)
             if not kept:
@@ -333,6 +345,7 @@ class Journal:
         if inserts or updates or deletes or ks:
             store.write(inserts, updates, deletes, ks)
         self.new = []
+        self._first_row = -1
         self.touched = set()
         self.gone = []
         self.dirty_k = set()

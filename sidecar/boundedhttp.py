@@ -3,7 +3,8 @@ shared host's loop (``http``, and ``otlp``'s ``http_listen``).
 
 A connection is a protocol object on the loop (an idle keep-alive connection costs no thread, but a file
 descriptor and memory). One connection more than the limit closes the connection idle the longest (no request
-in progress or queued) to make room, so clients that keep idle connections open never lock a new one out; only
+in progress or queued, no bytes waiting unread) to make room, so clients that keep idle connections open never
+lock a new one out, and a request that arrived in a burst of connections is not mistaken for idleness; only
 when every connection is busy is the newcomer sent the source's 503 refusal and closed. On a TLS port the
 refusal goes out once the handshake completed (``connection_made`` runs after it), never in plain text. Each
 source counts both events under its own reason names. It reads aiohttp 3.14 internals (pinned in pyproject.toml).
@@ -12,12 +13,15 @@ source counts both events under its own reason names. It reads aiohttp 3.14 inte
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import struct
+import termios
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
-__all__ = ["BoundedConnection", "BoundedServer", "close_idle_connection", "refusal"]
+__all__ = ["BoundedConnection", "BoundedServer", "close_idle_connection", "refusal", "unread_bytes"]
 
 
 def refusal(content_type: bytes, body: bytes, retry_after: int) -> bytes:
@@ -30,15 +34,30 @@ def refusal(content_type: bytes, body: bytes, retry_after: int) -> bytes:
 
 def close_idle_connection(connections: dict[Any, Any]) -> bool:
     """Of an aiohttp low-level server's connections (``web.Server._connections``), close the one idle the longest
-    (no request in progress or queued) to make room for a new one: True, or False when every one is busy. Called
-    only when the server is full, so the scan costs nothing otherwise."""
+    (no request in progress or queued, and no bytes waiting unread: a request on its way is not idleness) to make
+    room for a new one: True, or False when every one is busy. Called only when the server is full, so the scan
+    costs nothing otherwise."""
     idle = [h for h in connections if not h._request_in_progress and not h._messages and not h._force_close]
-    if not idle:
-        return False
-    oldest = min(idle, key=lambda handler: handler._next_keepalive_close_time)
-    oldest.force_close()
-    connections.pop(oldest, None)  # its connection_lost comes later: the room is needed now
-    return True
+    for handler in sorted(idle, key=lambda h: h._next_keepalive_close_time):
+        if unread_bytes(handler.transport):
+            continue  # a request the loop has not read yet (a burst of accepts delays it): not idle
+        handler.force_close()
+        connections.pop(handler, None)  # its connection_lost comes later: the room is needed now
+        return True
+    return False
+
+
+def unread_bytes(transport: asyncio.BaseTransport | None) -> int:
+    """Bytes the kernel holds for ``transport``'s socket that the loop has not read yet (0 when it has none or
+    cannot tell)."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return 0
+    try:
+        waiting = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except (OSError, ValueError):  # closed meanwhile
+        return 0
+    return int(struct.unpack("i", waiting)[0])
 
 
 class BoundedConnection(web.RequestHandler):
@@ -92,7 +111,7 @@ class BoundedServer(web.Server):
         return len(self._connections)
 
     def evict_idle(self) -> bool:
-        """Close the connection idle the longest (no request in progress or queued): True, or False when every
+        """Close the connection idle the longest (see :func:`close_idle_connection`): True, or False when every
         connection is busy. Only called when full."""
         if not close_idle_connection(self._connections):
             return False

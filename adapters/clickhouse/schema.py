@@ -309,8 +309,16 @@ def create_statement(
     return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(defs)}) ENGINE = MergeTree ORDER BY tuple()"
 
 
+#: What a mismatch message suggests by default.
+MAP_HINT = "Change the table, or map record fields to its columns with `columns: {column: field}`."
+
+
 def check_columns(
-    table: str, described: Mapping[str, Column], required: Sequence[str], filled: Sequence[str] | None = None
+    table: str,
+    described: Mapping[str, Column],
+    required: Sequence[str],
+    filled: Sequence[str] | None = None,
+    hint: str = MAP_HINT,
 ) -> None:
     """:class:`TableMismatch` when a column every record fills (``required``) is not in the table, or a table
     column that no record field fills (``filled``, default: ``required``) could only get a made-up value (not
@@ -327,6 +335,5 @@ def check_columns(
         problems.append(f"no record field fills column {', '.join(unfilled)} (not Nullable, no DEFAULT)")
     raise TableMismatch(
         f"ClickHouse table {table} does not match the records: {'; '.join(problems)}. The table has: "
-        f"{', '.join(f'{c.name} {c.type}' for c in described.values())}. Change the table, or map record fields "
-        "to its columns with `columns: {column: field}`."
+        f"{', '.join(f'{c.name} {c.type}' for c in described.values())}. {hint}"
     )

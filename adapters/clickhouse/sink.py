@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from adapters.clickhouse.config import ClickHouseSinkConfig
-from adapters.clickhouse.schema import create_statement, record_fields, role_pairs
+from adapters.clickhouse.schema import MAP_HINT, create_statement, record_fields, role_pairs
 from adapters.clickhouse.table import TableWriter
 from adapters.clickhouse.ubi import UbiLayout, ubi_kind
 from sidecar.api import BuildContext, Codec, ConfigValueError, Event, Outbox, SchemaConfig, Sink
@@ -45,6 +45,8 @@ from sidecar.netsink import HttpClient, basic_auth, outbox_stats, read_secret
 class RecordLayout:
     """The records' own columns: ``columns:``, a TSV header's columns, or each JSON object's keys; the role values
     under ``schema.roles``' keys; a created table typed from the first batch (:func:`.schema.create_statement`)."""
+
+    hint = MAP_HINT
 
     def __init__(self, config: ClickHouseSinkConfig, schema: SchemaConfig) -> None:
         self.config = config
@@ -125,18 +127,21 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
         self.written = sum(w.written for w in self.writers)
 
     def _write_ubi(self, events: list[Event]) -> None:
-        """Query records into the main table, event records into the events table."""
+        """Query records into the main table, event records into the events table; both tables are checked
+        before a row of the batch goes into either (a refused batch leaves nothing behind to go twice)."""
         assert self.events is not None
         queries: list[Event] = []
         clicks: list[Event] = []
+        neither: list[Event] = []
         for ev in events:
             kind = ubi_kind(ev)
-            if kind is None:
-                self.main.reject(ev, "not_ubi_record")
-            else:
-                (queries if kind else clicks).append(ev)
-        self.main.write(queries)
-        self.events.write(clicks)
+            (neither if kind is None else queries if kind else clicks).append(ev)
+        self.main.check(queries)
+        self.events.check(clicks)
+        for ev in neither:
+            self.main.reject(ev, "not_ubi_record")
+        self.main.add(queries)
+        self.events.add(clicks)
 
     def flush(self) -> None:
         for writer in self.writers:

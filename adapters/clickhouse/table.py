@@ -55,6 +55,9 @@ class Layout(Protocol):
     """What a table's records are: their fields by name, which columns they fill, the table ``create_table``
     makes."""
 
+    #: What a mismatch message suggests (never a value).
+    hint: str
+
     def fields(self, event: Event) -> dict[str, Any]:
         """The record's fields by name (the role values as the chain left them); :class:`Reject` when it has
         none this table can take."""
@@ -203,7 +206,7 @@ class TableWriter:
                 )
                 self.described = described
             if self.filled is not None and not self.checked:
-                check_columns(self.table_label, self.described, self.required, self.filled)
+                check_columns(self.table_label, self.described, self.required, self.filled, self.layout.hint)
                 self.checked = True
                 self.sample = []
 
@@ -226,6 +229,13 @@ class TableWriter:
     # ---- the runtime's side ---------------------------------------------------------------------
     def write(self, events: list[Event]) -> None:
         """The events' rows into the batcher; a record that cannot be a row is dead-lettered."""
+        self.check(events)
+        self.add(events)
+
+    def check(self, events: list[Event]) -> None:
+        """Settle the columns from the first batch and check the table (create it): :class:`TableMismatch` or
+        :class:`ClickHouseError` refuses the batch before any of its rows is added (the source does not
+        acknowledge it); ClickHouse unreachable is no refusal (the rows wait in the outbox)."""
         if not events:
             return
         if self.batcher is None:
@@ -234,10 +244,16 @@ class TableWriter:
             self._settle_mapping(events)
         if not self.ready and time.monotonic() >= self._next_check:
             try:
-                self.prepare()  # a mismatch or an error answer refuses the batch (the source does not acknowledge)
+                self.prepare()
             except PeerUnavailable as exc:  # not reachable: the rows wait in the outbox, the sender checks first
                 self._next_check = time.monotonic() + self.config.retry_max_seconds  # not a timeout per batch
                 log.warning("clickhouse_unreachable", table=self.table_label, error=str(exc))
+
+    def add(self, events: list[Event]) -> None:
+        """The events' rows into the batcher (after :meth:`check`); a record that cannot be a row is
+        dead-lettered."""
+        if not events or self.batcher is None:
+            return
         add = self.batcher.add
         encode = _JSON.encode
         typed = self.described is not None  # (set once, by the sender thread too: read once per batch)

@@ -88,6 +88,8 @@ def ubi_record(event: Event) -> dict[str, Any]:
 class UbiLayout:
     """The columns of one UBI table (queries or events): the schema's, then the first batch's other keys."""
 
+    hint = 'Add the missing columns (the UBI tables are in docs/STACK.md, "Into ClickHouse").'
+
     def __init__(self, queries: bool) -> None:
         self.queries = queries
         self.columns = QUERY_COLUMNS if queries else EVENT_COLUMNS

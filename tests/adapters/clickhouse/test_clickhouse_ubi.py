@@ -340,6 +340,32 @@ def test_existing_tables_a_bad_record_and_a_missing_column(
         pipe.close()
 
 
+def test_a_mismatched_events_table_refuses_the_batch_before_any_query_is_queued(
+    clickhouse: ClickHouse, database: str, tmp_path: Path
+) -> None:
+    """The query table fits, the event table lacks a column every event fills: the batch of queries and events is
+    refused (TableMismatch, naming the table and column), and no row of it waits in either table's outbox or
+    batcher (a redelivered batch would otherwise put its queries in twice)."""
+    clickhouse.query(f"CREATE DATABASE {database}")
+    layout = UbiLayout(True)
+    clickhouse.query(layout.create(f"{database}.ubi_queries", [(c, c) for c in layout.known()], []))
+    clickhouse.query(f"CREATE TABLE {database}.ubi_events (query_id String) ENGINE = MergeTree ORDER BY query_id")
+    config = with_clickhouse(write_config(tmp_path, ""), clickhouse.url, database)
+    pipe = Pipeline(load_config(config), seed=1)
+    try:
+        with pytest.raises(
+            TableMismatch,
+            match=f"{database}.ubi_events does not match .*no column application, action_name.*Add the missing columns",
+        ):
+            feed(pipe, [*QUERIES, *EVENTS], batch=100)
+        for writer in clickhouse_sink(pipe).writers:
+            assert writer.outbox is not None and writer.outbox.pending().events == 0
+            assert writer.batcher is not None and writer.batcher.pending() == 0
+    finally:
+        pipe.close()
+    assert clickhouse.rows(f"SELECT count() AS n FROM {database}.ubi_queries") == [{"n": 0}]
+
+
 @pytest.mark.parametrize(
     ("options", "schema", "problem"),
     [

@@ -9,28 +9,24 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import structlog
 
+from filters.category_buffer.buckets import CORE as CORE_IN_USE
 from filters.category_buffer.buckets import UNKNOWN, Bucket, Held
 from filters.category_buffer.config import CategoryBufferConfig
 from filters.category_buffer.firstpass import PendingPass, Waiting, pack_result, unpack_result
-from filters.category_buffer.pairs import (
-    TRIES,
-    PairMemory,
-    draw,
-    kept_draw,
-    normalise_text,
-    opened,
-    pair_of,
-    shared_pair_array,
-)
+from filters.category_buffer.pairs import PairMemory, exact_draw, normalise_text, pair_of, shared_pair_array
 from filters.category_buffer.rand import RandomPool
 from filters.category_buffer.removal import RemovalPolicies
 from filters.category_buffer.sides import Sides, read_field
 from filters.category_buffer.store import HeldStore, Journal, unpack_event
 from sidecar.api import BuildContext, Codec, ConfigValueError, Event, Filter, StateDamaged
+
+if TYPE_CHECKING:
+    from filters.category_buffer.core import Buffer
 
 log = structlog.get_logger("querylog.category_buffer")
 
@@ -45,36 +41,58 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
     STATEFUL = True
     PRESCAN = True
     PRESCAN_ROLES_ONLY = True  # shared_pairs reads users and texts
-    #: The hot-path specialisation of :meth:`process` and :meth:`_release` (the branches marked SPECIALISED): the
-    #: arrival's text key, common bucket name and user side, its bucket and pair bookkeeping, and a release's first
-    #: random draw, written out inline instead of calling the helpers named there. Measured on ``bench buffer``'s
-    #: workload (k=5, 10,000 users, batches of 1000; two runs of 20 interleaved rounds of 100,000 events): 170k and
-    #: 174k vs 135k and 145k events per CPU-second (median, +26% and +20%), best 190k and 200k vs 153k and 161k
-    #: (+24%, +25%). A release's two pops written out too gained 8% (`bench buffer`, median of 3 interleaved runs:
-    #: 240k vs 222k events per CPU-second): folded back into ``Bucket.pop_user``/``pop_query``. False runs the
-    #: helpers only, with the same output for the same random words (pinned by
-    #: ``test_specialised_hot_path_gives_the_helpers_output``): for tests, and to measure it again
-    #: (`querylog bench buffer --helpers-only`).
-    SPECIALISED: ClassVar[bool] = True
+    #: The module of the per-event work (:mod:`.core`, :class:`.core.Buffer`, its classes): compiled with mypyc when
+    #: built from its current source, else the source; a test runs both on the same random words.
+    CORE: ClassVar[ModuleType] = CORE_IN_USE
 
     def __init__(self, config: CategoryBufferConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
         if ctx.state is None:
             raise ConfigValueError("k", "category_buffer needs the state store (state_dir)")
-        self.pool = RandomPool(ctx.token_bytes)
+        core = self.CORE
+        self.pool: RandomPool = core.RandomPool(ctx.token_bytes)
         self.store = HeldStore(ctx.state)
         self.journal = Journal()
-        self.buckets: dict[str, Bucket] = {}
-        self.memory = PairMemory(config.avoid_repeat_pairs)
+        self.memory: PairMemory = core.PairMemory(config.avoid_repeat_pairs)
         #: the codec of each format seen in a batch (restored events are encoded with it)
         self.codecs: dict[str | None, Codec] = {}
         self.sides = Sides(config, self.codecs, self.counts, ctx.codec_for)
-        self._held = 0
-        self._stream_time: Any = None
-        self._next_id = 1
+        plain_names = config.level == 1 and config.category_field is None
+        rules = (plain_names, self.sides.simple, config.time == "release", config.min_users or 0)
+        self.core: Buffer = core.Buffer(
+            memory=self.memory,
+            pool=self.pool,
+            journal=self.journal,
+            counts=self.counts,
+            codecs=self.codecs,
+            rules=(*rules, config.user_draw == "user", config.delta, config.decay),
+            new_bucket=self._bucket,
+            bucket_name=self._bucket_name,
+            user_values=self.sides.user_values,
+            emit=self.sides.emit,
+            exact_draw=exact_draw,
+            at_max_k=self._at_max_k,
+            dropped=self._dropped,
+        )
+        #: the buckets by name (the same dict as the core's)
+        self.buckets: dict[str, Bucket] = self.core.buckets
         #: batches waiting for a first pass made elsewhere (prescan_later); None: none is awaited
         self._waiting: Waiting | None = None
         self._load()
+
+    @property
+    def _held(self) -> int:  # the core's count (RemovalPolicies declares the attribute)
+        """Query halves held in the buckets."""
+        return self.core.held
+
+    @_held.setter
+    def _held(self, n: int) -> None:
+        self.core.held = n
+
+    def _dropped(self, ev: Event) -> None:
+        """An uncategorised event dropped (``unknown: drop``): named to a join stage that asked."""
+        if self._suppressed is not None:
+            self._suppressed.append(ev)
 
     # --- buckets -------------------------------------------------------------------
 
@@ -84,7 +102,7 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
         if b is None:
             per_category = self.config.k_per_category
             base = per_category[name] if per_category and name in per_category else self.config.k
-            b = self.buckets[name] = Bucket(name, base, self.config.max_k_of(base))
+            b = self.buckets[name] = self.CORE.Bucket(name, base, self.config.max_k_of(base))
         return b
 
     def _bucket_name(self, ev: Event) -> str | None:
@@ -119,76 +137,15 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
             self._gone_half(h)
 
     def _release(self, bucket: Bucket, out: list[Event]) -> None:
-        """Release while the bucket holds k events of at least ``min_users`` distinct users and a valid
-        pair exists; otherwise k <- ceil(k * delta) (paper 001's rule, which is ``min_users: 2``), or
-        ``max_k_policy`` once k is ``max_k``."""
-        if len(bucket.queries) < bucket.retry_at:  # max_k_policy hold: retried once grown by delta, as k would
-            return
-        cfg = self.config
-        min_users = cfg.min_users or bucket.base
-        by_user = cfg.user_draw == "user"
-        pool, memory = self.pool, self.memory
-        specialised = self.SPECIALISED
-        fast_draw = specialised and by_user
-        while len(bucket.queries) >= bucket.k:
-            drawn: tuple[int, str, int] | None
-            by_name = bucket.by_name
-            if len(by_name) < min_users:
-                drawn = None
-            elif bucket.open is not None:  # its valid pairs are kept (pairs.opened): one of them
-                drawn = kept_draw(bucket, pool, by_user)
-            elif fast_draw and len(by_name) > 1 and pool.i + 3 <= len(pool.words):
-                # SPECIALISED: draw()'s first try with RandomPool.below and PairMemory.avoided written out (the
-                # same words, the same result); when that pair is not valid, draw() makes the other tries.
-                words, i = pool.words, pool.i
-                queries = bucket.queries
-                names = bucket.names
-                qi = words[i] % len(queries)
-                q = queries[qi]
-                name = names[words[i + 1] % len(names)]
-                pair = hash((name, q.text))
-                if (
-                    name != q.sender
-                    and pair not in memory.held
-                    and pair not in memory.batch
-                    and pair not in memory.recent
-                    and pair not in memory.older
-                    and pair not in memory.future
-                ):
-                    drawn = qi, name, words[i + 2] % len(by_name[name])
-                    pool.i = i + 3
-                else:
-                    pool.i = i + 2
-                    drawn = draw(bucket, pool, memory, by_user, TRIES - 1)
-            else:
-                drawn = draw(bucket, pool, memory, by_user)
-            if drawn is None:
-                if bucket.raise_k(cfg.delta):
-                    self.journal.k_changed(bucket.name)
-                    self.counts["k_raised"] += 1
-                else:
-                    self._at_max_k(bucket)
-                return
-            qi, name, si = drawn
-            u = bucket.pop_user(name, si)
-            q = bucket.pop_query(qi)
-            # SPECIALISED: skip _gone_half where it does nothing (a new event whose other half is still held)
-            if not specialised or u.qbucket is None or not u.new:
-                self._gone_half(u)
-            if not specialised or q.ubucket is None or not q.new:
-                self._gone_half(q)
-            out.append(self.sides.emit(q, u, self._stream_time))
-            self._held -= 1
-            bucket.retry_at = 0
-            if cfg.decay and bucket.k > bucket.base and bucket.decay_k(cfg.delta):
-                self.journal.k_changed(bucket.name)
+        """Release what ``bucket`` allows (:meth:`.core.Buffer.release`)."""
+        self.core.release(bucket, out)
 
     # --- durability ---------------------------------------------------------------
 
     def _load(self) -> None:
         """Rebuild the buckets, their k and the pair memory from the state store."""
         rows, ks = self.store.load()
-        self._next_id = (rows[-1][0] + 1) if rows else 1
+        self.core.next_id = (rows[-1][0] + 1) if rows else 1
         for row_id, ubucket, qbucket, arrived, blob in rows:
             try:
                 ev, fmt = unpack_event(blob, self.ctx.codec_for)
@@ -199,7 +156,8 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
             sender = str(ev.user)
             text = normalise_text(ev.query)
             pair = pair_of(sender, text)
-            h = Held(row_id, ev, sender, text, pair, arrived, fmt, self.sides.restored_values(ev), new=False)
+            uvalues = self.sides.restored_values(ev)
+            h: Held = self.CORE.Held(row_id, ev, sender, text, pair, arrived, fmt, uvalues, False)
             self.memory.hold(pair)
             if ubucket is not None:
                 self._bucket(ubucket).add_user(h)
@@ -274,82 +232,15 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
         return self._after_first_pass()
 
     def _arrive(self, batch: list[Event], now: float) -> list[Event]:
-        """:meth:`process` of a batch that came at ``now``."""
-        cfg = self.config
-        out: list[Event] = []
-        memory = self.memory
-        specialised = self.SPECIALISED
-        # SPECIALISED: the common bucket naming (level 1, no category_field) and user side (the user id only)
-        fast_names = specialised and cfg.level == 1 and cfg.category_field is None
-        simple = specialised and self.sides.simple
-        senders = [str(ev.user) for ev in batch]
-        if specialised:  # SPECIALISED: normalise_text and pair_of
-            texts = [" ".join(str(ev.query).casefold().split()) for ev in batch]
-            pairs = [hash(key) for key in zip(senders, texts)]
-        else:
-            texts = [normalise_text(ev.query) for ev in batch]
-            pairs = [pair_of(sender, text) for sender, text in zip(senders, texts)]
-        memory.look_ahead(pairs)  # a pair that occurs later in this batch is not created either
-        dropped = 0
+        """:meth:`process` of a batch that came at ``now``: the core's arrivals and releases
+        (:meth:`.core.Buffer.arrive`), then the removal policies and the commit."""
         suppressed_before = self.counts["suppressed_max_k"]
-        for ev, sender, text, pair in zip(batch, senders, texts, pairs):
-            cat = ev.meta.get("category") if fast_names else None
-            name = cat if type(cat) is str and cat and cat != UNKNOWN else self._bucket_name(ev)
-            if name is None:
-                dropped += 1
-                if self._suppressed is not None:
-                    self._suppressed.append(ev)
-                continue
-            self._stream_time = ev.time
-            codec = ev.codec
-            fmt = codec.format if codec is not None else None
-            if codec is not None and fmt not in self.codecs:
-                self.codecs[fmt] = codec
-            uvalues = (ev.user,) if simple else self.sides.user_values(ev, codec)
-            h = Held(self._next_id, ev, sender, text, pair, now, fmt, uvalues, new=True)
-            self._next_id += 1
-            bucket = self.buckets.get(name) or self._bucket(name)
-            if specialised:
-                # SPECIALISED: Bucket.add_user, Journal.arrived, PairMemory.hold and remember
-                h.ubucket = h.qbucket = name
-                slots = bucket.by_name.get(sender)
-                new_user = slots is None
-                if slots is None:
-                    bucket.by_name[sender] = [h]
-                    bucket.name_pos[sender] = len(bucket.names)
-                    bucket.names.append(sender)
-                else:
-                    slots.append(h)
-                bucket.add_query(h)
-                self.journal.new.append(h)
-                held = memory.held
-                held[pair] = held.get(pair, 0) + 1
-                if memory.cap:
-                    memory.recent.add(pair)
-                    if len(memory.recent) * 2 >= memory.cap:
-                        memory.older = memory.recent
-                        memory.recent = set()
-            else:
-                bucket.add_user(h)
-                new_user = len(bucket.by_name[sender]) == 1
-                bucket.add_query(h)
-                self.journal.arrived(h)
-                memory.hold(pair)
-                memory.remember(pair)
-            if bucket.open is not None:
-                opened(bucket, h, new_user, memory)
-            if len(bucket.queries) >= bucket.k:
-                self._release(bucket, out)
-        arrived = len(batch) - dropped
-        self._held += arrived
-        if dropped:
-            self.counts["dropped_unknown"] += dropped
-        self.counts["arrived"] += arrived
-        memory.end_batch()
+        out = self.core.arrive(batch, now)
+        self.memory.end_batch()
         suppressed = self.counts["suppressed_max_k"] - suppressed_before
         if suppressed:
             log.info("events_suppressed", filter=self.NAME, reason="max_k", count=suppressed)
-        if self._held > cfg.max_held:
+        if self._held > self.config.max_held:
             self._overflow()
         self._apply_max_hold(out)
         self._commit()

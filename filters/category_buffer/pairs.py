@@ -12,22 +12,44 @@ whole archive (:func:`shared_pairs`).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from filters.category_buffer.buckets import Bucket, Held
-from filters.category_buffer.rand import RandomPool
+from filters.category_buffer.buckets import CORE, Bucket
 from sidecar.api import Event
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from filters.category_buffer.core import (
+        KEPT_PAIRS,
+        TRIES,
+        PairMemory,
+        RandomPool,
+        kept_draw,
+        opened,
+        tried_draw,
+        weighted,
+    )
+else:
+    KEPT_PAIRS, TRIES, PairMemory, RandomPool = CORE.KEPT_PAIRS, CORE.TRIES, CORE.PairMemory, CORE.RandomPool
+    kept_draw, opened, tried_draw, weighted = CORE.kept_draw, CORE.opened, CORE.tried_draw, CORE.weighted
 
-TRIES = 4
-"""Rejection-sampling draws before the exact draw (:func:`exact_draw`)."""
-KEPT_PAIRS = 512
-"""A bucket's valid pairs are kept (``Bucket.open``) while there are at most this many (:func:`opened`)."""
+__all__ = [
+    "KEPT_PAIRS",
+    "TRIES",
+    "PairMemory",
+    "draw",
+    "enumerated_draw",
+    "exact_draw",
+    "kept_draw",
+    "normalise_text",
+    "opened",
+    "pair_of",
+    "shared_pair_array",
+    "shared_pairs",
+]
 
 
 def normalise_text(query: Any) -> str:
@@ -40,82 +62,6 @@ def pair_of(user: str, text: str) -> int:
     return hash((user, text))
 
 
-class PairMemory:
-    """The pairs that must not be created, all as hashes, in memory only.
-
-    ``held``: pairs of every event with a half still held (counted, as a user can
-    send a text twice); ``batch``: the current batch's pairs (look-ahead);
-    ``recent``/``older``: two generations of ``cap / 2`` recently arrived pairs
-    each (O(1), bounded, at least the last half of ``cap``); ``future``: the
-    archive's shared pairs learnt by prescan. The sets are public for the
-    filter's hot path, which reads and updates them inline.
-    """
-
-    __slots__ = ("batch", "cap", "future", "held", "older", "recent", "static")
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        #: a pair's validity never changes: ``future`` holds the whole archive's shared pairs and every held
-        #: event is of this archive (see :func:`opened`); only then are a bucket's valid pairs kept
-        self.static = False
-        self.held: dict[int, int] = {}
-        self.batch: set[int] = set()
-        self.recent: set[int] = set()
-        self.older: set[int] = set()
-        self.future: set[int] = set()
-
-    def hold(self, pair: int) -> None:
-        """An event with this pair is now held."""
-        self.held[pair] = self.held.get(pair, 0) + 1
-
-    def unhold(self, pair: int) -> None:
-        """Both halves of an event with this pair have left."""
-        n = self.held[pair] - 1
-        if n:
-            self.held[pair] = n
-        else:
-            del self.held[pair]
-
-    def remember(self, pair: int) -> None:
-        """Remember an arrived pair (nothing when ``cap`` is 0)."""
-        if not self.cap:
-            return
-        recent = self.recent
-        recent.add(pair)
-        if len(recent) * 2 >= self.cap:
-            self.older = recent
-            self.recent = set()
-
-    def look_ahead(self, pairs: Iterable[int]) -> None:
-        """The pairs of the batch being processed: none of them is created either."""
-        self.batch = set(pairs)
-
-    def end_batch(self) -> None:
-        """The batch is done: forget its look-ahead."""
-        self.batch = set()
-
-    def learn_future(self, pairs: Iterable[int]) -> int:
-        """Add pairs the archive holds later (prescan); returns how many are known."""
-        self.future.update(pairs)
-        return len(self.future)
-
-    def avoided(self, user: str, text: str) -> bool:
-        """True when giving ``text`` to ``user`` would create a known pair."""
-        pair = hash((user, text))  # pair_of
-        return (
-            pair in self.held or pair in self.batch or pair in self.recent or pair in self.older or pair in self.future
-        )
-
-
-def _weighted(items: Sequence[T], weights: Sequence[int], pick: int) -> T:
-    """The item at position ``pick`` (0 <= pick < sum(weights)) of the items repeated by weight."""
-    for item, w in zip(items, weights):
-        if pick < w:
-            return item
-        pick -= w
-    raise ValueError("pick out of range")
-
-
 def draw(
     bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bool, tries: int = TRIES
 ) -> tuple[int, str, int] | None:
@@ -124,29 +70,15 @@ def draw(
     Valid: the user is not the query's sender and ``memory`` does not avoid the
     pair. The pair is uniform among the valid pairs (``by_user``, ``user_draw: user``)
     or weighted by the user's held slots (``slot``, the paper's multiset).
-    Rejection sampling first (``tries`` tries of a query uniform among held
-    queries and a user uniform among distinct users, or by slot), then
-    :func:`exact_draw`; a bucket whose users and senders are all one person is
+    Rejection sampling first (:func:`.core.tried_draw`: ``tries`` tries of a query
+    uniform among held queries and a user uniform among distinct users, or by slot),
+    then :func:`exact_draw`; a bucket whose users and senders are all one person is
     recognised in one pass.
     """
-    by_name = bucket.by_name
-    queries = bucket.queries
-    if len(by_name) == 1:
-        (only,) = by_name
-        if all(q.sender == only for q in queries):
-            return None
-    below = pool.below
-    avoided = memory.avoided
-    names = bucket.names
-    weights = [] if by_user else [len(by_name[n]) for n in names]
-    total = sum(weights)
-    nq = len(queries)
-    for _ in range(tries):
-        q = queries[qi := below(nq)]
-        name = names[below(len(names))] if by_user else _weighted(names, weights, below(total))
-        if name != q.sender and not avoided(name, q.text):
-            return qi, name, below(len(by_name[name]))
-    return exact_draw(bucket, pool, memory, by_user)
+    drawn = tried_draw(bucket, pool, memory, by_user, tries)
+    if drawn is None:
+        return exact_draw(bucket, pool, memory, by_user)
+    return None if drawn[0] < 0 else drawn
 
 
 def exact_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bool) -> tuple[int, str, int] | None:
@@ -202,7 +134,7 @@ def exact_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bo
     for qis, valid, slots, per_query in groups:
         if pick < len(qis) * per_query:
             qi = qis[pick // per_query]
-            name = valid[pick % per_query] if by_user else _weighted(valid, slots, pick % per_query)
+            name = valid[pick % per_query] if by_user else weighted(valid, slots, pick % per_query)
             return qi, name, pool.below(len(by_name[name]))
         pick -= len(qis) * per_query
     raise AssertionError("pick out of range")
@@ -226,54 +158,8 @@ def enumerated_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_use
         qi, name = valid[below(len(valid))]
     else:
         w = [len(by_name[n]) for _, n in valid]
-        qi, name = _weighted(valid, w, below(sum(w)))
+        qi, name = weighted(valid, w, below(sum(w)))
     return qi, name, below(len(by_name[name]))
-
-
-def opened(bucket: Bucket, h: Held, new_user: bool, memory: PairMemory) -> None:
-    """``h`` arrived in a bucket whose valid pairs are kept (``Bucket.open``): add those it opens.
-
-    Only with ``memory.static`` (a first pass learnt the archive's shared pairs before any arrival, nothing was
-    restored), where a pair's validity never changes: a pair the memory avoids for a while (held, this batch,
-    recent) is one whose user sends that text in this archive, and as the query's sender (another user) does
-    too, that text is shared: the pair is in ``future`` for good, and ``future`` alone says whether a pair of
-    another sender's query is valid. So a bucket's valid pairs change only when a query or a user comes (the
-    pairs it opens, added here) or leaves (``Bucket.pop_query`` and ``Bucket.forget`` drop its pairs): the new
-    query with each held user other than its sender, and its sender, when new here, with each held query of
-    another sender. More than :data:`KEPT_PAIRS`: no longer kept (draws find them).
-    """
-    kept = bucket.open
-    if kept is None:
-        return
-    future = memory.future
-    text, sender = h.text, h.sender
-    kept += [(h, n) for n in bucket.names if n != sender and hash((n, text)) not in future]
-    if new_user and len(kept) <= KEPT_PAIRS:
-        verdict: dict[str, bool] = {}
-        for q in bucket.queries:
-            if q.sender != sender:
-                ok = verdict.get(q.text)
-                if ok is None:
-                    ok = verdict[q.text] = hash((sender, q.text)) not in future
-                if ok:
-                    kept.append((q, sender))
-    if len(kept) > KEPT_PAIRS:
-        bucket.open = None
-
-
-def kept_draw(bucket: Bucket, pool: RandomPool, by_user: bool) -> tuple[int, str, int] | None:
-    """:func:`draw` in a bucket whose valid pairs are kept: one of them, uniformly (``slot``: by the user's held
-    slots), as :func:`exact_draw` draws; None when there is none."""
-    kept = bucket.open
-    if not kept:
-        return None
-    by_name = bucket.by_name
-    if by_user:
-        q, name = kept[pool.below(len(kept))]
-    else:
-        weights = [len(by_name[n]) for _, n in kept]
-        q, name = _weighted(kept, weights, pool.below(sum(weights)))
-    return q.qidx, name, pool.below(len(by_name[name]))
 
 
 def shared_pairs(batches: Iterable[list[Event]]) -> tuple[int, list[int]]:

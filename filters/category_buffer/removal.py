@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, ClassVar
 
 import structlog
 
-from filters.category_buffer.buckets import ROOT, Bucket, Held, parent_name
+from filters.category_buffer.buckets import ROOT, Bucket, Held, parent_name, take_all, take_oldest
 from filters.category_buffer.config import CategoryBufferConfig
 from filters.category_buffer.store import Journal
 from sidecar.api import BuildContext, Event
@@ -22,6 +23,7 @@ NAME = "category_buffer"
 class RemovalPolicies:
     """What suppresses or merges held events; the filter's arrivals and releases are in the filter itself."""
 
+    CORE: ClassVar[ModuleType]  # the filter's core module (.core, compiled or its source)
     config: CategoryBufferConfig
     ctx: BuildContext
     counts: Counter[str]
@@ -58,7 +60,7 @@ class RemovalPolicies:
         count = min(count, len(bucket.queries))
         if count <= 0:
             return
-        self._suppress(bucket.take_oldest(count))
+        self._suppress(take_oldest(bucket, count))
         self._held -= count
         self.counts[reason] += count
 
@@ -72,7 +74,8 @@ class RemovalPolicies:
         n = len(bucket.queries) - bucket.max_k + 1
         if n <= 0:
             return
-        self._suppress(bucket.take_most_held(n))
+        taken: tuple[list[Held], list[Held]] = self.CORE.take_most_held(bucket, n)  # compiled or source, as the rest
+        self._suppress(taken)
         self._held -= n
         self.counts["suppressed_max_k"] += n
 
@@ -105,7 +108,7 @@ class RemovalPolicies:
     def _merge(self, bucket: Bucket, out: list[Event]) -> None:
         """Move every held half of an overdue bucket into its parent bucket, then release from the parent."""
         parent = self._bucket(parent_name(bucket.name))
-        queries, users = bucket.take_all()
+        queries, users = take_all(bucket)
         parent.open = None  # its valid pairs are no longer known: draws find them
         for h in queries:
             parent.add_query(h)

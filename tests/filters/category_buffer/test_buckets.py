@@ -13,7 +13,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from filters.category_buffer.buckets import Bucket, Held, heaviest_first
+from filters.category_buffer.buckets import Bucket, Held, heaviest_first, take_all, take_most_held, take_oldest
 from sidecar.api import Event
 
 USERS = ("a", "b", "c", "d")
@@ -89,7 +89,7 @@ def test_take_most_held_takes_the_heaviest_users_oldest_halves(steps: list[tuple
     sent_after = Counter({u: len(hs) for u, hs in senders.items()}) - Counter(h.sender for h in want_q)
     want_u = slow_most_held(users, n, sent_after)
     before = len(b.queries)
-    queries, slots = b.take_most_held(n)
+    queries, slots = take_most_held(b, n)
     assert queries == want_q and slots == want_u
     assert all(h.qbucket is None for h in queries) and all(h.ubucket is None for h in slots)
     assert len(b.queries) == before - n == sum(len(s) for s in b.by_name.values())
@@ -101,10 +101,10 @@ def test_take_most_held_takes_the_heaviest_users_oldest_halves(steps: list[tuple
 def test_take_oldest_and_take_all_keep_the_index(steps: list[tuple[str, int, int]], n: int) -> None:
     b = build(steps)
     n = min(n, len(b.queries))
-    queries, users = b.take_oldest(n)
+    queries, users = take_oldest(b, n)
     assert len(queries) == len(users) == n
     check_index(b)
-    queries, users = b.take_all()
+    queries, users = take_all(b)
     assert [h.row for h in queries] == sorted(h.row for h in queries)
     assert [h.row for h in users] == sorted(h.row for h in users)
     assert not b.queries and not b.sent and not b.by_name and not b.names

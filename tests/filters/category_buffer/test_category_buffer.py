@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from filters.category_buffer import CategoryBufferConfig, CategoryBufferFilter
 from filters.category_buffer.pairs import normalise_text
-from sidecar.api import BuildContext, Event
+from sidecar.api import BuildContext, Event, compiled
 from sidecar.codecs import JsonlCodec, RolesConfig, SchemaConfig, TsvCodec
 from sidecar.pipeline import codec_lookup
 from sidecar.state import StateStore
@@ -131,30 +131,33 @@ class TestAlgorithm2:
         assert out and all(not (o.user in "ab" and normalise_text(o.query) == "weather") for o in out)
 
 
-class HelpersOnly(CategoryBufferFilter):
-    """The filter without its hot-path specialisation: every operation through its helper."""
+class Interpreted(CategoryBufferFilter):
+    """The filter with its core (filters/category_buffer/core.py) loaded from the source, whatever build runs."""
 
-    SPECIALISED = False
+    CORE = compiled.source(CategoryBufferFilter.CORE)
 
 
-class TestSpecialisedHotPath:
+class TestCompiledCore:
     @pytest.mark.parametrize(
-        ("options", "batch"),
+        ("options", "batch", "prescan"),
         [
-            ({"k": 3}, 37),
-            ({"k": 5, "avoid_repeat_pairs": 10}, 37),
-            ({"k": 3, "avoid_repeat_pairs": 40}, 3),
-            ({"k": 4, "min_users": 2, "delta": 1.5}, 37),
-            ({"k": 3, "user_draw": "slot"}, 37),
-            ({"k": 3, "unknown": "drop"}, 37),
+            ({"k": 3}, 37, False),
+            ({"k": 5, "avoid_repeat_pairs": 10}, 37, False),
+            ({"k": 3, "avoid_repeat_pairs": 40}, 3, False),
+            ({"k": 4, "min_users": 2, "delta": 1.5}, 37, False),
+            ({"k": 3, "user_draw": "slot"}, 37, False),
+            ({"k": 3, "unknown": "drop"}, 37, False),
+            ({"k": 3, "max_k": 6}, 37, True),
+            ({"k": 3, "user_draw": "slot", "max_k": 9}, 37, True),
         ],
     )
-    def test_specialised_hot_path_gives_the_helpers_output(
-        self, tmp_path: Path, options: dict[str, object], batch: int
+    def test_the_compiled_core_releases_what_its_source_releases(
+        self, tmp_path: Path, options: dict[str, object], batch: int, prescan: bool
     ) -> None:
-        """With the same random words, the inlined arrival and first draw release exactly what the helpers
-        release (same pairs, same order, same held halves, k and counts), also through rejections, k growth
-        and decay, the rotation of the recent-pairs memory and uncategorised events."""
+        """With the same random words, the core as imported (compiled when built from its current source) and
+        its source release exactly the same (same pairs, same order, same held halves, k and counts), also
+        through rejections, exact draws, k growth and decay, the rotation of the recent-pairs memory,
+        uncategorised events and, after a first pass, kept pairs and max_k suppressions."""
         rng = random.Random(11)
         events = [
             ev(
@@ -167,11 +170,13 @@ class TestSpecialisedHotPath:
         ]
         events += [ev("solo", f"flood {i}", "C0") for i in range(20)] + events[:200]
         results = []
-        for cls, sub in ((CategoryBufferFilter, "specialised"), (HelpersOnly, "helpers")):
+        for cls, sub in ((CategoryBufferFilter, "as-imported"), (Interpreted, "source")):
             state = StateStore(tmp_path / sub)
             ctx = BuildContext(config_dir=tmp_path, state=state, rng=random.Random(5), seed=5)
             f = cls(CategoryBufferConfig(**options), ctx)  # options typed loosely
             fresh = [ev(e.user, e.query, e.meta.get("category"), e.time) for e in events]
+            if prescan:
+                f.prescan([fresh])
             out = [(o.user, o.query, o.time, o.meta.get("category")) for o in run(f, fresh, batch=batch)]
             results.append((out, f.held_users(), f.stats(), dict(f.counts)))
         assert results[0] == results[1]

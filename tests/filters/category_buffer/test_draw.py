@@ -8,7 +8,6 @@ weighted by held slots), and nothing else: that is the distribution of the enume
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
 
 from hypothesis import given, settings
@@ -23,12 +22,11 @@ USERS = ("a", "b", "c", "d", "e")
 TEXTS = ("google", "ebay", "weather", "myspace")
 
 
-class Scripted(RandomPool):
+def Scripted(words: list[int]) -> RandomPool:  # read as a pool class
     """A pool whose words are given: ``below(n)`` is the next word modulo n."""
-
-    def __init__(self, words: list[int]) -> None:
-        super().__init__(lambda n: bytes(n))
-        self.words = array("Q", words)
+    pool = RandomPool(lambda n: bytes(n))
+    pool.words = list(words)
+    return pool
 
 
 def bucket_and_memory(events: list[tuple[int, int]], known: list[tuple[int, int]]) -> tuple[Bucket, PairMemory]:

@@ -6,7 +6,6 @@ exact draw's distribution."""
 from __future__ import annotations
 
 import random
-from array import array
 from collections import Counter
 from pathlib import Path
 
@@ -116,10 +115,11 @@ def test_no_pairs_are_kept_without_a_first_pass_or_after_a_restart(tmp_path: Pat
     assert h.held() and not h.memory.static and all(b.open is None for b in h.buckets.values())
 
 
-class Scripted(RandomPool):
-    def __init__(self, words: list[int]) -> None:
-        super().__init__(lambda n: bytes(n))
-        self.words = array("Q", words)
+def Scripted(words: list[int]) -> RandomPool:  # read as a pool class
+    """A pool whose words are given: ``below(n)`` is the next word modulo n."""
+    pool = RandomPool(lambda n: bytes(n))
+    pool.words = list(words)
+    return pool
 
 
 @pytest.mark.parametrize("by_user", [True, False])

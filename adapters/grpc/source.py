@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from adapters.grpc.config import GrpcSourceConfig, printable_token
-from sidecar.api import BuildContext, ConfigValueError, Listen, Runtime, Source, client_authentication
+from sidecar.api import BuildContext, ConfigValueError, HostedSource, Listen, Runtime, Source
 from sidecar.objectrecords import reads_objects
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ UBI_REFUSED = (
 )
 
 
-class GrpcSource(Source[GrpcSourceConfig]):
+class GrpcSource(HostedSource, Source[GrpcSourceConfig]):
     """The ``QueryLogFilter`` service as a source: ``Ingest`` into the sinks, ``Filter`` back to the caller."""
 
     NAME = "grpc"
@@ -105,21 +105,6 @@ class GrpcSource(Source[GrpcSourceConfig]):
             filter_release=cfg.filter_release,
             profile_reader="token" if self.reader_token else "subject" if cfg.profile_reader_subject else "none",
         )
-
-    def authentication(self) -> list[str]:
-        """How a client proves itself: ``mtls`` (client certificates), ``token`` (bearer token), else ``none``."""
-        return client_authentication(
-            mtls=self.tls is not None and self.tls.client_ca is not None, token=self.token is not None
-        )
-
-    def listening(self) -> list[Listen]:
-        return list(self.host.listening) if self.host is not None else []
-
-    @property
-    def port(self) -> int:
-        """The bound port (useful with ``listen: host:0``)."""
-        assert self.host is not None, "start() first"
-        return self.host.listening[0].port
 
     def stop(self, grace: float | None = None) -> None:
         """Graceful stop: no new RPC, in-flight RPCs finish within ``grace`` (default ``shutdown_grace_seconds``),

@@ -14,7 +14,7 @@ import structlog
 
 from adapters.otlp.config import OtlpSourceConfig
 from adapters.otlp.objects import source_codec
-from sidecar.api import BuildContext, Listen, Runtime, Source, client_authentication
+from sidecar.api import BuildContext, HostedSource, Listen, Runtime, Source
 
 if TYPE_CHECKING:
     from adapters.otlp.server import OtlpServers
@@ -28,7 +28,7 @@ log = structlog.get_logger("querylog.otlp")
 WORKERS = 2
 
 
-class OtlpSource(Source[OtlpSourceConfig]):
+class OtlpSource(HostedSource, Source[OtlpSourceConfig]):
     """OTLP log exporters send here (gRPC and HTTP): log records in, answered only once durable."""
 
     NAME = "otlp"
@@ -106,28 +106,6 @@ class OtlpSource(Source[OtlpSourceConfig]):
             self._refused("wrong_token")
             return "wrong_token"
         return None
-
-    def _refused(self, reason: str) -> int:
-        host = self.host
-        if host is None:
-            return 1
-        host.count(f"requests_{reason}")
-        return host.stats().get(f"requests_{reason}", 1)
-
-    def authentication(self) -> list[str]:
-        """How a client proves itself: ``mtls`` (client certificates), ``token`` (bearer token), else ``none``."""
-        return client_authentication(
-            mtls=self.tls is not None and self.tls.client_ca is not None, token=self.token is not None
-        )
-
-    def listening(self) -> list[Listen]:
-        return list(self.host.listening) if self.host is not None else []
-
-    @property
-    def port(self) -> int:
-        """The bound gRPC port (useful with ``listen: host:0``)."""
-        assert self.host is not None, "start() first"
-        return self.host.listening[0].port
 
     @property
     def http_port(self) -> int:

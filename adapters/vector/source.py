@@ -14,7 +14,7 @@ import structlog
 from adapters.vector.codec import VectorCodec
 from adapters.vector.config import VectorSourceConfig
 from adapters.vector.objects import log_object
-from sidecar.api import BuildContext, Codec, Listen, RolesConfig, Runtime, Source, client_authentication
+from sidecar.api import BuildContext, Codec, HostedSource, Listen, RolesConfig, Runtime, Source
 from sidecar.objectrecords import ObjectRecords, reads_objects
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ HEALTH_CHECK = "/vector.Vector/HealthCheck"
 WORKERS = 4
 
 
-class VectorSource(Source[VectorSourceConfig]):
+class VectorSource(HostedSource, Source[VectorSourceConfig]):
     """Vector's `vector` sink sends here: log events in, acknowledged only once durable."""
 
     NAME = "vector"
@@ -103,29 +103,6 @@ class VectorSource(Source[VectorSourceConfig]):
         if own is not None and reads_objects(own):
             return ObjectRecords(own, log_object)
         return VectorCodec(schema)
-
-    def _refused(self, reason: str) -> int:
-        """Count a PushEvents refused for want of the token (``requests_missing_token``, ``requests_wrong_token``)."""
-        host = self.host
-        if host is None:
-            return 1
-        host.count(f"requests_{reason}")
-        return host.stats().get(f"requests_{reason}", 1)
-
-    def authentication(self) -> list[str]:
-        """How a client proves itself: ``mtls`` (client certificates), ``token`` (bearer token), else ``none``."""
-        return client_authentication(
-            mtls=self.tls is not None and self.tls.client_ca is not None, token=self.token is not None
-        )
-
-    def listening(self) -> list[Listen]:
-        return list(self.host.listening) if self.host is not None else []
-
-    @property
-    def port(self) -> int:
-        """The bound port (useful with ``listen: host:0``)."""
-        assert self.host is not None, "start() first"
-        return self.host.listening[0].port
 
     def stop(self, grace: float | None = None) -> None:
         """Graceful stop: NOT_SERVING, in-flight requests finish within ``grace`` (default

@@ -175,6 +175,7 @@ from sidecar.api.config import (
 from sidecar.api.context import BuildContext, DeadLetterSink, Outbox, StateDamaged, StateStoreLike
 from sidecar.api.events import NO_META, ROLES, BadRecord, Codec, Event, FieldError
 from sidecar.api.groups import CODECS, COMMANDS, FILTERS, SINKS, SOURCES
+from sidecar.api.hosted import HostedSource
 from sidecar.api.options import (
     LISTEN_DOC,
     BearerToken,
@@ -208,6 +209,7 @@ __all__ = [
     "FieldError",
     "Filter",
     "FilterConfig",
+    "HostedSource",
     "Listen",
     "Outbox",
     "OutboxOptions",

@@ -3,15 +3,13 @@ records into ``table``, event records into ``events_table``, each in the UBI sch
 key, nested objects as JSON text, ``timestamp`` as its text with a ``parsed_timestamp`` ClickHouse computes).
 
 The records are the UBI spec fixtures (tests/adapters/ubi/fixtures, written from the o19s/ubi schema) and their
-golden outputs (a passthrough, a keyed chain), and a generated stream through config/k-anonymity.yaml; the rows
-read back (``SELECT *``) make the same records the file sink writes."""
+golden outputs (a passthrough, a keyed chain); the rows read back (``SELECT *``) make the same records the file
+sink writes. Protected chains and random records: test_clickhouse_ubi_chain.py."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,88 +17,19 @@ import pytest
 import yaml
 from helpers import ROOT
 from helpers.clickhouse import ClickHouse
-from helpers.ubi_aol import AOL, aol_ubi
 from helpers.ubicodec import KEY, KEYED_CHAIN, KEYED_SCHEMA, golden_ubi
-from helpers.ubipipe import EVENTS, QUERIES, feed, k_anonymity_config, run, write_config
-from helpers.ubistream import ubi_stream
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from helpers.ubipipe import EVENTS, QUERIES, feed, write_config
 
 from adapters.clickhouse.config import ClickHouseSinkConfig
 from adapters.clickhouse.schema import TableMismatch
 from adapters.clickhouse.sink import ClickHouseSink
-from adapters.clickhouse.ubi import QUERY_COLUMNS, UbiLayout
+from adapters.clickhouse.ubi import UbiLayout
 from sidecar.api import BuildContext, ConfigValueError
 from sidecar.codecs import SchemaConfig
 from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
 
-FAST = "retry_initial_seconds: 0.05, retry_max_seconds: 0.2"
-QUERY_TYPES = {
-    "application": "Nullable(String)",
-    "query_id": "String",
-    "client_id": "String",
-    "user_query": "String",
-    "timestamp": "Nullable(String)",
-    "query_attributes": "Nullable(String)",
-    "query_response_id": "Nullable(String)",
-    "query_response_hit_ids": "Array(String)",
-    "parsed_timestamp": "DateTime",
-}
-EVENT_TYPES = {
-    "application": "Nullable(String)",
-    "action_name": "String",
-    "query_id": "String",
-    "client_id": "String",
-    "session_id": "Nullable(String)",
-    "timestamp": "Nullable(String)",
-    "message_type": "Nullable(String)",
-    "message": "Nullable(String)",
-    "event_attributes": "Nullable(String)",
-    "parsed_timestamp": "DateTime",
-}
-
-
-def with_clickhouse(config: Path, url: str, database: str, extra: str = "") -> Path:
-    """``config`` (a helpers.ubipipe config, a file sink) with a clickhouse sink beside its file sink."""
-    text = config.read_text(encoding="utf-8")
-    sink = (
-        f"  - clickhouse: {{url: '{url}', table: {database}.ubi_queries, events_table: ubi_events, "
-        f"create_table: true, {FAST}{extra}}}\n"
-    )
-    config.write_text(text.replace("sinks:\n", "sinks:\n" + sink, 1), encoding="utf-8")
-    return config
-
-
-def clickhouse_sink(pipe: Pipeline) -> ClickHouseSink:
-    (sink,) = (s for s in pipe.sinks if isinstance(s, ClickHouseSink))
-    return sink
-
-
-def drain(pipe: Pipeline, timeout: float = 15) -> None:
-    for writer in clickhouse_sink(pipe).writers:
-        assert writer.outbox is not None and writer.outbox.drain(timeout), f"{writer.table_label} did not drain"
-
-
-def records(clickhouse: ClickHouse, table: str, *, empty_lists: bool = True) -> list[str]:
-    """The rows of ``table`` (``SELECT *``) as UBI record lines, sorted: a NULL is a key the record left out (and
-    so is an empty list, unless ``empty_lists``), an attributes column's JSON text is its object again."""
-    out = []
-    text = clickhouse.query(f"SELECT * FROM {table} FORMAT JSONEachRow", output_format_json_quote_64bit_integers=0)
-    rows = [json.loads(line) for line in text.split("\n") if line]  # not splitlines: a value may hold U+0085
-    for row in rows:
-        record: dict[str, Any] = {}
-        for key, value in row.items():
-            if value is None or (value == [] and not empty_lists):
-                continue
-            record[key] = json.loads(value) if key in ("query_attributes", "event_attributes") else value
-        out.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
-    return sorted(out)
-
-
-def split(lines: list[str]) -> tuple[list[str], list[str]]:
-    """UBI lines as (query records, event records), each sorted."""
-    return sorted(x for x in lines if '"user_query"' in x), sorted(x for x in lines if '"user_query"' not in x)
+from .ubitables import EVENT_TYPES, FAST, QUERY_TYPES, clickhouse_sink, drain, records, split, with_clickhouse
 
 
 @pytest.mark.parametrize("chain", ["passthrough", "keyed"])
@@ -193,80 +122,6 @@ def test_a_restart_delivers_what_both_outboxes_kept(clickhouse: ClickHouse, data
     queries, events = split(golden_ubi("passthrough.jsonl").splitlines())
     assert records(clickhouse, f"{database}.ubi_queries") == queries
     assert records(clickhouse, f"{database}.ubi_events") == events
-
-
-def k_anonymity_into(
-    clickhouse: ClickHouse, database: str, folder: Path, lines: list[str], fields: Any, batches: list[int]
-) -> None:
-    """``lines`` through config/k-anonymity.yaml (format ubi, ``fields``) into its file sink and the clickhouse
-    sink, in ``batches`` (released after each, restarted once), drained and closed."""
-    config = k_anonymity_config(folder, fields)
-    doc = yaml.safe_load(config.read_text(encoding="utf-8"))
-    doc["sinks"].append(
-        {
-            "clickhouse": {
-                "url": clickhouse.url,
-                "table": f"{database}.ubi_queries",
-                "events_table": "ubi_events",
-                "create_table": True,
-            }
-        }
-    )
-    config.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    pipe = run(config, lines, batches, restart_at=3)
-    try:
-        drain(pipe, 120)
-    finally:
-        pipe.close()
-
-
-def event_users(clickhouse: ClickHouse, database: str) -> dict[str, int]:
-    """The events, and those whose query is not in the query table or has another client_id there."""
-    q, ev = f"{database}.ubi_queries", f"{database}.ubi_events"
-    (joined,) = clickhouse.rows(
-        f"SELECT count() AS n, countIf(released = '' OR released != client_id) AS wrong FROM {ev} "
-        f"ANY LEFT JOIN (SELECT query_id, client_id AS released FROM {q}) USING query_id"
-    )
-    return joined
-
-
-def test_the_k_anonymity_chain_into_clickhouse(clickhouse: ClickHouse, database: str, tmp_path: Path) -> None:
-    """A generated stream through config/k-anonymity.yaml (format ubi; session dropped, descriptions scrubbed):
-    the tables hold what the file sink released; joined in ClickHouse, every event has its query, under the
-    query's released (reassigned) client_id; no e-mail address and no session is left."""
-    stream = ubi_stream(11, users=60, queries=600)
-    fields = {"session_id": "drop", "event_attributes.object.description": "scrub"}
-    k_anonymity_into(clickhouse, database, tmp_path, stream.lines, fields, [100, 37, 250])
-    released = (tmp_path / "out.ubi").read_text(encoding="utf-8").splitlines()
-    queries, events = split(released)
-    assert len(queries) > 100 and len(events) > 100
-    q, ev = f"{database}.ubi_queries", f"{database}.ubi_events"
-    assert records(clickhouse, q) == queries
-    assert records(clickhouse, ev) == events
-    assert event_users(clickhouse, database) == {"n": len(events), "wrong": 0}
-    reassigned = sum(json.loads(x)["client_id"] != stream.query_client[json.loads(x)["query_id"]] for x in queries)
-    assert reassigned > len(queries) // 2
-    assert clickhouse.rows(f"SELECT countIf(session_id IS NOT NULL) AS s FROM {ev}") == [{"s": 0}]
-    text = clickhouse.query(f"SELECT user_query FROM {q}") + clickhouse.query(f"SELECT event_attributes FROM {ev}")
-    assert "@example.com" not in text and any("@example.com" in x for x in stream.lines)
-
-
-@pytest.mark.skipif(not AOL.is_file(), reason="shared data absent")
-def test_real_queries_and_clicks_through_the_k_anonymity_chain(
-    clickhouse: ClickHouse, database: str, tmp_path: Path
-) -> None:
-    """UBI records built from the real AOL excerpt's queries and clicks (data the sink was not written from)
-    through the same chain: the tables hold what the file sink released (a list the record did not have reads
-    back as []), and no event is in ClickHouse without its query or under another client_id. Counts printed."""
-    stream = aol_ubi()
-    k_anonymity_into(clickhouse, database, tmp_path, stream.lines, {}, [1000])
-    released = (tmp_path / "out.ubi").read_text(encoding="utf-8").splitlines()
-    queries, events = split(released)
-    stored = records(clickhouse, f"{database}.ubi_queries", empty_lists=False)
-    assert stored == queries and records(clickhouse, f"{database}.ubi_events") == events
-    users = event_users(clickhouse, database)
-    print(f"ubi into clickhouse, AOL-derived: queries={len(queries)} events={users['n']} wrong_user={users['wrong']}")
-    assert users == {"n": len(events), "wrong": 0} and len(events) > 1000
 
 
 def test_existing_tables_a_bad_record_and_a_missing_column(
@@ -429,60 +284,3 @@ def test_the_stack_page_tables_sink_and_join_as_written(clickhouse: ClickHouse, 
         {"user_query": "order status jane.roe@example.com", "action_name": "click", "object_id": "help-orders", "n": 1},
         {"user_query": "usb c charger 65w", "action_name": "click", "object_id": "B0100", "n": 1},
     ]
-
-
-_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
-_JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _TEXT,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
-    max_leaves=6,
-)
-_OPTIONAL = {
-    "timestamp": _TEXT,
-    "query_attributes": st.dictionaries(_TEXT, _JSON_VALUES, max_size=3),
-    "query_response_id": _TEXT,
-}
-
-
-@st.composite
-def ubi_queries(draw: st.DrawFn) -> list[dict[str, Any]]:
-    """Query records of any text (quotes, control and non-ASCII characters), optional keys left out at random,
-    open-ended attributes; hit ids a non-empty list when present (an empty one reads back as a left-out one)."""
-    out = []
-    for n in range(draw(st.integers(1, 5))):
-        record: dict[str, Any] = {"query_id": f"q{n}", "client_id": draw(_TEXT), "user_query": draw(_TEXT)}
-        for key, values in _OPTIONAL.items():
-            if draw(st.booleans()):
-                record[key] = draw(values)
-        if draw(st.booleans()):
-            record["query_response_hit_ids"] = draw(st.lists(_TEXT, min_size=1, max_size=4))
-        out.append(record)
-    return out
-
-
-_rounds = itertools.count(1)
-
-
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(queries=ubi_queries())
-def test_property_any_query_record_reads_back_as_itself(clickhouse: ClickHouse, queries: list[dict[str, Any]]) -> None:
-    """Random UBI query records through a passthrough into a created table: ``SELECT *`` (NULL left out, the
-    attributes parsed) gives each record back, its keys in the schema's order."""
-    database = f"prop{next(_rounds)}"
-    clickhouse.query(f"DROP DATABASE IF EXISTS {database}")
-    with tempfile.TemporaryDirectory(prefix="ch-ubi-") as folder:
-        config = with_clickhouse(write_config(Path(folder), ""), clickhouse.url, database)
-        pipe = Pipeline(load_config(config), seed=1)
-        try:
-            feed(pipe, [json.dumps(r, ensure_ascii=False) for r in queries])
-            drain(pipe)
-        finally:
-            pipe.close()
-    order = [name for name, _ in QUERY_COLUMNS]
-    want = sorted(json.dumps({k: r[k] for k in order if k in r}, ensure_ascii=False) for r in queries)
-    got = [
-        json.dumps(json.loads(x), ensure_ascii=False)
-        for x in records(clickhouse, f"{database}.ubi_queries", empty_lists=False)
-    ]
-    assert sorted(got) == want
-    clickhouse.query(f"DROP DATABASE {database}")

@@ -129,8 +129,9 @@ def test_existing_tables_a_bad_record_and_a_missing_column(
 ) -> None:
     """Tables the user made (no create_table): a query whose hit ids are no list is refused by ClickHouse and
     dead-lettered alone (rejected_by_peer), an event with a key the table lacks is dead-lettered before it is
-    sent (field_not_in_table, naming the key), hit ids that are numbers go in as text, the others are inserted
-    once. A table that lacks a column every record fills refuses the batch, naming it."""
+    sent (field_not_in_table, naming the key; so is one that carries a column ClickHouse computes), hit ids that
+    are numbers go in as text, the others are inserted once. A table that lacks a column every record fills
+    refuses the batch, naming it."""
     clickhouse.query(f"CREATE DATABASE {database}")
     qcols = (
         "query_id String, client_id String, user_query String, timestamp String, query_response_hit_ids Array(String)"
@@ -138,7 +139,8 @@ def test_existing_tables_a_bad_record_and_a_missing_column(
     clickhouse.query(f"CREATE TABLE {database}.q ({qcols}) ENGINE = MergeTree ORDER BY query_id")
     clickhouse.query(
         f"CREATE TABLE {database}.e (action_name String, query_id String, client_id String, timestamp String, "
-        "event_attributes Nullable(String)) ENGINE = MergeTree ORDER BY query_id"
+        "event_attributes Nullable(String), shout String MATERIALIZED upper(action_name)) ENGINE = MergeTree "
+        "ORDER BY query_id"
     )
     config = tmp_path / "q.yaml"
     config.write_text(
@@ -158,6 +160,7 @@ def test_existing_tables_a_bad_record_and_a_missing_column(
         json.dumps({"action_name": "click", "query_id": "q1", "client_id": "c", "timestamp": "T"}),
         json.dumps({"action_name": "click", "query_id": "q3", "client_id": "c", "timestamp": "T", "dwell": 3}),
         json.dumps({"action_name": "click", "query_id": "q4", "client_id": "c", "timestamp": "T"}),
+        json.dumps({"action_name": "click", "query_id": "q4", "client_id": "c", "timestamp": "T", "shout": "x"}),
     ]
     pipe = Pipeline(load_config(config), seed=1)
     try:
@@ -172,19 +175,20 @@ def test_existing_tables_a_bad_record_and_a_missing_column(
         {"query_id": "q3", "h": ["7", "8"]},
         {"query_id": "q4", "h": []},
     ]
-    assert clickhouse.rows(f"SELECT query_id FROM {database}.e ORDER BY query_id") == [
-        {"query_id": "q1"},
-        {"query_id": "q4"},
+    assert clickhouse.rows(f"SELECT query_id, shout FROM {database}.e ORDER BY query_id") == [
+        {"query_id": "q1", "shout": "CLICK"},
+        {"query_id": "q4", "shout": "CLICK"},
     ]
-    assert stats["rejected_by_peer"] == 1 and stats["field_not_in_table"] == 1
+    assert stats["rejected_by_peer"] == 1 and stats["field_not_in_table"] == 2
     dead = [json.loads(x) for x in (tmp_path / "state" / "dead-letter.jsonl").read_text().splitlines()]
     assert sorted((d["reason"], d.get("field")) for d in dead) == [
         ("field_not_in_table", "dwell"),
+        ("field_not_in_table", "shout"),
         ("rejected_by_peer", None),
     ]
-    refused = {d["reason"]: json.loads(d["record"]) for d in dead}
+    refused = {d.get("field") or d["reason"]: json.loads(d["record"]) for d in dead}
     assert refused["rejected_by_peer"]["query_id"] == "q2"  # the whole record, replayable
-    assert refused["field_not_in_table"] == json.loads(lines[5])
+    assert refused["dwell"] == json.loads(lines[5]) and refused["shout"] == json.loads(lines[7])
 
     with_app = json.dumps({"application": "shop", **json.loads(lines[0])})
     pipe = Pipeline(load_config(config), seed=1)  # every record of the first batch has a key the table lacks

@@ -139,7 +139,7 @@ class ClickHouse:
     def rows(self, sql: str) -> list[dict[str, Any]]:
         """``sql`` (without FORMAT) as JSONEachRow rows (64-bit integers as numbers)."""
         text = self.query(f"{sql} FORMAT JSONEachRow", output_format_json_quote_64bit_integers=0)
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [json.loads(line) for line in text.split("\n") if line.strip()]
 
     def columns(self, table: str) -> dict[str, str]:
         return {r["name"]: r["type"] for r in self.rows(f"DESCRIBE TABLE {table}")}

@@ -54,7 +54,8 @@ class Held:
     """One buffered event: its user half and its query half, and where each is still held.
 
     ``event`` is never modified (the output is a copy). ``qidx`` is its position in the bucket's query list.
-    ``uvalues`` travel with the user (see :mod:`.sides`); None until they can be read (restored without codec).
+    ``uvalues`` travel with the user (see :mod:`.sides`); None: read when released (only the user id travels:
+    the event has it; restored without its codec: read by the codec of its format).
     ``new``: not yet in the state store (arrived since the journal's last write)."""
 
     def __init__(
@@ -305,9 +306,9 @@ def tried_draw(
     by_name = bucket.by_name
     queries = bucket.queries
     names = bucket.names
-    if len(by_name) == 1:
+    if len(by_name) == 1:  # every held query of that user too (their senders are sent's keys): no pair at all
         only = names[0]
-        if all(q.sender == only for q in queries):
+        if all(sender == only for sender in bucket.sent):
             return NO_PAIR
     weights = [] if by_user else [len(by_name[n]) for n in names]
     total = sum(weights)
@@ -434,7 +435,7 @@ class Buffer:
             fmt: str | None = codec.format if codec is not None else None
             if codec is not None and fmt not in self.codecs:
                 self.codecs[fmt] = codec
-            uvalues = (ev.user,) if self.simple else self.user_values(ev, codec)
+            uvalues = None if self.simple else self.user_values(ev, codec)  # simple: the event's user (released)
             h = Held(self.next_id, ev, sender, text, pair, now, fmt, uvalues, True)
             self.next_id += 1
             bucket = self.buckets.get(name)
@@ -504,14 +505,16 @@ class Buffer:
 
     def released(self, q: Held, u: Held) -> Event:
         """The output: a copy of the query's event carrying the drawn user's id (``Sides.emit`` when more
-        travels with the user, or the query's event has no codec of its own)."""
+        travels with the user, or the query's event has no codec of its own). Only the user id travelling, an
+        arrival keeps no ``uvalues`` (one object less per held event): the user's own event has it."""
         src = q.event
         codec = src.codec
-        uv = u.uvalues
-        if not self.simple or codec is None or uv is None:
+        if not self.simple or codec is None:
             return self.emit(q, u, self.stream_time)
+        uv = u.uvalues
+        user = u.event.user if uv is None else uv[0]
         t = self.stream_time if self.time_release and self.stream_time is not None else src.time
-        ev = Event(uv[0], src.query, t, src.rank, src.url, src.record, src.raw, codec, src.eol)
+        ev = Event(user, src.query, t, src.rank, src.url, src.record, src.raw, codec, src.eol)
         meta = src.meta
         if meta:
             ev.meta = dict(meta)

@@ -176,6 +176,11 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
         """Write the held rows every ``batches`` batches and at the final flush (:meth:`.Journal.commit`)."""
         self.journal.every = max(1, batches)
 
+    def commit_deferred(self) -> None:
+        """Write what a deferring journal still holds (:meth:`defer_commits`): ``replay --resume`` commits it with
+        its checkpoint."""
+        self._commit(final=True)
+
     def _commit(self, final: bool = False) -> None:  # the arrivals, releases and k changes since the last one
         not_kept = self.journal.commit(self.store, self.buckets, final)
         if not_kept:

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from adapters.accesslog.escapes import escape, to_text
 from adapters.accesslog.formats import FormatError, Layout, apache_layout, nginx_layout
-from adapters.accesslog.lazyevent import LazyEvent, get_match, match_of, set_match
+from adapters.accesslog.lazyevent import LazyEvent, lazy_event
 from adapters.accesslog.patterns import line_patterns
 from adapters.accesslog.queryreader import QueryReader
 from adapters.accesslog.referer import NOT_REMEMBERED
@@ -130,13 +130,13 @@ class AccessLogCodec(Codec):
         append = out.append
         fast = self._fast.fullmatch
         if self._cr_fails:  # the usual format: a line is tried as it is, its "\r" only stripped when it fails
-            new, lazy, put, no_meta = LazyEvent.__new__, LazyEvent, set_match, NO_META
+            lazy, no_meta = LazyEvent, NO_META
             matches = list(map(fast, lines))
-            if all(matches):  # every line matched (the usual batch): LazyEvent(line, m, self, eol) written out
-                for line, m in zip(lines, matches):
-                    ev = new(lazy)
+            if all(matches):  # every line matched (the usual batch): lazy_event(line, m, self, eol) written out
+                for line, found in zip(lines, cast("list[re.Match[str]]", matches)):
+                    ev = lazy()
                     ev.raw = line
-                    put(ev, m)
+                    ev.match = found
                     ev.codec = self
                     ev.eol = eol
                     ev.meta = no_meta
@@ -144,10 +144,10 @@ class AccessLogCodec(Codec):
                 return out
             for i, line in enumerate(lines):
                 m = fast(line)
-                if m is not None:  # LazyEvent(line, m, self, eol) written out: most of a passthrough is this loop
-                    ev = new(lazy)
+                if m is not None:  # lazy_event(line, m, self, eol) written out
+                    ev = lazy()
                     ev.raw = line
-                    put(ev, m)
+                    ev.match = m
                     ev.codec = self
                     ev.eol = eol
                     ev.meta = no_meta
@@ -158,7 +158,7 @@ class AccessLogCodec(Codec):
         for i, line in enumerate(lines):
             m = fast(line[:-1] if line[-1:] == "\r" else line)
             if m is not None:
-                append(LazyEvent(line, m, self, eol))
+                append(lazy_event(line, m, self, eol))
             else:
                 self._decode_other(i, line, eol, out, bad, False)
         return out
@@ -171,7 +171,7 @@ class AccessLogCodec(Codec):
         body = line[:-1] if line[-1:] == "\r" else line
         m = self._fast.fullmatch(body) if try_fast else None
         if m is not None:
-            out.append(LazyEvent(line, m, self, eol))
+            out.append(lazy_event(line, m, self, eol))
             return
         m = self._slow.fullmatch(body)
         if m is None:
@@ -184,7 +184,7 @@ class AccessLogCodec(Codec):
 
     def materialize(self, event: LazyEvent) -> None:
         """Split a lazy event's line into its values and roles; the event becomes a plain :class:`Event`."""
-        m = match_of(event)
+        m = event.match
         values = (*self._values(m), self._reader.query_of_match(m))
         event.__class__ = Event  # type: ignore[assignment]  # the same slots: LazyEvent adds none
         self._fill(event, values)
@@ -216,7 +216,7 @@ class AccessLogCodec(Codec):
             return self._encode_split(event)
         if self._ref is None:
             return raw
-        m = get_match(event)
+        m = event.match
         both = self._both
         if both is None:
             referer = self._reader.untouched(m, raw)
@@ -259,7 +259,8 @@ class AccessLogCodec(Codec):
             return lines
         if self._both is None:
             return None
-        return write_untouched(lines, events, self._both, self._reader, self._with_referer)
+        lazies = cast("Sequence[LazyEvent]", events)  # each checked above
+        return write_untouched(lines, lazies, self._both, self._reader, self._with_referer)
 
     def _encode_split(self, event: Event) -> str:
         """:meth:`encode` of an event that was read or changed (or is not this codec's)."""

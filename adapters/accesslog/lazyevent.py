@@ -19,20 +19,9 @@ from sidecar.api import NO_META, Event
 if TYPE_CHECKING:
     from adapters.accesslog.codec import AccessLogCodec
 
-__all__ = ["LazyEvent", "get_match", "match_of", "set_match"]
+__all__ = ["LazyEvent", "lazy_event"]
 
 _RECORD_SLOT = cast(Any, Event.__dict__["record"])
-get_match = _RECORD_SLOT.__get__
-"""``get_match(event)``: :func:`match_of` without its call (for the codec's loop)."""
-set_match = _RECORD_SLOT.__set__
-"""``set_match(event, match)``: keep the match in a :class:`LazyEvent` made with ``LazyEvent.__new__`` (the codec
-fills the other slots itself, as :meth:`LazyEvent.__init__` does: a call less for each line)."""
-
-
-def match_of(event: LazyEvent) -> re.Match[str]:
-    """The match of the event's line (without its ``\\r``), while the event is lazy."""
-    m: re.Match[str] = _RECORD_SLOT.__get__(event, Event)
-    return m
 
 
 def _lazy(name: str) -> Any:
@@ -48,16 +37,26 @@ def _lazy(name: str) -> Any:
 
 
 class LazyEvent(Event):
-    """An event of an access-log line not split yet; see the module documentation."""
+    """An event of an access-log line not split yet; see the module documentation. ``LazyEvent()`` is an empty
+    event (no ``__init__`` of its own: one call less a line) whose slots the codec fills (:func:`lazy_event`)."""
 
     __slots__ = ()  # no slot of its own: materialize() switches the class to Event
 
-    def __init__(self, raw: str, match: re.Match[str], codec: AccessLogCodec, eol: str) -> None:
-        self.raw = raw
-        _RECORD_SLOT.__set__(self, match)
-        self.codec = codec
-        self.eol = eol
-        self.meta = NO_META
+    if TYPE_CHECKING:
+
+        def __init__(self) -> None: ...
+
+        @property
+        def match(self) -> re.Match[str]:
+            """The match of the event's line (without its ``\\r``), while the event is lazy."""
+
+        @match.setter
+        def match(self, value: re.Match[str]) -> None: ...
+
+    else:
+        __init__ = object.__init__
+        #: the ``record`` slot under a name the properties below do not cover: read and set as a plain slot
+        match = _RECORD_SLOT
 
     def codec_of(self) -> AccessLogCodec:
         """The codec that decoded the event (the one that can split it)."""
@@ -69,3 +68,14 @@ class LazyEvent(Event):
     rank = _lazy("rank")
     url = _lazy("url")
     record = _lazy("record")
+
+
+def lazy_event(raw: str, match: re.Match[str], codec: AccessLogCodec, eol: str) -> LazyEvent:
+    """The lazy event of line ``raw`` (``match``: its fast pattern's match, without its ``\\r``)."""
+    ev = LazyEvent()
+    ev.raw = raw
+    ev.match = match
+    ev.codec = codec
+    ev.eol = eol
+    ev.meta = NO_META
+    return ev

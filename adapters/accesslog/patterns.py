@@ -12,9 +12,10 @@ any ``#``, up to the next ``&``) and the path (``qp``, only for a ``search_path`
 ``http_referer`` (``rv``, ``rp``). Each is an alternative tried before the variable's own pattern that matches a
 subset of it, so the fast pattern matches the same lines and splits them at the same places. A request of another
 shape (or, in Apache's escaping, a value with a backslash: its ``\\"`` is no closing quote) takes the plain
-alternative and leaves the group unset: the codec then reads the value itself. The finds are written with
-possessive repeats where nothing is to be given back (the regular expression engine then keeps no backtracking
-state: matching is most of what decoding a line costs).
+alternative and leaves the group unset: the codec then reads the value itself. The fast pattern is written with
+possessive repeats wherever nothing is to be given back, the finds and each value up to its next literal (a value
+cannot hold that literal's first character, so a shorter one never lets the line match): the regular expression
+engine then keeps no backtracking state, and matching is most of what decoding a line costs.
 """
 
 from __future__ import annotations
@@ -99,9 +100,9 @@ def line_patterns(
             if not after:
                 pattern = ".*"
             elif quoted:
-                pattern = r'(?:[^"\\]|\\.)*' if layout.dialect == "apache" else r'[^"]*'
+                pattern = r'(?:[^"\\]|\\.)*+' if layout.dialect == "apache" else r'[^"]*+'
             else:
-                pattern = f"[^{re.escape(after[0])}]*"
+                pattern = f"[^{re.escape(after[0])}]*+"
             if one is not None and quoted and var == REQUEST and query_var == REQUEST:
                 pattern = f"{_request_find(one, x, search_path)}|{pattern}"
             elif one is not None and quoted and var == REFERER:

@@ -7,8 +7,10 @@ the same counts as ``encode`` called on each event in order, with the work done 
 
 - the request's and the referer's parameter values of every line decoded together (:func:`decode_all`: one string
   of the batch's values through the same decoders, split again; a batch they cannot take is decoded value by value);
-- a referer is written as it is when its text is the request query of an earlier (or its own) line of the batch
-  or was remembered released as it was before the batch; any other goes through the general referer rule
+- a referer is written as it is when its text was remembered released as it was before the batch or is the
+  request query of an earlier (or its own) line of the batch (the memory is asked first: the few referers it does
+  not show, usually to a search of their own batch, find the text's first line by a scan of the batch's texts,
+  :class:`_FirstLines`); any other goes through the general referer rule
   (:meth:`QueryReader.referer_of_match`), in order, after the request queries of the lines before it are
   remembered (so it sees the memory ``encode`` would have shown it);
 - the request queries are remembered a run of lines at a time, as released as they were (``dict.update`` of
@@ -27,18 +29,17 @@ from itertools import compress, count, repeat
 from operator import is_, itemgetter
 from typing import TYPE_CHECKING
 
-from adapters.accesslog.lazyevent import get_match
 from adapters.accesslog.referer import NOT_REMEMBERED
 from adapters.accesslog.urlparams import decode_value
 
 if TYPE_CHECKING:
+    from adapters.accesslog.lazyevent import LazyEvent
     from adapters.accesslog.queryreader import QueryReader
-    from sidecar.api import Event
 
 __all__ = ["decode_all", "write_untouched"]
 
-_LINES: list[int] = list(range(4096))
-"""Line numbers, made once (``range`` makes an int object for each number past 256 each time)."""
+_SCANS = 16
+"""Texts whose first line :class:`_FirstLines` finds by scanning the batch's texts; past that it maps them all."""
 
 
 def decode_all(values: Sequence[str], dialect: str) -> list[str]:
@@ -63,7 +64,7 @@ def decode_all(values: Sequence[str], dialect: str) -> list[str]:
 
 def write_untouched(
     lines: list[str],
-    events: Sequence[Event],
+    events: Sequence[LazyEvent],
     groups: tuple[int, int],
     reader: QueryReader,
     with_referer: Callable[[re.Match[str], str, str], str],
@@ -74,26 +75,26 @@ def write_untouched(
     memo = reader.memo
     dialect = reader.dialect
     out = lines
-    matches = list(map(get_match, events))
+    matches = [e.match for e in events]
     qs = list(map(itemgetter(groups[0]), matches))
     rs = list(map(itemgetter(groups[1]), matches))
     queries = decode_all([q or "" for q in qs], dialect)
     for i in compress(count(), map(is_, qs, repeat(None))):  # no parameter of the usual shape: the general reading
         queries[i] = reader.query(matches[i].group(reader.query_group))
     referers = decode_all([r or "" for r in rs], dialect)
-    n = len(queries)
-    if len(_LINES) < n:
-        _LINES.extend(range(len(_LINES), n))
-    first = dict(zip(reversed(queries), _LINES[n - 1 :: -1]))  # each text's first line
+    batch = dict.fromkeys(queries)  # the batch's request texts, remembered at its end (None: released as it was)
     recent, older, missing = memo.recent, memo.older, NOT_REMEMBERED
+    first: _FirstLines | None = None  # each text's first line of the batch, found when first asked
     general: list[int] = []  # lines whose referer takes the general rule
     for i, text in compress(enumerate(referers), referers):  # the lines with a referer's search text
-        at = first.get(text)
-        if at is not None and at <= i:  # requested on this line or an earlier one of the batch: released as it was
-            continue
         was = recent.get(text, missing)
         if was is None or (was is missing and older.get(text, missing) is None):  # remembered released as it was
             continue
+        if text in batch:
+            if first is None:
+                first = _FirstLines(queries)
+            if first.line(text) <= i:  # requested on this line or an earlier one of the batch: released as it was
+                continue
         general.append(i)
     if dialect == "apache":  # a backslash may hide the referer's parameter from the pattern: the general reading
         general += [i for i, r in enumerate(rs) if r is None and "\\" in out[i]]
@@ -106,7 +107,11 @@ def write_untouched(
         referer = reader.referer_of_match(m)
         if referer is not None:
             out[i] = with_referer(m, referer, out[i])
-    _remember(recent, queries[done:])
+    if done:
+        _remember(recent, queries[done:])
+    else:  # the usual batch: no referer took the general rule
+        recent.update(batch)
+        recent.pop("", None)
     if len(recent) >= memo.size:
         memo.turn()
     return out
@@ -116,3 +121,25 @@ def _remember(recent: dict[str, str | None], texts: list[str]) -> None:
     """``ReleasedQueries.remember(t, t)`` for each text, in order (the empty text is no search)."""
     recent.update(dict.fromkeys(texts))  # None: released as it was
     recent.pop("", None)
+
+
+class _FirstLines:
+    """The first line of a batch's request texts, for the few referers to a search of their own batch that the
+    memory does not show released: each found by a scan of the batch's texts (``list.index``, in C), up to
+    :data:`_SCANS` of them, then from a dictionary of every text's first line (a batch whose referers all ask
+    costs one pass more, never a scan a line)."""
+
+    def __init__(self, queries: list[str]) -> None:
+        self.queries = queries
+        self.scans = 0
+        self.first: dict[str, int] | None = None
+
+    def line(self, text: str) -> int:
+        """The first line of ``text``, one of the batch's texts."""
+        if self.first is None:
+            self.scans += 1
+            if self.scans <= _SCANS:
+                return self.queries.index(text)
+            n = len(self.queries)
+            self.first = dict(zip(reversed(self.queries), range(n - 1, -1, -1)))
+        return self.first[text]

@@ -23,6 +23,7 @@ import structlog
 
 from sidecar.api import SINKS, SOURCES, ConfigValueError, SchemaConfig
 from sidecar.codecs import format_from_path
+from sidecar.commitgroups import CommitGroups
 from sidecar.config import ComponentSpec, ConfigError, LoadedConfig
 from sidecar.gctune import tune_gc
 from sidecar.pipeline import Pipeline, build_component
@@ -132,11 +133,18 @@ def input_format(schema: SchemaConfig, path: str) -> str:
 # ---- running a source ---------------------------------------------------------------------------------
 
 
-def run(source: Any, runtime: Pipeline, stop: StopFlag | None = None, bar: ReplayProgress | None = None) -> None:
+def run(
+    source: Any,
+    runtime: Pipeline,
+    stop: StopFlag | None = None,
+    bar: ReplayProgress | None = None,
+    into: Any = None,
+) -> None:
     """``source.start(runtime)`` on this thread, to the end of its input; when ``stop`` is set (SIGTERM) the
-    source is told to stop (it lets the batch in hand finish). ``bar`` follows ``source.progress()``."""
+    source is told to stop (it lets the batch in hand finish). ``bar`` follows ``source.progress()``. ``into``:
+    what the source drives instead of ``runtime`` itself (``--resume``'s :class:`.CommitGroups`)."""
     if stop is None and bar is None:
-        source.start(runtime)
+        source.start(into or runtime)
         return
     done = threading.Event()
 
@@ -153,7 +161,7 @@ def run(source: Any, runtime: Pipeline, stop: StopFlag | None = None, bar: Repla
     watcher = threading.Thread(target=watch, name="querylog-watch", daemon=True)
     watcher.start()
     try:
-        source.start(runtime)
+        source.start(into or runtime)
     finally:
         done.set()
         watcher.join()
@@ -189,9 +197,10 @@ def replay(
     """Replay ``input_path`` (``file`` source) through the chain into ``output`` (a ``file`` sink: a path, ``-``
     for stdout), else the configured sinks, else stdout.
 
-    ``resume``: exactly once into a plain output file: the source commits its position and the sink its size
-    (fsynced) with each batch, in the transaction of the filters' state; after a crash (even kill -9) the same
-    command cuts the output back to the last commit and continues from there.
+    ``resume``: exactly once into a plain output file: the source's position, the sink's size (fsynced) and the
+    filters' state commit together every :data:`~sidecar.commitgroups.GROUP_BATCHES` batches (one transaction:
+    :class:`~sidecar.commitgroups.CommitGroups`); after a crash (even kill -9) the same command cuts the output
+    back to the last commit and continues from there.
 
     ``prescan``: a first pass over the input (:func:`prescan`) for the filters that learn from an archive's
     future. ``None`` (auto): made when the chain has such a filter; when the input or the chain cannot serve it,
@@ -232,13 +241,20 @@ def replay(
             first = _first_pass(pipeline, source, required=bool(prescan), background=not resume)
         if source.rewindable and not resume:
             _defer_commits(pipeline)
+        groups = CommitGroups(pipeline) if resume else None  # position, output size and state: every 50 batches
         bar = ReplayProgress() if progress else None
         try:
-            run(source, pipeline, stop, bar)
-        except ConfigValueError as exc:  # the schema cannot read this input (a role column it does not have)
-            key = f"schema.{exc.key.removeprefix('schema.')}"
-            problem = exc.problem + source.format_assumed
-            raise ConfigError(str(config.file), config.doc.line(key), key, problem, exc.allowed) from None
+            run(source, pipeline, stop, bar, groups)
+        except BaseException as exc:
+            if groups is not None:
+                groups.roll_back(exc)
+            if isinstance(exc, ConfigValueError):  # the schema cannot read this input (a role column it lacks)
+                key = f"schema.{exc.key.removeprefix('schema.')}"
+                problem = exc.problem + source.format_assumed
+                raise ConfigError(str(config.file), config.doc.line(key), key, problem, exc.allowed) from None
+            raise
+        if groups is not None:
+            groups.commit()
         pipeline.release(final=True)
         records_in, _ = source.progress()
         summary = _summary(pipeline, records_in, bool(stop))

@@ -110,6 +110,7 @@ class Pipeline:
         #: one batch at a time through the chain and sinks, whichever source calls (re-entrant: a source's
         #: ``transaction()`` block calls process/deliver/flush_sinks under it)
         self._lock = threading.RLock()
+        self._in_transaction = False  # a transaction() block is open: a nested one joins it
         self._sinks_started = False
         self._timer: TimedRelease | None = None
         self.timings = Timings()  # seconds per batch by source and by sink (the chain times its filters)
@@ -277,23 +278,30 @@ class Pipeline:
         On an exception inside the block its writes are rolled back: events a filter released stay durably held
         (a sink may already have some of them, so after a restart they can be delivered twice: at-least-once),
         never lost; until a restart the filters' memory may be ahead of their durable state, which only ever
-        means more duplicates, never a loss.
+        means more duplicates, never a loss. A block inside another (``replay --resume``'s group of batches,
+        :mod:`sidecar.commitgroups`) is part of it: the outer block commits, or rolls back, both.
         """
         conn = self.state.conn
         with self._lock, self.state.lock:
+            if self._in_transaction:
+                yield
+                return
             full = backpressure(self.sinks) if check_outbox else None
             if full is not None:
                 raise OutboxFull(full, "full")
             conn.execute("BEGIN IMMEDIATE")
+            self._in_transaction = True
             try:
                 yield
             except BaseException as exc:
+                self._in_transaction = False
                 with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already (disk full...)
                     conn.execute("ROLLBACK")
                 log.warning("batch_rolled_back", error=type(exc).__name__)
                 if isinstance(exc, sqlite3.Error):  # the state database: name it and say what to do
                     raise StateError.from_sqlite(self.state.path, exc) from exc
                 raise
+            self._in_transaction = False
             try:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:

@@ -61,7 +61,7 @@ STATE_DIR = click.option(
 @click.option(
     "--resume",
     is_flag=True,
-    help="Exactly once across crashes: commit output (fsync) with the state per batch; rerun to continue.",
+    help="Exactly once across crashes: commit output (fsync) with the state every 50 batches; rerun to continue.",
 )
 @click.option(
     "--prescan/--no-prescan",

@@ -209,6 +209,9 @@ class FileSink(Sink[FileSinkConfig]):
         if self.format is None and self.schema.format != "auto":
             self.format = self.schema.format
         self.writer: TextWriter | None = None
+        #: ``mode: resume``: no fsync at each flush, only at :meth:`sync` (a caller that commits several flushes'
+        #: sizes at once calls it first: ``replay --resume``'s groups of batches, :mod:`sidecar.commitgroups`)
+        self.sync_later = False
         #: the header, and each event's line in its own codec's format or converted (dead letters counted)
         self.lines = LineEncoder(self.schema, self.format, ctx.dead_letters, f"sink:{self.NAME}")
         #: the header written into an empty file (again into the new file after a reopen)
@@ -275,6 +278,12 @@ class FileSink(Sink[FileSinkConfig]):
         self.writer.write_text(text + "\n" if ends else text, ends)
         self.written += len(events)
 
+    def sync(self) -> None:
+        """fsync what was flushed (stdout: nothing to do)."""
+        if self.writer is not None and self.path != "-":
+            with contextlib.suppress(OSError, io.UnsupportedOperation):
+                os.fsync(self.writer.fileno())
+
     def flush(self) -> None:
         """Hand what was written to the OS (``fsync``: to the disk). ``mode: resume``: fsync, and record the size
         in the state store (a SAVEPOINT in the runtime's transaction: it commits with the batch)."""
@@ -282,9 +291,8 @@ class FileSink(Sink[FileSinkConfig]):
             return
         self.writer.flush()
         resume = self.config.mode == "resume"
-        if (self.config.fsync or resume) and self.path != "-":
-            with contextlib.suppress(OSError, io.UnsupportedOperation):
-                os.fsync(self.writer.fileno())
+        if self.config.fsync or (resume and not self.sync_later):
+            self.sync()
         if resume:
             size = os.fstat(self.writer.fileno()).st_size
             state = self.ctx.state

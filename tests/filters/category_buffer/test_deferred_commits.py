@@ -1,5 +1,6 @@
 """A file replay without --resume writes category_buffer's held rows every few batches (issue 28 item 7): the
-release, the counts and the held rows at the end are those of a commit per batch; --resume still commits each."""
+release, the counts and the held rows at the end are those of a commit per batch; --resume writes them with each
+of its commit groups."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from filters.category_buffer.filter import CategoryBufferFilter
 from filters.category_buffer.store import HELD, KS, HeldStore
-from sidecar import drive
+from sidecar import commitgroups, drive
 from sidecar.config import load_config
 from sidecar.drive import replay
 
@@ -78,14 +79,16 @@ def test_deferred_commits_release_the_same_and_keep_the_same_rows(
 
 
 def test_resume_and_a_second_run_after_a_deferred_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """--resume checkpoints each batch with its held rows: no deferral. A rerun over the state a deferred
-    replay left restores what a per-batch replay left."""
+    """--resume defers too, to its commit groups (its checkpoint commits with the held rows: see
+    tests/sidecar/test_commit_groups.py). A rerun over the state a deferred replay left restores what a per-batch
+    replay left."""
     src = tmp_path / "in.tsv"
     write_log(src, 9)
     calls: list[int] = []
     monkeypatch.setattr(CategoryBufferFilter, "defer_commits", lambda self, n: calls.append(n))
     run(tmp_path, "resume", src, 9, resume=True)
-    assert calls == []
+    assert calls == [commitgroups.GROUP_BATCHES]
+    calls.clear()
     run(tmp_path, "plain", src, 9)
     assert calls == [drive.DEFERRED_BATCHES]
     monkeypatch.undo()

@@ -1,0 +1,218 @@
+"""``replay --resume`` commits its position, output size and filter state together every few batches
+(:mod:`sidecar.commitgroups`): the release is that of a commit per batch, and a failure or a kill -9 anywhere in a
+group (the worst moment: its output written, just before its commit) leaves a rerun exactly-once."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.file.sink import FileSink
+from filters.category_buffer.store import HELD, KS, HeldStore, unpack_event
+from sidecar import commitgroups
+from sidecar.config import load_config
+from sidecar.drive import replay
+from sidecar.pipeline import Pipeline
+
+N_EVENTS = 2000
+CHAIN = """\
+state_dir: {state}
+dead_letter_file: null
+schema:
+  format: jsonl
+  roles: {{user: uid, query: q, time: ts, rank: null, url: null}}
+limits: {{batch_size: 20}}
+filters:
+  - category_buffer: {{k: 4, category_field: cat}}
+"""
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_input(path: Path) -> None:
+    """Users of unequal activity over four categories (some events stay held at the end)."""
+    rng = random.Random(5)
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(N_EVENTS):
+            user = f"u{rng.randrange(rng.choice((8, 80)))}"
+            record = {"id": i, "uid": user, "q": f"query {rng.randrange(500)}", "ts": i, "cat": rng.choice("ABCD")}
+            fh.write(json.dumps(record) + "\n")
+
+
+def config(tmp: Path, name: str) -> Path:
+    cfg = tmp / f"{name}.yaml"
+    cfg.write_text(CHAIN.format(state=tmp / f"state-{name}"), encoding="utf-8")
+    return cfg
+
+
+def state_rows(tmp: Path, name: str) -> tuple[list[Any], list[Any]]:
+    with sqlite3.connect(tmp / f"state-{name}" / "querylog.db") as db:
+        held = db.execute(f"SELECT user_bucket, query_bucket, event FROM {HELD} ORDER BY id").fetchall()
+        ks = db.execute(f"SELECT bucket, k FROM {KS} ORDER BY bucket").fetchall()
+    return held, ks
+
+
+def check_exactly_once(tmp: Path, name: str, src: Path, out: Path) -> None:
+    """Every input event released once or still held, never both, none lost; users' activity kept."""
+    released = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    ids = Counter(r["id"] for r in released)
+    assert max(ids.values()) == 1, "an event was released twice"
+    held, _ = state_rows(tmp, name)
+    held_q: set[int] = set()
+    held_u: Counter[str] = Counter()
+    for ubucket, qbucket, blob in held:
+        ev, _ = unpack_event(blob)
+        if qbucket is not None:
+            held_q.add(ev.record["id"])
+        if ubucket is not None:
+            held_u[str(ev.user)] += 1
+    assert not set(ids) & held_q, "an event is both released and held"
+    assert set(ids) | held_q == set(range(N_EVENTS)), "an event was lost"
+    inp = [json.loads(line) for line in src.read_text(encoding="utf-8").splitlines()]
+    assert Counter(r["uid"] for r in released) + held_u == Counter(r["uid"] for r in inp)
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    path = tmp_path / "in.jsonl"
+    write_input(path)
+    return path
+
+
+def test_grouped_commits_release_what_per_batch_commits_release(
+    tmp_path: Path, src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same output byte for byte and the same held rows and k as a commit per batch (and as a replay
+    without --resume), with one state-store write, one fsync of the output and one commit per group of batches."""
+    writes: list[int] = []
+    commits: list[int] = []
+    syncs: list[int] = []
+    write, transaction, sync = HeldStore.write, Pipeline.transaction, FileSink.sync
+
+    def counted_sync(self: FileSink) -> None:
+        syncs.append(1)
+        sync(self)
+
+    def counted_write(self: HeldStore, *args: Any) -> None:
+        writes.append(1)
+        write(self, *args)
+
+    def counted_transaction(self: Pipeline, **kw: Any) -> Any:
+        if not self._in_transaction:
+            commits.append(1)
+        return transaction(self, **kw)
+
+    monkeypatch.setattr(HeldStore, "write", counted_write)
+    monkeypatch.setattr(Pipeline, "transaction", counted_transaction)
+    monkeypatch.setattr(FileSink, "sync", counted_sync)
+    runs = {}
+    for name, group in (("grouped", 10), ("each", 1)):
+        monkeypatch.setattr(commitgroups, "GROUP_BATCHES", group)
+        writes.clear()
+        commits.clear()
+        syncs.clear()
+        out = tmp_path / f"{name}.jsonl"
+        summary = replay(load_config(config(tmp_path, name)), str(src), str(out), seed=4, resume=True)
+        counted = (len(writes), len(commits), len(syncs))
+        runs[name] = (out.read_bytes(), summary, state_rows(tmp_path, name), *counted)
+    plain = tmp_path / "plain.jsonl"
+    replay(load_config(config(tmp_path, "plain")), str(src), str(plain), seed=4)
+    grouped, each = runs["grouped"], runs["each"]
+    assert grouped[0] == each[0] == plain.read_bytes()
+    assert grouped[1].events_held == each[1].events_held > 0 and grouped[1].events_out == each[1].events_out
+    assert grouped[2] == each[2] == state_rows(tmp_path, "plain")
+    assert 0 < grouped[3] <= each[3] // 5  # 100 batches: about 11 writes against about 100
+    assert 0 < grouped[4] <= each[4] // 5
+    assert 0 < grouped[5] <= each[5] // 5  # the output fsynced once a group, before its commit
+    check_exactly_once(tmp_path, "grouped", src, tmp_path / "grouped.jsonl")
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def test_a_failure_inside_a_group_rolls_the_group_back_and_the_rerun_is_exactly_once(
+    tmp_path: Path, src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch fails in the middle of the third group: the group's earlier batches, already written to the
+    output, roll back with it (position, size and held rows of the second group's commit); the rerun cuts the
+    output back and continues: each event once, released or held."""
+    monkeypatch.setattr(commitgroups, "GROUP_BATCHES", 10)
+    receive = Pipeline.receive
+    seen: list[int] = []
+
+    def failing(self: Pipeline, batch: Any) -> Any:
+        seen.append(1)
+        if len(seen) == 25:
+            raise Boom("batch 25")
+        return receive(self, batch)
+
+    monkeypatch.setattr(Pipeline, "receive", failing)
+    cfg, out = config(tmp_path, "r"), tmp_path / "out.jsonl"
+    with pytest.raises(Boom):
+        replay(load_config(cfg), str(src), str(out), seed=1, resume=True)
+    written = out.stat().st_size
+    with sqlite3.connect(tmp_path / "state-r" / "querylog.db") as db:
+        (position,) = db.execute("SELECT value FROM source_positions").fetchone()
+        (size,) = db.execute("SELECT bytes FROM file_sink_sizes").fetchone()
+    assert int(position) == 20 * 20  # two groups of ten batches of 20 lines
+    assert 0 < size < written  # batches 21-24 were written, not committed
+    monkeypatch.setattr(Pipeline, "receive", receive)
+    summary = replay(load_config(cfg), str(src), str(out), seed=2, resume=True)
+    assert summary.records_in == N_EVENTS
+    check_exactly_once(tmp_path, "r", src, out)
+
+
+KILLER = """
+import os, signal, sys
+from sidecar import commitgroups
+from sidecar.config import load_config
+from sidecar.drive import replay
+
+commitgroups.GROUP_BATCHES = 10
+commit = commitgroups.CommitGroups.commit
+kill_at = int(sys.argv[4])
+
+def commit_or_die(self):
+    if self.commits + 1 == kill_at and self._open is not None:
+        os.kill(os.getpid(), signal.SIGKILL)  # the group's output written and flushed, its commit not made
+    commit(self)
+
+commitgroups.CommitGroups.commit = commit_or_die
+replay(load_config(sys.argv[1]), sys.argv[2], sys.argv[3], resume=True)
+"""
+
+
+@pytest.mark.parametrize("kill_at", [1, 4])
+def test_kill_9_just_before_a_group_commits_then_resume(tmp_path: Path, src: Path, kill_at: int) -> None:
+    """SIGKILL at the worst moment of a group (every batch of it delivered to the output, the commit not made):
+    the rerun of ``querylog replay --resume`` cuts the output back to the last commit and finishes: every event
+    released once or held, none lost."""
+    cfg, out = config(tmp_path, "k"), tmp_path / "out.jsonl"
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(cfg), str(src), str(out), str(kill_at)],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    killed_size = out.stat().st_size
+    with sqlite3.connect(tmp_path / "state-k" / "querylog.db") as db:
+        row = db.execute("SELECT bytes FROM file_sink_sizes").fetchone()
+    assert (row[0] if row else 0) < killed_size  # a whole group's output beyond the last commit
+    from helpers import QUERYLOG
+
+    cmd = [QUERYLOG, "replay", "-c", str(cfg), str(src), "-o", str(out), "--resume", "--no-progress"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    check_exactly_once(tmp_path, "k", src, out)

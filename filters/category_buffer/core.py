@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from typing import Any, Protocol, TypeVar
 
-from sidecar.api import Event
+from sidecar.api import NO_META, Event
 
 T = TypeVar("T")
 UNKNOWN = "unknown"
@@ -514,8 +514,16 @@ class Buffer:
         uv = u.uvalues
         user = u.event.user if uv is None else uv[0]
         t = self.stream_time if self.time_release and self.stream_time is not None else src.time
-        ev = Event(user, src.query, t, src.rank, src.url, src.record, src.raw, codec, src.eol)
+        ev = Event.__new__(Event)  # Event.__init__'s slots, set here: no interpreted frame per release
+        ev.user = user
+        ev.query = src.query
+        ev.time = t
+        ev.rank = src.rank
+        ev.url = src.url
+        ev.record = src.record
+        ev.raw = src.raw
+        ev.codec = codec
+        ev.eol = src.eol
         meta = src.meta
-        if meta:
-            ev.meta = dict(meta)
+        ev.meta = dict(meta) if meta else NO_META  # its own dict: later filters annotate the output
         return ev

@@ -306,6 +306,31 @@ class TestRolesTimeUnknown:
         qi = int(cols[1].split()[1])
         assert cols[2:] == rows[qi].split("\t")[2:] and cols[0] != rows[qi].split("\t")[0]
 
+    @pytest.mark.parametrize("time", ["release", "query"])
+    def test_a_released_copy_is_its_own_event(self, tmp_path: Path, time: str) -> None:
+        """The copy the core makes (only the user id travels, the event has its codec): the query's record, raw
+        line, codec and annotations with the drawn user and the time rule, in an event and a meta dict of its
+        own: annotating it changes no input event (a held one is written to the state store as it came)."""
+        codec = TsvCodec(SchemaConfig())
+        codec.accept_header("AnonID\tQuery\tQueryTime\tItemRank\tClickURL")
+        rows = [f"{100 + i}\tquery {i}\t2006-03-0{i + 1} 10:00:00\t{i + 1}\thttp://r{i}.com" for i in range(9)]
+        events = [codec.decode(r, "\n") for r in rows]
+        for e in events:
+            e.annotate("category", "Arts")
+        f = make(tmp_path, k=3, time=time)
+        out = f.process(events)
+        assert out
+        for o in out:
+            src = next(e for e in events if e.query == o.query)
+            assert o is not src and o.meta is not src.meta and o.meta == {"category": "Arts"}
+            assert (o.record, o.raw, o.codec, o.eol) == (src.record, src.raw, codec, "\n")
+            assert (o.rank, o.url) == (src.rank, src.url)
+            assert o.user != src.user and o.user in {e.user for e in events}
+            # release: the time of the arrival that released it (at or after the query's own)
+            assert o.time == src.time if time == "query" else src.time <= o.time
+            o.annotate("profile", "x")
+        assert all(dict(e.meta) == {"category": "Arts"} for e in events)
+
 
 def _roles() -> RolesConfig:
 

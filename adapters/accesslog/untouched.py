@@ -13,8 +13,7 @@ the same counts as ``encode`` called on each event in order, with the work done 
   :class:`_FirstLines`); any other goes through the general referer rule
   (:meth:`QueryReader.referer_of_match`), in order, after the request queries of the lines before it are
   remembered (so it sees the memory ``encode`` would have shown it);
-- the request queries are remembered a run of lines at a time, as released as they were (``dict.update`` of
-  ``dict.fromkeys``).
+- the request queries are remembered a run of lines at a time, as released as they were (one ``dict.update``).
 
 One difference, on the safe side of the bound: the memory's generation turns (:class:`ReleasedQueries.turn`) only
 at the end of a batch, so a generation may hold up to a batch of texts more than ``size``.
@@ -81,20 +80,20 @@ def write_untouched(
     queries = decode_all([q or "" for q in qs], dialect)
     for i in compress(count(), map(is_, qs, repeat(None))):  # no parameter of the usual shape: the general reading
         queries[i] = reader.query(matches[i].group(reader.query_group))
-    referers = decode_all([r or "" for r in rs], dialect)
-    batch = dict.fromkeys(queries)  # the batch's request texts, remembered at its end (None: released as it was)
+    at = list(compress(count(), rs))  # the lines whose referer has the parameter (not empty)
+    referers = decode_all(list(compress(rs, rs)), dialect)
     recent, older, missing = memo.recent, memo.older, NOT_REMEMBERED
     first: _FirstLines | None = None  # each text's first line of the batch, found when first asked
     general: list[int] = []  # lines whose referer takes the general rule
-    for i, text in compress(enumerate(referers), referers):  # the lines with a referer's search text
+    for i, text in compress(zip(at, referers), referers):  # the lines with a referer's search text
         was = recent.get(text, missing)
         if was is None or (was is missing and older.get(text, missing) is None):  # remembered released as it was
             continue
-        if text in batch:
-            if first is None:
-                first = _FirstLines(queries)
-            if first.line(text) <= i:  # requested on this line or an earlier one of the batch: released as it was
-                continue
+        if first is None:
+            first = _FirstLines(queries)
+        line = first.line(text)
+        if line is not None and line <= i:  # requested on this line or an earlier one of the batch: released as it was
+            continue
         general.append(i)
     if dialect == "apache":  # a backslash may hide the referer's parameter from the pattern: the general reading
         general += [i for i, r in enumerate(rs) if r is None and "\\" in out[i]]
@@ -107,11 +106,7 @@ def write_untouched(
         referer = reader.referer_of_match(m)
         if referer is not None:
             out[i] = with_referer(m, referer, out[i])
-    if done:
-        _remember(recent, queries[done:])
-    else:  # the usual batch: no referer took the general rule
-        recent.update(batch)
-        recent.pop("", None)
+    _remember(recent, queries[done:] if done else queries)
     if len(recent) >= memo.size:
         memo.turn()
     return out
@@ -119,27 +114,30 @@ def write_untouched(
 
 def _remember(recent: dict[str, str | None], texts: list[str]) -> None:
     """``ReleasedQueries.remember(t, t)`` for each text, in order (the empty text is no search)."""
-    recent.update(dict.fromkeys(texts))  # None: released as it was
+    recent.update(zip(texts, repeat(None)))  # None: released as it was
     recent.pop("", None)
 
 
 class _FirstLines:
-    """The first line of a batch's request texts, for the few referers to a search of their own batch that the
-    memory does not show released: each found by a scan of the batch's texts (``list.index``, in C), up to
-    :data:`_SCANS` of them, then from a dictionary of every text's first line (a batch whose referers all ask
-    costs one pass more, never a scan a line)."""
+    """The first line of a batch's request texts, for the few referers that the memory does not show released
+    (usually to a search of their own batch): each found by a scan of the batch's texts (``list.index``, in C), up
+    to :data:`_SCANS` of them, then from a dictionary of every text's first line (a batch whose referers all ask,
+    as after a restart, costs one pass more, never a scan a line)."""
 
     def __init__(self, queries: list[str]) -> None:
         self.queries = queries
         self.scans = 0
         self.first: dict[str, int] | None = None
 
-    def line(self, text: str) -> int:
-        """The first line of ``text``, one of the batch's texts."""
+    def line(self, text: str) -> int | None:
+        """The first line of ``text`` in the batch (None: not one of its texts)."""
         if self.first is None:
             self.scans += 1
             if self.scans <= _SCANS:
-                return self.queries.index(text)
+                try:
+                    return self.queries.index(text)
+                except ValueError:
+                    return None
             n = len(self.queries)
             self.first = dict(zip(reversed(self.queries), range(n - 1, -1, -1)))
-        return self.first[text]
+        return self.first.get(text)

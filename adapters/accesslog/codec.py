@@ -129,7 +129,9 @@ class AccessLogCodec(Codec):
         out: list[Event] = []
         append = out.append
         fast = self._fast.fullmatch
-        if self._cr_fails:  # the usual format: a line is tried as it is, its "\r" only stripped when it fails
+        if self._cr_fails and not (lines and lines[0][-1:] == "\r"):
+            # the usual format and log: a line is tried as it is, its "\r" only stripped when it fails (a line
+            # ending in "\r" cannot match; a log of them, CRLF, takes the loop at the end: stripped at once)
             lazy, no_meta = LazyEvent, NO_META
             matches = list(map(fast, lines))
             if all(matches):  # every line matched (the usual batch): lazy_event(line, m, self, eol) written out
@@ -142,8 +144,7 @@ class AccessLogCodec(Codec):
                     ev.meta = no_meta
                     append(ev)
                 return out
-            for i, line in enumerate(lines):
-                m = fast(line)
+            for i, (line, m) in enumerate(zip(lines, matches)):  # each line matched once
                 if m is not None:  # lazy_event(line, m, self, eol) written out
                     ev = lazy()
                     ev.raw = line

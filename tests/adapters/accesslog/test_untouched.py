@@ -98,3 +98,33 @@ def test_a_lazy_event_keeps_its_match_in_the_record_slot_until_split() -> None:
     assert type(ev) is LazyEvent and ev.match is m and (ev.raw, ev.codec, ev.eol, ev.meta) == (text, codec, "", NO_META)
     assert ev.query == "flu" and type(ev) is not LazyEvent  # read: split, a plain event whose record is the values
     assert ev.record[0] == "10.0.0.1"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.tuples(LINES, st.booleans()), max_size=12),
+    schema=st.sampled_from(FORMATS),
+)
+def test_a_batch_decodes_as_its_lines_one_by_one_whatever_their_ends(
+    lines: list[tuple[str, bool]], schema: SchemaConfig
+) -> None:
+    """LF and CRLF lines mixed (a batch whose first line ends in ``\\r`` strips each line's at once; the others try
+    each line as it is first): each line gives what its text without the ``\\r`` gives alone, as an LF line (the
+    same kind of event, split the same way, or the same dead letter), and comes back with its ``\\r``."""
+    texts = [text + ("\r" if crlf else "") for text, crlf in lines]
+    codec, alone = AccessLogCodec(schema), AccessLogCodec(schema)
+    bad: list[tuple[int, str]] = []
+    events = codec.decode_many(texts, "\n", bad)
+    expected, expected_bad = [], []
+    for i, (text, _) in enumerate(lines):
+        one: list[tuple[int, str]] = []
+        expected += alone.decode_many([text], "\n", one)
+        expected_bad += [(i, reason) for _, reason in one]
+    assert bad == expected_bad
+    dead = {i for i, _ in bad}
+    kept = [t for i, t in enumerate(texts) if i not in dead]
+    ends = ["\r" if crlf else "" for i, (_, crlf) in enumerate(lines) if i not in dead]
+    assert [(type(e), e.raw) for e in events] == [(type(e), t) for e, t in zip(expected, kept, strict=True)]
+    written = [alone.encode(e) + end for e, end in zip(expected, ends, strict=True)]
+    assert [codec.encode(e) for e in events] == written  # with its "\r"
+    assert [e.record for e in events] == [e.record for e in expected]  # read: split the same way

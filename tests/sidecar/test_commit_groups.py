@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,45 @@ def test_a_failure_inside_a_group_rolls_the_group_back_and_the_rerun_is_exactly_
     summary = replay(load_config(cfg), str(src), str(out), seed=2, resume=True)
     assert summary.records_in == N_EVENTS
     check_exactly_once(tmp_path, "r", src, out)
+
+
+def test_a_stop_mid_group_commits_what_was_done_and_the_rerun_continues(
+    tmp_path: Path, src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM (the stop flag) in the middle of a group: the source ends after the batch in hand and the open
+    group commits (the output's size as recorded, the position after that batch); the rerun goes on from there."""
+    from adapters.file.source import FileSource
+    from sidecar.signals import StopFlag
+
+    monkeypatch.setattr(commitgroups, "GROUP_BATCHES", 10)
+    stopping = threading.Event()
+    stop_source, receive = FileSource.stop, Pipeline.receive
+    seen: list[int] = []
+    flag = StopFlag()
+
+    def stop(self: FileSource, grace: float | None = None) -> None:
+        stop_source(self, grace)
+        stopping.set()
+
+    def receive_and_stop(self: Pipeline, batch: Any) -> Any:
+        seen.append(1)
+        if len(seen) == 25:
+            flag.set()  # what SIGTERM does; the driver's watcher tells the source to stop
+            assert stopping.wait(30)
+        return receive(self, batch)
+
+    monkeypatch.setattr(FileSource, "stop", stop)
+    monkeypatch.setattr(Pipeline, "receive", receive_and_stop)
+    cfg, out = config(tmp_path, "s"), tmp_path / "out.jsonl"
+    summary = replay(load_config(cfg), str(src), str(out), seed=1, resume=True, stop=flag)
+    assert summary.interrupted and summary.events_in == 25 * 20
+    with sqlite3.connect(tmp_path / "state-s" / "querylog.db") as db:
+        (position,) = db.execute("SELECT value FROM source_positions").fetchone()
+        (size,) = db.execute("SELECT bytes FROM file_sink_sizes").fetchone()
+    assert int(position) == 25 * 20 and size == out.stat().st_size > 0
+    monkeypatch.setattr(Pipeline, "receive", receive)
+    assert replay(load_config(cfg), str(src), str(out), seed=2, resume=True).events_in == N_EVENTS - 25 * 20
+    check_exactly_once(tmp_path, "s", src, out)
 
 
 KILLER = """

@@ -4,7 +4,9 @@
   repeats matches, with the same groups, for the formats and for lines of any shape (hypothesis);
 * a batch of untouched lines finds the first line of a request text a referer names by a scan of the batch's texts
   or, past a few scans, from a map of every text's first line: the same lines, referer memory and counts as each
-  line written in order, whatever the number of scans allowed (hypothesis).
+  line written in order, whatever the number of scans allowed (hypothesis);
+* a batch of LF and CRLF lines (a CRLF log's batch strips each ``\\r`` before matching) decodes each line as its
+  text without the ``\\r`` decodes alone, and writes it back with it (hypothesis).
 """
 
 from __future__ import annotations

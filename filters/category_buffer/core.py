@@ -2,9 +2,9 @@
 compiled``): the held events (:class:`Held`), the buckets' hot operations (:class:`Bucket`), the pair memory
 (:class:`PairMemory`), the random words (:class:`RandomPool`), the draws and the arrival and release loops
 (:class:`Buffer`). Native classes only reach each other's attributes at C speed within one compiled module, hence
-one module; it imports nothing of the package. Interpreted, it gives the same releases for the same random words
-(``tests/filters/category_buffer/test_core_compiled.py``). The rarer bucket operations are in :mod:`.buckets`, the
-exact draw's reference in :mod:`.pairs`, the removal policies in :mod:`.removal`.
+one module, over 400 lines for that reason; it imports nothing of the package. Interpreted, it gives the same
+releases for the same random words (``test_the_compiled_core_releases_what_its_source_releases``). The rarer
+bucket operations are in :mod:`.buckets`, the exact draw in :mod:`.pairs`, the removal policies in :mod:`.removal`.
 """
 
 from __future__ import annotations

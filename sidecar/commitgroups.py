@@ -8,7 +8,9 @@ transaction of the state store (:meth:`.Pipeline.transaction`: a batch's own blo
 filters that defer their state writes (``defer_commits``) write it (``commit_deferred``) just before the group
 commits. A crash inside a group loses that group's work only (it is done again on resume: at most
 :data:`GROUP_BATCHES` batches); what was written to the output past the committed size is cut away, and dead letters
-of those batches may be written twice. The input file is the source of truth, so nothing read is lost.
+of those batches may be written twice. The input file is the source of truth, so nothing read is lost. While the
+first pass runs in a child process (``BackgroundPrescan``) the buffer keeps the batches that came meanwhile in
+memory, so the open group does not commit before that pass's result is in and those batches have arrived.
 
 Measured on a 625k-line real-query archive through the k-anonymity chain: the per-batch commits (the buffer's held
 rows packed and written, the transaction's commit) were about 30% of a ``--resume`` replay's samples.
@@ -16,6 +18,7 @@ rows packed and written, the transaction's commit) were about 30% of a ``--resum
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, cast
 
@@ -44,8 +47,13 @@ class CommitGroups:
     group's transaction and commits every ``batches`` batches; :meth:`commit` ends the last group (call it when the
     source returned; :meth:`roll_back` when it raised). The source's other calls go to the pipeline."""
 
-    def __init__(self, pipeline: Pipeline, batches: int | None = None) -> None:
+    def __init__(
+        self, pipeline: Pipeline, waiting: Callable[[], bool] | None = None, batches: int | None = None
+    ) -> None:
         self.pipeline = pipeline
+        #: True while batches wait in memory for a first pass made elsewhere (:class:`.BackgroundPrescan`): they are
+        #: in no state store yet, so no group commits until its result is in
+        self.waiting = waiting
         self.batches = max(1, batches if batches is not None else GROUP_BATCHES)
         self.filters = deferring(pipeline)
         for f in self.filters:
@@ -82,7 +90,7 @@ class CommitGroups:
             self.roll_back(exc)
             raise
         self._count += 1
-        if self._count >= self.batches:
+        if self._count >= self.batches and not (self.waiting is not None and self.waiting()):
             self.commit()
         return receipt
 

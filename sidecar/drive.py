@@ -237,14 +237,18 @@ def replay(
                 raise ResumeError(NO_POSITION)
             if flush_interval is not None:
                 pipeline.start_release_timer(flush_interval)
-        if prescan is not False:  # without --resume nothing is promised before the end: the first pass may overlap
-            first = _first_pass(pipeline, source, required=bool(prescan), background=not resume)
+        if prescan is not False:  # may overlap the real pass (--resume: its commits wait for the result)
+            first = _first_pass(pipeline, source, required=bool(prescan), background=True)
         if source.rewindable and not resume:
             _defer_commits(pipeline)
-        groups = CommitGroups(pipeline) if resume else None  # position, output size and state: every 50 batches
+        # --resume: position, output size and state every 50 batches, none while batches wait for the first pass
+        groups = CommitGroups(pipeline, first.waiting if first is not None else None) if resume else None
         bar = ReplayProgress() if progress else None
         try:
             run(source, pipeline, stop, bar, groups)
+            if groups is not None:  # batches that waited for the first pass to the end commit with the last group
+                pipeline.release(final=True)
+                groups.commit()
         except BaseException as exc:
             if groups is not None:
                 groups.roll_back(exc)
@@ -253,9 +257,8 @@ def replay(
                 problem = exc.problem + source.format_assumed
                 raise ConfigError(str(config.file), config.doc.line(key), key, problem, exc.allowed) from None
             raise
-        if groups is not None:
-            groups.commit()
-        pipeline.release(final=True)
+        if groups is None:
+            pipeline.release(final=True)
         records_in, _ = source.progress()
         summary = _summary(pipeline, records_in, bool(stop))
         summary.input_format = source.format + (" (assumed from the first record)" if source.format_assumed else "")

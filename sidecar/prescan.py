@@ -49,7 +49,8 @@ def prescan(pipeline: Pipeline, source: Any, background: bool = False) -> Backgr
     ``prescan_collect``/``prescan_learn``: ``category_buffer``) and this process runs one thread, the first pass
     runs in a forked child process (:class:`BackgroundPrescan`, returned: close it when the run ends) while this
     one starts the real pass; the target holds its batches back until the result is in. Only where nothing is
-    promised before the run's end (a file replay without ``--resume``): those batches are in no state store."""
+    promised before those batches arrived: they are in no state store (a file replay without ``--resume``, or with
+    it: its commit groups wait, :mod:`sidecar.commitgroups`)."""
     if not getattr(source, "rewindable", False):
         raise PrescanError("--prescan reads the input twice: give a file, not stdin or a pipe", "stdin")
     filters = pipeline.chain.filters
@@ -133,6 +134,10 @@ class BackgroundPrescan:
     def done(self) -> bool:
         """True once ``result()`` will not wait for the child (its result or its end is there)."""
         return self._conn.closed or self._conn.poll()
+
+    def waiting(self) -> bool:
+        """True until the result was taken (or the run ended): the target still keeps batches back for it."""
+        return not self._conn.closed
 
     def result(self) -> bytes:
         """The first pass's result (waits for the child; made here should the child fail)."""

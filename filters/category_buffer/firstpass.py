@@ -1,11 +1,12 @@
-"""A first pass made in another process (``replay`` without ``--resume``): the batches that wait for its result.
+"""A first pass made in another process (``replay`` of a file): the batches that wait for its result.
 
 ``replay --prescan`` may make the first pass in a forked child process while this one starts the real pass
 (``sidecar/prescan.py``, ``BackgroundPrescan``). No release may be drawn before the archive's shared pairs are
 known, so the filter keeps each batch as it came (:class:`Waiting`) until the result is in, or until
 :data:`WAIT_EVENTS` events wait (then it waits for the child), and then runs them in their order: the same
 arrivals, draws and releases as after a first pass made in place, only delivered later. Held back events are in
-no state store: only a run that promises nothing before its end (a file replay without ``--resume``) does this.
+no state store: only a run that promises nothing for them until they arrived does this (a file replay; with
+``--resume`` its commit groups wait for the result, :mod:`sidecar.commitgroups`).
 """
 
 from __future__ import annotations

@@ -13,13 +13,13 @@ import sys
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from adapters.file.sink import FileSink
 from filters.category_buffer.store import HELD, KS, HeldStore, unpack_event
-from sidecar import commitgroups
+from sidecar import commitgroups, prescan
 from sidecar.config import load_config
 from sidecar.drive import replay
 from sidecar.pipeline import Pipeline
@@ -79,6 +79,13 @@ def check_exactly_once(tmp: Path, name: str, src: Path, out: Path) -> None:
     assert set(ids) | held_q == set(range(N_EVENTS)), "an event was lost"
     inp = [json.loads(line) for line in src.read_text(encoding="utf-8").splitlines()]
     assert Counter(r["uid"] for r in released) + held_u == Counter(r["uid"] for r in inp)
+
+
+@pytest.fixture(autouse=True)
+def first_pass_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first pass before the real one, so that groups commit at fixed batches (a forked first pass holds the
+    commits back until its result is in, whenever that is: the tests at the end make that moment fixed)."""
+    monkeypatch.setattr(prescan, "BACKGROUND", False)
 
 
 @pytest.fixture
@@ -213,11 +220,12 @@ def test_a_stop_mid_group_commits_what_was_done_and_the_rerun_continues(
 
 KILLER = """
 import os, signal, sys
-from sidecar import commitgroups
+from sidecar import commitgroups, prescan
 from sidecar.config import load_config
 from sidecar.drive import replay
 
 commitgroups.GROUP_BATCHES = 10
+prescan.BACKGROUND = False
 commit = commitgroups.CommitGroups.commit
 kill_at = int(sys.argv[4])
 
@@ -256,3 +264,107 @@ def test_kill_9_just_before_a_group_commits_then_resume(tmp_path: Path, src: Pat
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     check_exactly_once(tmp_path, "k", src, out)
+
+
+class FirstPassElsewhere:
+    """A first pass "in another process" whose result is in only after ``ready_after`` batches were received (made
+    here when taken: the same result), so the moment is fixed."""
+
+    ready_after = 35
+    received = 0
+    made: ClassVar[list[FirstPassElsewhere]] = []
+
+    def __init__(self, work: Any) -> None:
+        self.work, self.taken = work, False
+        self.made.append(self)
+
+    def done(self) -> bool:
+        return FirstPassElsewhere.received >= self.ready_after
+
+    def result(self) -> bytes:
+        self.taken = True
+        return bytes(self.work())
+
+    def waiting(self) -> bool:
+        return not self.taken
+
+    def close(self) -> None:
+        self.taken = True
+
+
+@pytest.fixture
+def elsewhere(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The first pass made "elsewhere" (:class:`FirstPassElsewhere`); returns what happened, in order: ``receive``
+    per batch, ``commit`` per group committed, ``taken`` when the result was taken."""
+    monkeypatch.setattr(prescan, "BACKGROUND", True)
+    monkeypatch.setattr(prescan, "BackgroundPrescan", FirstPassElsewhere)
+    monkeypatch.setattr(commitgroups, "GROUP_BATCHES", 10)
+    monkeypatch.setattr(FirstPassElsewhere, "received", 0)
+    monkeypatch.setattr(FirstPassElsewhere, "made", [])
+    events: list[str] = []
+    receive, commit, result = Pipeline.receive, commitgroups.CommitGroups.commit, FirstPassElsewhere.result
+
+    def counted(self: Pipeline, batch: Any) -> Any:
+        FirstPassElsewhere.received += 1
+        events.append("receive")
+        return receive(self, batch)
+
+    def committed(self: commitgroups.CommitGroups) -> None:
+        if self._open is not None:
+            events.append("commit")
+        commit(self)
+
+    def taken(self: FirstPassElsewhere) -> bytes:
+        events.append("taken")
+        return result(self)
+
+    monkeypatch.setattr(Pipeline, "receive", counted)
+    monkeypatch.setattr(commitgroups.CommitGroups, "commit", committed)
+    monkeypatch.setattr(FirstPassElsewhere, "result", taken)
+    return events
+
+
+def test_resume_with_the_first_pass_elsewhere_commits_only_once_its_result_is_in(
+    tmp_path: Path, src: Path, elsewhere: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--resume makes the first pass beside the real one too: no group commits while batches wait for its result
+    (they are in no state store), the first commits at the batch that took it, then every 10; the release is the
+    one of a first pass made before."""
+    out = tmp_path / "out.jsonl"
+    replay(load_config(config(tmp_path, "e")), str(src), str(out), seed=3, resume=True, prescan=None)
+    assert FirstPassElsewhere.made and elsewhere.index("taken") < elsewhere.index("commit")
+    assert elsewhere[: elsewhere.index("commit")].count("receive") == FirstPassElsewhere.ready_after
+    assert elsewhere.count("commit") == 1 + (100 - 35) // 10 + 1  # then every 10, and the last group at the end
+    in_place = tmp_path / "in-place.jsonl"
+    monkeypatch.setattr(prescan, "BACKGROUND", False)
+    replay(load_config(config(tmp_path, "p")), str(src), str(in_place), seed=3, resume=True, prescan=None)
+    assert out.read_bytes() == in_place.read_bytes()
+    assert state_rows(tmp_path, "e") == state_rows(tmp_path, "p")
+    check_exactly_once(tmp_path, "e", src, out)
+
+
+def test_a_failure_while_batches_wait_for_the_first_pass_commits_nothing(
+    tmp_path: Path, src: Path, elsewhere: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch fails while 29 wait for the first pass (more than two groups' worth): nothing was committed, so
+    the rerun starts from the input's first line and the output is cut back to nothing; exactly-once after it."""
+    receive = Pipeline.receive
+
+    def failing(self: Pipeline, batch: Any) -> Any:
+        if FirstPassElsewhere.received == 30:
+            raise Boom("batch 30")
+        return receive(self, batch)
+
+    monkeypatch.setattr(Pipeline, "receive", failing)
+    cfg, out = config(tmp_path, "w"), tmp_path / "out.jsonl"
+    with pytest.raises(Boom):
+        replay(load_config(cfg), str(src), str(out), seed=1, resume=True, prescan=None)
+    assert "commit" not in elsewhere and "taken" not in elsewhere
+    with sqlite3.connect(tmp_path / "state-w" / "querylog.db") as db:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "source_positions" not in tables or not db.execute("SELECT * FROM source_positions").fetchall()
+        assert not db.execute(f"SELECT * FROM {HELD}").fetchall()
+    monkeypatch.setattr(Pipeline, "receive", receive)
+    summary = replay(load_config(cfg), str(src), str(out), seed=2, resume=True, prescan=None)
+    assert summary.events_in == N_EVENTS
+    check_exactly_once(tmp_path, "w", src, out)

@@ -96,20 +96,26 @@ def run_filter(
 @click.option("--batch", default=1000, show_default=True, help="Events per process() call (one commit each).")
 @click.option("--seed", default=1, show_default=True, help="Seed of the synthetic log (draws use the CSPRNG).")
 @click.option(
-    "--helpers-only",
+    "--interpreted",
     is_flag=True,
-    help="Run the filter without its hot-path specialisation (CategoryBufferFilter.SPECIALISED off), to measure it.",
+    help="Run the filter's per-event core (filters/category_buffer/core.py) from its source even when a compiled "
+    "build is in place, to measure the build.",
 )
-def COMMAND(events: int, users: int, k: int, batch: int, seed: int, helpers_only: bool) -> None:
+def COMMAND(events: int, users: int, k: int, batch: int, seed: int, interpreted: bool) -> None:
     """Events/s of category_buffer on one core, state durable in SQLite (WAL)."""
     from sidecar.logs import configure_logging
 
     configure_logging("warning", "json")
     evs = categorised_events(events, users, seed)
     with tempfile.TemporaryDirectory() as tmp:
-        overrides: dict[str, object] = {"SPECIALISED": False} if helpers_only else {}
+        overrides: dict[str, object] = {}
+        if interpreted:
+            from filters.category_buffer.buckets import CORE
+            from sidecar.api.compiled import source
+
+            overrides["CORE"] = source(CORE)
         r = run_filter("category_buffer", {"k": k}, evs, batch, Path(tmp), overrides)
-    variant = " (helpers only)" if helpers_only else ""
+    variant = " (core interpreted)" if interpreted else ""
     click.echo(
         f"category_buffer{variant} k={k}: {r['events']:,} events ({users:,} users) in {r['seconds']:.3f} s "
         f"= {r['events_per_s']:,.0f} events/s ({r['events_per_cpu_s']:,.0f} per CPU-second); "

@@ -47,9 +47,12 @@ What this implementation does differently, and why:
   (k <- max(base, min(k - 1, ceil(k / delta)))); several events may then leave
   at once, each still drawn from at least k held ones. ``decay: false`` keeps
   the paper's only-grows behaviour.
-* **Durable**: every held event is a row in the SQLite state store; a batch's
-  arrivals, releases and k changes commit in one transaction, so a restart or
-  kill -9 resumes with exactly what was held after the last completed batch.
+* **Durable**: every held event is a row in the SQLite state store. In ``serve``
+  a batch's arrivals, releases and k changes commit in one transaction, so a
+  restart or kill -9 resumes with exactly what was held after the last completed
+  batch; ``replay --resume`` commits them every 50 batches with the input
+  position and the output's size (a crash redoes at most the last group from
+  the input: docs/GUARANTEES.md).
 * **Bounded**: memory is O(events held), and k never passes ``max_k`` (default
   64 x the base k): a bucket at ``max_k`` that still cannot release suppresses
   the excess of whoever holds the most in it (``max_k_policy: suppress``,

@@ -56,7 +56,9 @@ class Held:
     ``event`` is never modified (the output is a copy). ``qidx`` is its position in the bucket's query list.
     ``uvalues`` travel with the user (see :mod:`.sides`); None: read when released (only the user id travels:
     the event has it; restored without its codec: read by the codec of its format).
-    ``new``: not yet in the state store (arrived since the journal's last write)."""
+    ``new``: not yet in the state store (arrived since the journal's last write). ``pair`` is the int of
+    :func:`.pairs.pair_of`, typed ``object`` so that compiled code keeps it boxed (an ``int`` is unboxed and boxed
+    again, a new int object, at every dict or set look-up)."""
 
     def __init__(
         self,
@@ -64,7 +66,7 @@ class Held:
         event: Event,
         sender: str,
         text: str,
-        pair: int,
+        pair: object,
         arrived: float,
         fmt: str | None,
         uvalues: tuple[Any, ...] | None,
@@ -190,8 +192,11 @@ def take_most_held(bucket: Bucket, n: int) -> tuple[list[Held], list[Held]]:
     givers = heaviest_first({name: len(hs) for name, hs in sent.items()}, n, by_name)
     queries = [bucket.pop_query(next(iter(sent[name])).qidx) for name in givers]
     givers = heaviest_first({name: len(hs) for name, hs in by_name.items()}, n, sent)
+    given: dict[str, int] = {}  # each giver's count, in order of first appearance (as Counter would: compiled)
+    for name in givers:
+        given[name] = given.get(name, 0) + 1
     oldest: dict[str, Iterator[Held]] = {}
-    for name, m in Counter(givers).items():
+    for name, m in given.items():
         slots = by_name[name]
         oldest[name] = iter(slots[:m])
         del slots[:m]
@@ -231,22 +236,23 @@ class PairMemory:
     ``held``: pairs of every event with a half held (counted); ``batch``: the current batch's (look-ahead);
     ``recent``/``older``: two generations of ``cap / 2`` recent arrivals; ``future``: the archive's shared pairs
     (prescan). ``static``: ``future`` holds the whole archive's shared pairs and every held event is of this
-    archive, so a pair's validity never changes (see :func:`opened`)."""
+    archive, so a pair's validity never changes (see :func:`opened`). Pairs are ints typed ``object`` (see
+    :class:`Held`)."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self.static = False
-        self.held: dict[int, int] = {}
-        self.batch: set[int] = set()
-        self.recent: set[int] = set()
-        self.older: set[int] = set()
+        self.held: dict[object, int] = {}
+        self.batch: set[object] = set()
+        self.recent: set[object] = set()
+        self.older: set[object] = set()
         self.future: set[int] = set()
 
-    def hold(self, pair: int) -> None:
+    def hold(self, pair: object) -> None:
         """An event with this pair is now held."""
         self.held[pair] = self.held.get(pair, 0) + 1
 
-    def unhold(self, pair: int) -> None:
+    def unhold(self, pair: object) -> None:
         """Both halves of an event with this pair have left."""
         n = self.held[pair] - 1
         if n:
@@ -254,7 +260,7 @@ class PairMemory:
         else:
             del self.held[pair]
 
-    def remember(self, pair: int) -> None:
+    def remember(self, pair: object) -> None:
         """Remember an arrived pair (nothing when ``cap`` is 0)."""
         if not self.cap:
             return
@@ -263,7 +269,7 @@ class PairMemory:
             self.older = self.recent
             self.recent = set()
 
-    def look_ahead(self, pairs: Iterable[int]) -> None:
+    def look_ahead(self, pairs: Iterable[object]) -> None:
         """The pairs of the batch being processed: none of them is created either."""
         self.batch = set(pairs)
 
@@ -278,7 +284,7 @@ class PairMemory:
 
     def avoided(self, user: str, text: str) -> bool:
         """True when giving ``text`` to ``user`` would create a known pair."""
-        pair = hash((user, text))  # pairs.pair_of
+        pair: object = hash((user, text))  # pairs.pair_of; boxed once (compiled: an int is boxed at each look-up)
         return (
             pair in self.held or pair in self.batch or pair in self.recent or pair in self.older or pair in self.future
         )
@@ -420,7 +426,7 @@ class Buffer:
         memory = self.memory
         senders = [str(ev.user) for ev in batch]
         texts = [" ".join(str(ev.query).casefold().split()) for ev in batch]  # pairs.normalise_text
-        pairs = [hash((s, t)) for s, t in zip(senders, texts)]  # pairs.pair_of
+        pairs: list[object] = [hash((s, t)) for s, t in zip(senders, texts)]  # pairs.pair_of; kept boxed
         memory.look_ahead(pairs)  # a pair that occurs later in this batch is not created either
         dropped = 0
         for ev, sender, text, pair in zip(batch, senders, texts, pairs):

@@ -25,9 +25,9 @@ CORE = current(_built)
 """The module of the buffer's classes and loops in use (:mod:`.core`): compiled when built from its current
 source, else the source (an edited source never runs an old build)."""
 if TYPE_CHECKING:
-    from filters.category_buffer.core import UNKNOWN, Bucket, Held, heaviest_first, take_most_held
+    from filters.category_buffer.core import UNKNOWN, Bucket, Held, Rows, heaviest_first, take_most_held
 else:
-    UNKNOWN, Bucket, Held = CORE.UNKNOWN, CORE.Bucket, CORE.Held
+    UNKNOWN, Bucket, Held, Rows = CORE.UNKNOWN, CORE.Bucket, CORE.Held, CORE.Rows
     heaviest_first, take_most_held = CORE.heaviest_first, CORE.take_most_held
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "UNKNOWN",
     "Bucket",
     "Held",
+    "Rows",
     "heaviest_first",
     "held_users",
     "parent_name",

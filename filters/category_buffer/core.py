@@ -14,7 +14,7 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from sidecar.api import NO_META, Event
 
@@ -372,13 +372,54 @@ def opened(bucket: Bucket, h: Held, new_user: bool, memory: PairMemory) -> None:
         bucket.open = None
 
 
-class Journal(Protocol):
-    """What :class:`Buffer` tells the state store's journal (:class:`.store.Journal`)."""
+class Rows:
+    """The journal's bookkeeping of the held rows between two writes (:class:`.store.Journal` writes them):
+    compiled, as :class:`Buffer` tells it of every arrival and departure. ``new``: the arrivals since the last
+    write, in row order (an entry emptied when the event fully left before it: freed while its objects are still
+    in the CPU's caches, not with 50,000 others at a deferred write); ``touched``: older rows with a half moved or
+    left; ``gone``: older rows fully left; ``dirty_k``: buckets whose k changed."""
 
-    def arrived(self, h: Held) -> None: ...
-    def moved(self, h: Held) -> None: ...
-    def left(self, h: Held) -> None: ...
-    def k_changed(self, bucket: str) -> None: ...
+    def __init__(self) -> None:
+        self.new: list[Held | None] = []
+        self.touched: set[Held] = set()
+        self.gone: list[int] = []
+        self.dirty_k: set[str] = set()
+        self.first_row = -1  # the row of new[0] (rows of arrivals are consecutive), read at a window's first left
+
+    def arrived(self, h: Held) -> None:
+        """``h`` arrived since the last write."""
+        self.new.append(h)
+
+    def moved(self, h: Held) -> None:
+        """A half of ``h`` left or changed bucket; the other is still held."""
+        if not h.new:
+            self.touched.add(h)
+
+    def left(self, h: Held) -> None:
+        """Both halves of ``h`` are gone (an arrival since the last write: its entry in :attr:`new` emptied)."""
+        if not h.new:
+            self.touched.discard(h)
+            self.gone.append(h.row)
+            return
+        new = self.new
+        if self.first_row < 0 and new:
+            first = new[0]  # never emptied before the first call of a window
+            self.first_row = first.row if first is not None else -1
+        i = h.row - self.first_row
+        if 0 <= i < len(new) and new[i] is h and h.ubucket is None and h.qbucket is None:
+            new[i] = None
+
+    def k_changed(self, bucket: str) -> None:
+        """The k of ``bucket`` changed."""
+        self.dirty_k.add(bucket)
+
+    def reset(self) -> None:
+        """Written: start a new window."""
+        self.new = []
+        self.first_row = -1
+        self.touched = set()
+        self.gone = []
+        self.dirty_k = set()
 
 
 Drawer = Callable[[Bucket, RandomPool, PairMemory, bool], "tuple[int, str, int] | None"]
@@ -398,7 +439,7 @@ class Buffer:
         *,
         memory: PairMemory,
         pool: RandomPool,
-        journal: Journal,
+        journal: Rows,
         counts: Counter[str],
         codecs: dict[str | None, Any],
         rules: tuple[bool, bool, bool, int, bool, float, bool],

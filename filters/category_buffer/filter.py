@@ -52,7 +52,7 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
         core = self.CORE
         self.pool: RandomPool = core.RandomPool(ctx.token_bytes)
         self.store = HeldStore(ctx.state)
-        self.journal = Journal()
+        self.journal = Journal(core.Rows())  # the rows of the core in use (compiled or its source)
         self.memory: PairMemory = core.PairMemory(config.avoid_repeat_pairs)
         #: the codec of each format seen in a batch (restored events are encoded with it)
         self.codecs: dict[str | None, Codec] = {}
@@ -62,7 +62,7 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
         self.core: Buffer = core.Buffer(
             memory=self.memory,
             pool=self.pool,
-            journal=self.journal,
+            journal=self.journal.rows,
             counts=self.counts,
             codecs=self.codecs,
             rules=(*rules, config.user_draw == "user", config.delta, config.decay),
@@ -123,12 +123,8 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
     # --- releasing -----------------------------------------------------------------
 
     def _gone_half(self, h: Held) -> None:
-        """Bookkeeping after one half of ``h`` left its bucket."""
-        if h.ubucket is None and h.qbucket is None:
-            self.memory.unhold(h.pair)
-            self.journal.left(h)
-        else:
-            self.journal.moved(h)
+        """Bookkeeping after one half of ``h`` left its bucket (``Buffer.gone_half``)."""
+        self.core.gone_half(h)
 
     def _gone_halves(self, taken: tuple[list[Held], list[Held]]) -> None:
         """Bookkeeping after query and user halves were taken from a bucket (of an event a half, or both)."""

@@ -25,7 +25,7 @@ from typing import Any
 import msgpack
 import sqlite_utils
 
-from filters.category_buffer.buckets import Bucket, Held
+from filters.category_buffer.buckets import CORE, Bucket, Held, Rows
 from sidecar.api import Codec, Event, StateStoreLike
 
 RECORD_EXT = 1  # msgpack extension type of a record packed by its codec (``Codec.pack_record`` bytes)
@@ -271,50 +271,38 @@ class Journal:
 
     A held event that arrived in this batch (``Held.new``) is inserted at commit
     if a half of it is still held; an older one is updated when a half moved or
-    left, and deleted once both halves are gone.
+    left, and deleted once both halves are gone. The bookkeeping between writes is
+    :class:`.core.Rows` (compiled with the loops that call it; ``rows``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, rows: Rows | None = None) -> None:
         #: Batches per transaction (:meth:`commit`); 1 unless a replay that promises nothing before its end
         #: defers (``CategoryBufferFilter.defer_commits``).
         self.every = 1
         self._pending = 0
-        self.new: list[Held | None] = []
-        self.touched: set[Held] = set()
-        self.gone: list[int] = []
-        self.dirty_k: set[str] = set()
+        self.rows: Rows = rows if rows is not None else CORE.Rows()
         self.packer = EventPacker()
-        #: the row of ``new[0]`` (rows of arrivals are consecutive), read at the first :meth:`left` of a window
-        self._first_row = -1
+
+    @property
+    def new(self) -> list[Held | None]:
+        """The arrivals since the last write (``Rows.new``)."""
+        return self.rows.new
 
     def arrived(self, h: Held) -> None:
         """``h`` arrived in this batch."""
-        self.new.append(h)
+        self.rows.arrived(h)
 
     def moved(self, h: Held) -> None:
         """A half of ``h`` left or changed bucket; the other is still held."""
-        if not h.new:
-            self.touched.add(h)
+        self.rows.moved(h)
 
     def left(self, h: Held) -> None:
-        """Both halves of ``h`` are gone. An arrival since the last write leaves the journal now (its slot in
-        :attr:`new` emptied): freed while its objects are still in the CPU's caches, not all at the next write
-        (with deferred writes, 50,000 events at once: 3% of a k-anonymity archive replay's samples)."""
-        if not h.new:
-            self.touched.discard(h)
-            self.gone.append(h.row)
-            return
-        new = self.new
-        if self._first_row < 0 and new:
-            first = new[0]  # never emptied before the first call of a window
-            self._first_row = first.row if first is not None else -1
-        i = h.row - self._first_row
-        if 0 <= i < len(new) and new[i] is h and h.ubucket is None and h.qbucket is None:
-            new[i] = None  # freed now, while its objects are in the cache, not at the commit
+        """Both halves of ``h`` are gone (``Rows.left``)."""
+        self.rows.left(h)
 
     def k_changed(self, bucket: str) -> None:
         """The k of ``bucket`` changed."""
-        self.dirty_k.add(bucket)
+        self.rows.k_changed(bucket)
 
     def commit(self, store: HeldStore, buckets: Mapping[str, Bucket], final: bool = False) -> int:
         """Write the batch's changes atomically and start a new batch; returns the events whose record
@@ -331,7 +319,8 @@ class Journal:
         self._pending = 0
         inserts = []
         not_kept = 0
-        for h in self.new:
+        rows = self.rows
+        for h in rows.new:
             if h is None or (h.ubucket is None and h.qbucket is None):
                 continue  # arrived and left within the batch: nothing to store
             blob, kept = pack_event(h.event, self.packer)
@@ -339,14 +328,10 @@ class Journal:
                 not_kept += 1
             inserts.append((h.row, h.ubucket, h.qbucket, h.arrived, blob))
             h.new = False
-        updates = [(h.ubucket, h.qbucket, h.row) for h in self.touched]
-        deletes = [(row,) for row in self.gone]
-        ks = [(name, buckets[name].k) for name in self.dirty_k]
+        updates = [(h.ubucket, h.qbucket, h.row) for h in rows.touched]
+        deletes = [(row,) for row in rows.gone]
+        ks = [(name, buckets[name].k) for name in rows.dirty_k]
         if inserts or updates or deletes or ks:
             store.write(inserts, updates, deletes, ks)
-        self.new = []
-        self._first_row = -1
-        self.touched = set()
-        self.gone = []
-        self.dirty_k = set()
+        rows.reset()
         return not_kept

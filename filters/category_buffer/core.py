@@ -4,7 +4,8 @@ compiled``): the held events (:class:`Held`), the buckets' hot operations (:clas
 (:class:`Buffer`). Native classes only reach each other's attributes at C speed within one compiled module, hence
 one module, over 400 lines for that reason; it imports nothing of the package. Interpreted, it gives the same
 releases for the same random words (``test_the_compiled_core_releases_what_its_source_releases``). The rarer
-bucket operations are in :mod:`.buckets`, the exact draw in :mod:`.pairs`, the removal policies in :mod:`.removal`.
+bucket operations are in :mod:`.buckets`, the pass over the archive's pairs in :mod:`.pairs`, the removal policies in
+:mod:`.removal`.
 """
 
 from __future__ import annotations
@@ -372,6 +373,83 @@ def opened(bucket: Bucket, h: Held, new_user: bool, memory: PairMemory) -> None:
         bucket.open = None
 
 
+def exact_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bool) -> tuple[int, str, int] | None:
+    """:func:`.pairs.draw` after rejection sampling failed: the same distribution, without enumerating every pair.
+
+    Whether ``memory`` avoids a pair depends on the user and the query's text only, so the held queries are
+    grouped by text and each distinct text's valid users are listed once: O(queries + texts x users) instead of
+    O(queries x users) (a bucket stuck on a popular text, say 29 queries of 2 texts and 13 users, checks 26
+    pairs, not 377). A text with q queries and valid users V holds q x |V| valid pairs (weight q x slots(V) with
+    ``slot``): a group is drawn by that weight, then a query uniformly within it and a user uniformly in V (or by
+    slots). Each valid pair is then drawn with probability 1 / (valid pairs) (or slots(u) / total), as an
+    enumeration of all valid pairs gives. A query's sender is always avoided (its own pair is held); should it
+    not be, the valid pairs are enumerated one by one instead (:func:`enumerated_draw`).
+    """
+    by_name = bucket.by_name
+    names = bucket.names
+    queries = bucket.queries
+    held, batch, recent, older, future = memory.held, memory.batch, memory.recent, memory.older, memory.future
+    by_text: dict[str, list[int]] = {}
+    for qi, q in enumerate(queries):
+        group = by_text.get(q.text)
+        if group is None:
+            by_text[q.text] = [qi]
+        else:
+            group.append(qi)
+    groups: list[tuple[list[int], list[str], list[int], int]] = []
+    total = 0
+    for text, qis in by_text.items():
+        valid: list[str] = []
+        for n in names:  # PairMemory.avoided written out: this is the loop that costs
+            p: object = hash((n, text))  # boxed once (see Held)
+            if p not in held and p not in batch and p not in recent and p not in older and p not in future:
+                valid.append(n)
+        if not valid:
+            continue
+        # a sender not avoided: never seen (its own pair is held while its query is), but exact; static: its
+        # text is then another user's too, so the pair is in future as well (see opened)
+        if not memory.static and not set(valid).isdisjoint(queries[qi].sender for qi in qis):
+            return enumerated_draw(bucket, pool, memory, by_user)
+        slots = [1] * len(valid) if by_user else [len(by_name[n]) for n in valid]
+        per_query = sum(slots)
+        groups.append((qis, valid, slots, per_query))
+        total += len(qis) * per_query
+    if memory.static and sum(len(qis) * len(valid) for qis, valid, _, _ in groups) <= KEPT_PAIRS:
+        bucket.open = [(queries[qi], n) for qis, valid, _, _ in groups for qi in qis for n in valid]
+    if not total:
+        return None
+    pick = pool.below(total)
+    for qis, valid, slots, per_query in groups:
+        if pick < len(qis) * per_query:
+            qi = qis[pick // per_query]
+            name = valid[pick % per_query] if by_user else weighted(valid, slots, pick % per_query)
+            return qi, name, pool.below(len(by_name[name]))
+        pick -= len(qis) * per_query
+    raise AssertionError("pick out of range")
+
+
+def enumerated_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bool) -> tuple[int, str, int] | None:
+    """Every valid pair listed, one drawn (uniformly, or by the user's slots): the reference :func:`exact_draw`
+    gives the same distribution as."""
+    by_name = bucket.by_name
+    avoided = memory.avoided
+    below = pool.below
+    valid = [
+        (qi, name)
+        for qi, q in enumerate(bucket.queries)
+        for name in bucket.names
+        if name != q.sender and not avoided(name, q.text)
+    ]
+    if not valid:
+        return None
+    if by_user:
+        qi, name = valid[below(len(valid))]
+    else:
+        w = [len(by_name[n]) for _, n in valid]
+        qi, name = weighted(valid, w, below(sum(w)))
+    return qi, name, below(len(by_name[name]))
+
+
 class Rows:
     """The journal's bookkeeping of the held rows between two writes (:class:`.store.Journal` writes them):
     compiled, as :class:`Buffer` tells it of every arrival and departure. ``new``: the arrivals since the last
@@ -422,15 +500,12 @@ class Rows:
         self.dirty_k = set()
 
 
-Drawer = Callable[[Bucket, RandomPool, PairMemory, bool], "tuple[int, str, int] | None"]
-
-
 class Buffer:
     """The filter's buckets and the arrival and release loops over them (``CategoryBufferFilter`` delegates).
 
     The rules are the filter's config (``min_users`` 0: the bucket's base k); what is rare or depends on other
     parts stays with the filter, as callables: a new bucket, a bucket name other than a plain level-1 category,
-    the user side and the released copy when more than the user id travels, the exact draw (:mod:`.pairs`),
+    the user side and the released copy when more than the user id travels,
     ``max_k_policy``, an uncategorised event dropped. ``held``: query halves held; ``next_id``: the next row id;
     ``stream_time``: the time of the arrival being processed (``time: release``)."""
 
@@ -447,7 +522,6 @@ class Buffer:
         bucket_name: Callable[[Event], str | None],
         user_values: Callable[[Event, Any], tuple[Any, ...]],
         emit: Callable[[Held, Held, Any], Event],
-        exact_draw: Drawer,
         at_max_k: Callable[[Bucket], None],
         dropped: Callable[[Event], None],
     ) -> None:
@@ -456,7 +530,7 @@ class Buffer:
         #: (plain level-1 names, only the user id travels, time: release, min_users, by user, delta, decay)
         self.plain_names, self.simple, self.time_release, self.min_users, self.by_user, self.delta, self.decay = rules
         self.new_bucket, self.bucket_name, self.user_values, self.emit = new_bucket, bucket_name, user_values, emit
-        self.exact_draw, self.at_max_k, self.dropped = exact_draw, at_max_k, dropped
+        self.at_max_k, self.dropped = at_max_k, dropped
         self.held = 0
         self.next_id = 1
         self.stream_time: Any = None
@@ -521,7 +595,7 @@ class Buffer:
             else:
                 drawn = tried_draw(bucket, pool, memory, by_user)
                 if drawn is None:
-                    drawn = self.exact_draw(bucket, pool, memory, by_user)
+                    drawn = exact_draw(bucket, pool, memory, by_user)
                 elif drawn[0] < 0:
                     drawn = None
             if drawn is None:

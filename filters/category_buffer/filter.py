@@ -18,7 +18,7 @@ from filters.category_buffer.buckets import CORE as CORE_IN_USE
 from filters.category_buffer.buckets import UNKNOWN, Bucket, Held
 from filters.category_buffer.config import CategoryBufferConfig
 from filters.category_buffer.firstpass import PendingPass, Waiting, pack_result, unpack_result
-from filters.category_buffer.pairs import PairMemory, exact_draw, normalise_text, pair_of, shared_pair_array
+from filters.category_buffer.pairs import PairMemory, normalise_text, pair_of, shared_pair_array
 from filters.category_buffer.rand import RandomPool
 from filters.category_buffer.removal import RemovalPolicies
 from filters.category_buffer.sides import Sides, read_field
@@ -70,7 +70,6 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
             bucket_name=self._bucket_name,
             user_values=self.sides.user_values,
             emit=self.sides.emit,
-            exact_draw=exact_draw,
             at_max_k=self._at_max_k,
             dropped=self._dropped,
         )

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
         TRIES,
         PairMemory,
         RandomPool,
+        enumerated_draw,
+        exact_draw,
         kept_draw,
         opened,
         tried_draw,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 else:
     KEPT_PAIRS, TRIES, PairMemory, RandomPool = CORE.KEPT_PAIRS, CORE.TRIES, CORE.PairMemory, CORE.RandomPool
     kept_draw, opened, tried_draw, weighted = CORE.kept_draw, CORE.opened, CORE.tried_draw, CORE.weighted
+    exact_draw, enumerated_draw = CORE.exact_draw, CORE.enumerated_draw
 
 __all__ = [
     "KEPT_PAIRS",
@@ -79,87 +82,6 @@ def draw(
     if drawn is None:
         return exact_draw(bucket, pool, memory, by_user)
     return None if drawn[0] < 0 else drawn
-
-
-def exact_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bool) -> tuple[int, str, int] | None:
-    """:func:`draw` after rejection sampling failed: the same distribution, without enumerating every pair.
-
-    Whether ``memory`` avoids a pair depends on the user and the query's text only, so the held queries are
-    grouped by text and each distinct text's valid users are listed once: O(queries + texts x users) instead of
-    O(queries x users) (a bucket stuck on a popular text, say 29 queries of 2 texts and 13 users, checks 26
-    pairs, not 377). A text with q queries and valid users V holds q x |V| valid pairs (weight q x slots(V) with
-    ``slot``): a group is drawn by that weight, then a query uniformly within it and a user uniformly in V (or by
-    slots). Each valid pair is then drawn with probability 1 / (valid pairs) (or slots(u) / total), as an
-    enumeration of all valid pairs gives. A query's sender is always avoided (its own pair is held); should it
-    not be, the valid pairs are enumerated one by one instead (:func:`enumerated_draw`).
-    """
-    by_name = bucket.by_name
-    names = bucket.names
-    queries = bucket.queries
-    held, batch, recent, older, future = memory.held, memory.batch, memory.recent, memory.older, memory.future
-    by_text: dict[str, list[int]] = {}
-    for qi, q in enumerate(queries):
-        group = by_text.get(q.text)
-        if group is None:
-            by_text[q.text] = [qi]
-        else:
-            group.append(qi)
-    groups: list[tuple[list[int], list[str], list[int], int]] = []
-    total = 0
-    for text, qis in by_text.items():
-        valid = [  # PairMemory.avoided written out: this is the loop that costs
-            n
-            for n in names
-            if (p := hash((n, text))) not in held
-            and p not in batch
-            and p not in recent
-            and p not in older
-            and p not in future
-        ]
-        if not valid:
-            continue
-        # a sender not avoided: never seen (its own pair is held while its query is), but exact; static: its
-        # text is then another user's too, so the pair is in future as well (see opened)
-        if not memory.static and not set(valid).isdisjoint(queries[qi].sender for qi in qis):
-            return enumerated_draw(bucket, pool, memory, by_user)
-        slots = [1] * len(valid) if by_user else [len(by_name[n]) for n in valid]
-        per_query = sum(slots)
-        groups.append((qis, valid, slots, per_query))
-        total += len(qis) * per_query
-    if memory.static and sum(len(qis) * len(valid) for qis, valid, _, _ in groups) <= KEPT_PAIRS:
-        bucket.open = [(queries[qi], n) for qis, valid, _, _ in groups for qi in qis for n in valid]
-    if not total:
-        return None
-    pick = pool.below(total)
-    for qis, valid, slots, per_query in groups:
-        if pick < len(qis) * per_query:
-            qi = qis[pick // per_query]
-            name = valid[pick % per_query] if by_user else weighted(valid, slots, pick % per_query)
-            return qi, name, pool.below(len(by_name[name]))
-        pick -= len(qis) * per_query
-    raise AssertionError("pick out of range")
-
-
-def enumerated_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bool) -> tuple[int, str, int] | None:
-    """Every valid pair listed, one drawn (uniformly, or by the user's slots): the reference :func:`exact_draw`
-    gives the same distribution as."""
-    by_name = bucket.by_name
-    avoided = memory.avoided
-    below = pool.below
-    valid = [
-        (qi, name)
-        for qi, q in enumerate(bucket.queries)
-        for name in bucket.names
-        if name != q.sender and not avoided(name, q.text)
-    ]
-    if not valid:
-        return None
-    if by_user:
-        qi, name = valid[below(len(valid))]
-    else:
-        w = [len(by_name[n]) for _, n in valid]
-        qi, name = weighted(valid, w, below(sum(w)))
-    return qi, name, below(len(by_name[name]))
 
 
 def shared_pairs(batches: Iterable[list[Event]]) -> tuple[int, list[int]]:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from adapters.clickhouse.schema import column_name_ok
 from sidecar.api import ConfigValueError, OutboxOptions, SinkConfig, check_env_name, option
 
 #: Database and table names the sink accepts (ClickHouse allows more when quoted; these need no thought).
@@ -103,6 +104,10 @@ class ClickHouseSinkConfig(OutboxOptions, SinkConfig):
             for column, fld in self.columns.items():
                 if not column or "\n" in column or not fld:
                     raise ConfigValueError("columns", f"column {column!r}: needs a name and a record field")
+                if self.create_table and not column_name_ok(column):
+                    raise ConfigValueError(
+                        "columns", f"column {column!r}: ClickHouse cannot create it (too long, or a virtual column)"
+                    )
         super().__post_init__()
 
     @property

@@ -42,6 +42,31 @@ RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)[Tt ](\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\
 DATA_ERROR_CODES = frozenset({6, 25, 26, 27, 32, 33, 38, 41, 53, 69, 70, 72, 117, 131, 349, 376})
 
 
+#: MergeTree's virtual columns (ClickHouse 18.16): a real column so named reads back as the virtual one's value.
+VIRTUAL_COLUMNS = frozenset({"_part", "_part_index", "_partition_id", "_sample_factor"})
+#: The longest column name, as ClickHouse names the column's data files (``%XX`` for each byte that is no ASCII
+#: letter, digit or ``_``), that leaves room in a 255-byte file name for the longest suffix a created column gets
+#: (``.null.mrk``, Nullable): a longer one is created, but no INSERT can write it (error 76, CANNOT_OPEN_FILE).
+FILE_NAME_MAX = 255 - len(".null.mrk")
+#: ClickHouse error codes that mean a CREATE TABLE statement cannot be, i.e. its column names (the records' keys):
+#: SYNTAX_ERROR (also a statement over max_query_size), TOO_DEEP_AST, TOO_BIG_AST.
+CREATE_DATA_CODES = frozenset({62, 167, 168})
+_FILE_SAFE = re.compile(rb"[A-Za-z0-9_]+")
+
+
+def column_name_ok(name: str) -> bool:
+    """Whether ``create_table`` may make ``name`` a column: not empty (ClickHouse refuses it), UTF-8 (no lone
+    surrogate), no MergeTree virtual column, and short enough for its data files' names (:data:`FILE_NAME_MAX`)."""
+    if not name or name in VIRTUAL_COLUMNS or len(name) > FILE_NAME_MAX:
+        return False
+    try:
+        raw = name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    unsafe = len(_FILE_SAFE.sub(b"", raw))
+    return len(raw) + 2 * unsafe <= FILE_NAME_MAX
+
+
 class Reject(Exception):
     """A record that cannot become a row of the table; ``reason`` is a slug (dead-letter reason), ``field`` the
     name of the field at fault when one is (a name, never a value)."""
@@ -62,6 +87,11 @@ class ClickHouseError(Exception):
         super().__init__(f"ClickHouse at {peer} answered HTTP {status} (error code {code}) to {doing}")
         self.status = status
         self.code = code
+
+
+class ColumnsRefused(ClickHouseError):
+    """ClickHouse refused to create the table for its column names (:data:`CREATE_DATA_CODES`), the narrowest set
+    of columns the records need included."""
 
 
 def error_code(answer: PeerAnswer) -> int | None:

@@ -136,8 +136,8 @@ class ClickHouseSink(Sink[ClickHouseSinkConfig]):
         for ev in events:
             kind = ubi_kind(ev)
             (neither if kind is None else queries if kind else clicks).append(ev)
-        self.main.check(queries)
-        self.events.check(clicks)
+        queries = self.main.check(queries)
+        clicks = self.events.check(clicks)
         for ev in neither:
             self.main.reject(ev, "not_ubi_record")
         self.main.add(queries)

@@ -19,17 +19,20 @@ from typing import Any, Protocol
 import structlog
 
 from adapters.clickhouse.config import ClickHouseSinkConfig
+from adapters.clickhouse.fastpath import FastPath
 from adapters.clickhouse.schema import (
+    CREATE_DATA_CODES,
     DATA_ERROR_CODES,
-    DATETIME,
     MISSING,
     OMIT,
     ClickHouseError,
     Column,
+    ColumnsRefused,
     Converter,
     Reject,
     TableMismatch,
     check_columns,
+    column_name_ok,
     converter,
     error_code,
     quote,
@@ -112,10 +115,7 @@ class TableWriter:
         #: The table as DESCRIBE showed it; None: not known yet.
         self.described: dict[str, Column] | None = None
         self.converters: dict[str, Converter] = {}
-        self._typed_columns: frozenset[str] = frozenset()
-        self._time_columns: frozenset[str] = frozenset()
-        self._text_columns: frozenset[str] = frozenset()
-        self._must_have: tuple[str, ...] = ()
+        self.fast: FastPath | None = None  # set with described
         #: The table was compared with the records' columns (and matched).
         self.checked = False
         self._next_check = 0.0  # when write may try to reach ClickHouse again after it could not
@@ -176,8 +176,9 @@ class TableWriter:
             keys: dict[str, None] = dict.fromkeys(self.layout.known())
             for row in self.sample:
                 keys.update(dict.fromkeys(row))
-            self.filled = tuple(keys)
-            self.required = tuple(k for k in keys if self.sample and all(k in row for row in self.sample))
+            # a key ClickHouse cannot take as a column (empty...) gets none: its records are field_not_in_table
+            self.filled = tuple(k for k in keys if column_name_ok(k))
+            self.required = tuple(k for k in self.filled if self.sample and all(k in row for row in self.sample))
 
     @property
     def ready(self) -> bool:
@@ -196,14 +197,7 @@ class TableWriter:
                 for name in computed:  # ClickHouse computes them: no row may carry them (field_not_in_table)
                     del described[name]
                 self.converters = {name: converter(col) for name, col in described.items()}
-                #: columns a text value goes into unconverted (a typed one: when not empty), and those a record
-                #: cannot leave out (not String, not Nullable, no DEFAULT): the unchanged-line fast path
-                self._typed_columns = frozenset(n for n, c in described.items() if c.kind in ("time", "number"))
-                self._time_columns = frozenset(n for n, c in described.items() if c.kind == "time")
-                self._text_columns = self._typed_columns | {n for n, c in described.items() if c.kind == "string"}
-                self._must_have = tuple(
-                    n for n, c in described.items() if c.kind != "string" and not c.nullable and not c.default_kind
-                )
+                self.fast = FastPath.of(described)
                 self.described = described
             if self.filled is not None and not self.checked:
                 check_columns(self.table_label, self.described, self.required, self.filled, self.layout.hint)
@@ -218,9 +212,32 @@ class TableWriter:
         if self.filled is None:  # batches of an earlier run, and no record yet to infer the columns from
             raise TableMismatch(f"ClickHouse table {self.table_label} does not exist yet (waiting for records)")
         columns = self.mapping if self.mapping is not None else tuple((k, k) for k in self.filled)
+        bad = [str(i + 1) for i, (c, _) in enumerate(columns) if not column_name_ok(c)]
+        if bad:  # a TSV header's (JSON keys are left out when settled, `columns:` checked with the config)
+            raise TableMismatch(
+                f"ClickHouse table {self.table_label} cannot be created: column {', '.join(bad)} of the records "
+                "has a name ClickHouse cannot take (empty, too long, or a MergeTree virtual column)"
+            )
         self._query(f"CREATE DATABASE IF NOT EXISTS {self.database}", "CREATE DATABASE")
-        self._query(self.layout.create(self.table, columns, self.sample), "CREATE TABLE")
-        log.info("clickhouse_table_created", table=self.table_label, columns=len(columns))
+        known = (*self.required, *self.layout.known())
+        narrow = tuple(c for c in columns if c[0] in known)  # what every record needs: the others' own keys left out
+        for attempt in (columns, narrow) if narrow and len(narrow) < len(columns) else (columns,):
+            try:
+                self._query(self.layout.create(self.table, attempt, self.sample), "CREATE TABLE")
+                break
+            except ClickHouseError as exc:
+                if exc.code not in CREATE_DATA_CODES:
+                    raise
+                refused = exc
+        else:  # the records' keys cannot be columns: not kept, the next batch starts over
+            self.filled, self.mapping, self.required, self.sample = None, None, (), []
+            raise ColumnsRefused(self.client.peer, refused.status, refused.code, "CREATE TABLE")
+        log.info(
+            "clickhouse_table_created",
+            table=self.table_label,
+            columns=len(attempt),
+            left_out=len(columns) - len(attempt),
+        )
         described = self.describe()
         if described is None:
             raise TableMismatch(f"ClickHouse table {self.table_label} is missing right after CREATE TABLE")
@@ -229,15 +246,16 @@ class TableWriter:
     # ---- the runtime's side ---------------------------------------------------------------------
     def write(self, events: list[Event]) -> None:
         """The events' rows into the batcher; a record that cannot be a row is dead-lettered."""
-        self.check(events)
-        self.add(events)
+        self.add(self.check(events))
 
-    def check(self, events: list[Event]) -> None:
+    def check(self, events: list[Event]) -> list[Event]:
         """Settle the columns from the first batch and check the table (create it): :class:`TableMismatch` or
         :class:`ClickHouseError` refuses the batch before any of its rows is added (the source does not
-        acknowledge it); ClickHouse unreachable is no refusal (the rows wait in the outbox)."""
+        acknowledge it); ClickHouse unreachable is no refusal (the rows wait in the outbox). The events to
+        :meth:`add`: all, or none when ClickHouse refuses every set of columns their keys ask for
+        (:class:`ColumnsRefused`: each is dead-lettered ``columns_not_creatable``, the next batch starts over)."""
         if not events:
-            return
+            return events
         if self.batcher is None:
             raise RuntimeError("the clickhouse sink was built to check a config only")
         if self.filled is None:
@@ -248,6 +266,12 @@ class TableWriter:
             except PeerUnavailable as exc:  # not reachable: the rows wait in the outbox, the sender checks first
                 self._next_check = time.monotonic() + self.config.retry_max_seconds  # not a timeout per batch
                 log.warning("clickhouse_unreachable", table=self.table_label, error=str(exc))
+            except ColumnsRefused as exc:
+                log.warning("clickhouse_columns_refused", table=self.table_label, code=exc.code, records=len(events))
+                for ev in events:
+                    self.reject(ev, "columns_not_creatable")
+                return []
+        return events
 
     def add(self, events: list[Event]) -> None:
         """The events' rows into the batcher (after :meth:`check`); a record that cannot be a row is
@@ -274,26 +298,9 @@ class TableWriter:
             self.written += 1
 
     def _unchanged_line(self, ev: Event) -> bytes | None:
-        """The event's own JSON line when it is its row as it stands: the record is unchanged (the identity rule),
-        each key is a column, each value text that goes into its column unconverted (not empty for a typed one),
-        and every column the record lacks may be left out. Else None (the row is built value by value)."""
-        raw: str | None = ev.raw
-        record, codec = ev.record, ev.codec
-        if raw is None or type(record) is not dict or self.mapping is not None or self.described is None:
-            return None
-        text_line: str = raw  # (mypy narrows ``raw`` to Any by the identity check below)
-        if codec is None or codec.encode(ev) is not raw:
-            return None
-        text, typed, times = self._text_columns, self._typed_columns, self._time_columns
-        for key, value in record.items():
-            if type(value) is not str or key not in text or (key in typed and not value.strip()):
-                return None
-            if key in times and DATETIME.fullmatch(value) is None:
-                return None  # an RFC 3339 time, say: converted
-        for column in self._must_have:
-            if column not in record:
-                return None
-        return (text_line[:-1] if text_line.endswith("\r") else text_line).encode("utf-8")
+        """The event's own JSON line when it is its row as it stands (:meth:`FastPath.line`), else None."""
+        fast = self.fast
+        return None if fast is None or self.mapping is not None else fast.line(ev)
 
     def _row(self, ev: Event, typed: bool) -> dict[str, Any]:
         """The row of ``ev``: converted to the column types when ``typed`` (the table is known), else its values

@@ -56,7 +56,9 @@ class ClickHouseSinkConfig(OutboxOptions, SinkConfig):
         "time_type), Int64/Float64/UInt8 for JSON numbers and booleans, Nullable where a value is missing or "
         "null (for DateTime: also empty); `ENGINE = MergeTree ORDER BY tuple()`. With `schema.format: ubi`: "
         "both tables in the UBI schema (timestamp as its text plus a DateTime `parsed_timestamp` computed by "
-        "ClickHouse, attributes as JSON text, hit ids `Array(String)`), each from its first batch.",
+        "ClickHouse, attributes as JSON text, hit ids `Array(String)`), each from its first batch. A key ClickHouse "
+        "cannot take as a column name (empty, over 246 bytes as ClickHouse names its files, a MergeTree virtual "
+        "column such as `_part`) gets no column: its records are dead-lettered `field_not_in_table`.",
     )
     time_type: Literal["auto", "DateTime", "String"] = option(
         "auto",

@@ -8,7 +8,10 @@ what is said below holds for each.
 **When the table is checked.** At the first batch (``write``), the sink settles which field fills which column
 (``columns:``, else the record's own keys: a TSV header's columns, or the keys of the first JSON objects),
 creates the database and table when ``create_table`` is set and the table is missing (types inferred: see
-:mod:`.schema`), and compares the table (``DESCRIBE TABLE``) with the records: a mismatch raises
+:mod:`.schema`; a key ClickHouse cannot take as a column name gets no column, :func:`.schema.column_name_ok`, and
+a CREATE TABLE refused for the keys is tried with the keys every record has, then dropped: the batch is
+dead-lettered ``columns_not_creatable`` and the next one settles the columns anew), and compares the table
+(``DESCRIBE TABLE``) with the records: a mismatch raises
 :class:`~adapters.clickhouse.schema.TableMismatch` naming the columns (never a value), and the batch is not
 acknowledged. When ClickHouse cannot be reached then, the rows go into the outbox as they are, marked, and the
 sender does the same check before its first INSERT (a mismatch is then logged and retried: the outbox keeps the

@@ -17,7 +17,8 @@ apart. Each record leaves as its own UBI record with the chain's outcome in its 
 * ``query_response_hit_ids``: ``Array(String) DEFAULT []`` (an id that is a number is written as its text).
 
 A top-level key outside the schema gets a column of its own when ``create_table`` makes the table from the first
-batch (typed as the other sink's inferred columns); a later record with a key the table lacks is dead-lettered
+batch (typed as the other sink's inferred columns; a key ClickHouse cannot take as a column name, such as ``""``,
+gets none); a later record with a key the table lacks is dead-lettered
 ``field_not_in_table``, naming the key. ``ENGINE = MergeTree PARTITION BY toYYYYMM(parsed_timestamp) ORDER BY
 (parsed_timestamp, query_id)``.
 """

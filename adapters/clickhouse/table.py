@@ -216,7 +216,7 @@ class TableWriter:
         if bad:  # a TSV header's (JSON keys are left out when settled, `columns:` checked with the config)
             raise TableMismatch(
                 f"ClickHouse table {self.table_label} cannot be created: column {', '.join(bad)} of the records "
-                "has a name ClickHouse cannot take (empty, too long, or a MergeTree virtual column)"
+                f"has a name ClickHouse cannot take (empty, too long, a MergeTree virtual column). {self.layout.hint}"
             )
         self._query(f"CREATE DATABASE IF NOT EXISTS {self.database}", "CREATE DATABASE")
         known = (*self.required, *self.layout.known())

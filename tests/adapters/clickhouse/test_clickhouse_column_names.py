@@ -18,8 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.clickhouse.config import ClickHouseSinkConfig
-from adapters.clickhouse.schema import FILE_NAME_MAX, column_name_ok
-from sidecar.api import ConfigValueError
+from adapters.clickhouse.schema import FILE_NAME_MAX, TableMismatch, column_name_ok
+from sidecar.api import ConfigValueError, RecordBatch
 from sidecar.config import load_config
 from sidecar.pipeline import Pipeline
 
@@ -221,6 +221,25 @@ def test_a_create_table_refused_for_the_keys_is_not_kept(
         "Query": "q",
         **many,
     }
+
+
+def test_a_tsv_header_column_clickhouse_cannot_take_is_a_clear_error(
+    clickhouse: ClickHouse, database: str, config_file: ConfigFile
+) -> None:
+    """A TSV header's column is every record's: an empty one refuses the batch with a TableMismatch naming its
+    position (what to change), not ClickHouse's syntax error."""
+    config = config_file(
+        f"sinks:\n  - clickhouse: {{url: '{clickhouse.url}', table: {database}.t, create_table: true, {FAST}}}\n"
+    )
+    pipeline = Pipeline(load_config(config))
+    try:
+        codec = pipeline.ctx.codec_for("tsv")
+        assert codec is not None
+        codec.accept_header("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\t")
+        with pytest.raises(TableMismatch, match=r"column 6 of the records has a name .*`columns:"):
+            pipeline.receive(RecordBatch(["1\ta\t2006-03-01 07:17:12\t\t\tx"], codec, "t"))
+    finally:
+        pipeline.close()
 
 
 def test_columns_create_table_cannot_make_are_a_config_error() -> None:

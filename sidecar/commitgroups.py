@@ -22,11 +22,23 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, cast
 
-from sidecar.api import DeadLetterSink, Receipt, RecordBatch
+from sidecar.api import Backpressure, DeadLetterSink, Receipt, RecordBatch
+from sidecar.outbox import OutboxFull
 from sidecar.pipeline import Pipeline
 
 #: batches per commit of a resumable replay (a crash redoes at most these)
 GROUP_BATCHES = 50
+
+
+class GroupRefused(RuntimeError):
+    """A sink refused a batch once it ran, inside a commit group: the group was rolled back, the replay ends."""
+
+    def __init__(self, sink: str, reason: str) -> None:
+        super().__init__(
+            f"sink {sink} refused a batch inside a commit group ({reason}) after it ran: the group was rolled back "
+            "(rerun with --resume to continue from the last commit)"
+        )
+        self.sink, self.reason = sink, reason
 
 
 class DeferringFilter(Protocol):
@@ -48,9 +60,15 @@ class CommitGroups:
     source returned; :meth:`roll_back` when it raised). The source's other calls go to the pipeline."""
 
     def __init__(
-        self, pipeline: Pipeline, waiting: Callable[[], bool] | None = None, batches: int | None = None
+        self,
+        pipeline: Pipeline,
+        waiting: Callable[[], bool] | None = None,
+        batches: int | None = None,
+        after_batch: Callable[[], None] | None = None,
     ) -> None:
         self.pipeline = pipeline
+        #: called after each batch, in the group (the progress bar's stats: :class:`.StatsSnapshot`)
+        self.after_batch = after_batch
         #: True while batches wait in memory for a first pass made elsewhere (:class:`.BackgroundPrescan`): they are
         #: in no state store yet, so no group commits until its result is in
         self.waiting = waiting
@@ -79,17 +97,30 @@ class CommitGroups:
 
     def receive(self, batch: RecordBatch) -> Receipt:
         """The pipeline's ``receive`` inside the open group (opened first when none is); the group commits after
-        its last batch."""
+        its last batch.
+
+        A full sink (:meth:`backpressure`) refuses the batch before anything of it ran (:class:`Backpressure`:
+        the source offers it again) and the group stays open with its batches. :class:`Backpressure` once the
+        batch ran cannot be retried alone (the group's earlier batches would be rolled back with it): the group
+        rolls back and :class:`GroupRefused` ends the replay (a rerun continues from the last commit)."""
+        full = self.pipeline.backpressure()
+        if full is not None:  # what a transaction of its own checks first (a batch's own block joins the group)
+            raise OutboxFull(full, "full")
         if self._open is None:
-            block = self.pipeline.transaction(check_outbox=False)  # a file sink has no outbox
+            block = self.pipeline.transaction(check_outbox=False)  # checked above
             block.__enter__()
             self._open, self._count = block, 0
         try:
             receipt = self.pipeline.receive(batch)
+        except Backpressure as exc:
+            self.roll_back(exc)
+            raise GroupRefused(exc.sink, exc.reason) from exc
         except BaseException as exc:
             self.roll_back(exc)
             raise
         self._count += 1
+        if self.after_batch is not None:
+            self.after_batch()
         if self._count >= self.batches and not (self.waiting is not None and self.waiting()):
             self.commit()
         return receipt

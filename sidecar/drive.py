@@ -31,7 +31,7 @@ from sidecar.prescan import BackgroundPrescan
 from sidecar.prescan import PrescanError as PrescanError  # re-exported: the partition task and replay's CLI
 from sidecar.prescan import prescan as prescan
 from sidecar.registry import plugins
-from sidecar.replayprogress import ReplayProgress
+from sidecar.replayprogress import ReplayProgress, StatsSnapshot
 from sidecar.signals import StopFlag
 
 log = structlog.get_logger("querylog.replay")
@@ -139,14 +139,18 @@ def run(
     stop: StopFlag | None = None,
     bar: ReplayProgress | None = None,
     into: Any = None,
+    stats: StatsSnapshot | None = None,
 ) -> None:
     """``source.start(runtime)`` on this thread, to the end of its input; when ``stop`` is set (SIGTERM) the
-    source is told to stop (it lets the batch in hand finish). ``bar`` follows ``source.progress()``. ``into``:
-    what the source drives instead of ``runtime`` itself (``--resume``'s :class:`.CommitGroups`)."""
+    source is told to stop (it lets the batch in hand finish). ``bar`` follows ``source.progress()`` and ``stats``
+    (default: a :class:`.StatsSnapshot` of ``runtime``: the watcher never waits for the runtime's lock, which a
+    commit group holds until after this returns). ``into``: what the source drives instead of ``runtime`` itself
+    (``--resume``'s :class:`.CommitGroups`)."""
     if stop is None and bar is None:
         source.start(into or runtime)
         return
     done = threading.Event()
+    snapshot = stats if stats is not None else StatsSnapshot(runtime)
 
     def watch() -> None:
         stopped = False
@@ -154,9 +158,9 @@ def run(
             if stop and not stopped:
                 source.stop()
                 stopped = True
-            if bar is not None:
+            if bar is not None and not done.is_set():
                 done_records, total = source.progress()
-                bar.update(done_records, total, runtime.stats)
+                bar.update(done_records, total, snapshot)
 
     watcher = threading.Thread(target=watch, name="querylog-watch", daemon=True)
     watcher.start()
@@ -242,10 +246,12 @@ def replay(
         if source.rewindable and not resume:
             _defer_commits(pipeline)
         # --resume: position, output size and state every 50 batches, none while batches wait for the first pass
-        groups = CommitGroups(pipeline, first.waiting if first is not None else None) if resume else None
         bar = ReplayProgress() if progress else None
+        stats = StatsSnapshot(pipeline, ReplayProgress.REFRESH_SECONDS) if bar is not None else None
+        waiting = first.waiting if first is not None else None
+        groups = CommitGroups(pipeline, waiting, after_batch=stats.take if stats else None) if resume else None
         try:
-            run(source, pipeline, stop, bar, groups)
+            run(source, pipeline, stop, bar, groups, stats)
             if groups is not None:  # batches that waited for the first pass to the end commit with the last group
                 pipeline.release(final=True)
                 groups.commit()

@@ -1,4 +1,4 @@
-"""The progress bar of a replay (tqdm on stderr): records read, and the chain's counts."""
+"""The progress bar of a replay (tqdm on stderr): records read, and the chain's counts (:class:`StatsSnapshot`)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,36 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+
+
+class StatsSnapshot:
+    """The runtime's stats for the progress bar's thread, which must never wait for the runtime's lock:
+    ``replay --resume`` holds it across a commit group, and the group's end waits for that thread. Read when the
+    lock is free, else the last read; the driver's thread refreshes it (:meth:`take`) while it holds the lock."""
+
+    def __init__(self, runtime: Any, every: float = 0.5) -> None:
+        self.runtime = runtime
+        self.every = every
+        self.last: Mapping[str, Any] = {}
+        self._taken = float("-inf")
+
+    def __call__(self) -> Mapping[str, Any]:
+        """The stats now when the runtime's lock is free, else the last taken (empty before any)."""
+        lock = self.runtime.lock
+        if lock.acquire(blocking=False):
+            try:
+                self.last = self.runtime.stats()
+            finally:
+                lock.release()
+        return self.last
+
+    def take(self) -> None:
+        """From the thread that holds the runtime's lock (between two batches of a group): the stats, at most
+        once every ``every`` seconds."""
+        now = time.monotonic()
+        if now - self._taken >= self.every:
+            self._taken = now
+            self.last = self.runtime.stats()
 
 
 class ReplayProgress:

@@ -279,10 +279,17 @@ class FileSink(Sink[FileSinkConfig]):
         self.written += len(events)
 
     def sync(self) -> None:
-        """fsync what was flushed (stdout: nothing to do)."""
-        if self.writer is not None and self.path != "-":
-            with contextlib.suppress(OSError, io.UnsupportedOperation):
-                os.fsync(self.writer.fileno())
+        """fsync what was flushed (stdout: nothing to do). ``mode: resume``: a failed fsync raises (the output's
+        size must not commit with bytes the disk may not have); only a file that cannot be synced (EINVAL: a pipe,
+        a device) is let pass. Other modes commit no size with it: a failure is ignored there."""
+        if self.writer is None or self.path == "-":
+            return
+        try:
+            os.fsync(self.writer.fileno())
+        except (OSError, io.UnsupportedOperation) as exc:
+            unsyncable = isinstance(exc, io.UnsupportedOperation) or exc.errno == errno.EINVAL
+            if self.config.mode == "resume" and not unsyncable:
+                raise OSError(exc.errno, f"fsync failed: {exc.strerror}", self.path) from exc
 
     def flush(self) -> None:
         """Hand what was written to the OS (``fsync``: to the disk). ``mode: resume``: fsync, and record the size

@@ -3,8 +3,12 @@ of the chain's first ``PRESCAN`` filter, before (or, forked, beside) the real pa
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
+import os
 import signal
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -22,6 +26,11 @@ log = structlog.get_logger("querylog.replay")
 
 #: False: every first pass is made in place, before the real pass (for tests that count its calls here)
 BACKGROUND = True
+#: False: the forked child is not sent SIGKILL when the replay dies (tests of the fallback: :func:`_orphaned`)
+DEATH_SIGNAL = True
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+#: in the forked child: the replay's pid (the child ends when that process is gone); None in the replay itself
+_parent: int | None = None
 
 
 class PrescanError(ValueError):
@@ -127,7 +136,8 @@ class BackgroundPrescan:
         mp = multiprocessing.get_context("fork")
         self._work = work
         self._conn, send = mp.Pipe(duplex=False)
-        self._child = mp.Process(target=_prescan_child, args=(send, work), name="querylog-prescan", daemon=True)
+        args = (send, work, os.getpid())
+        self._child = mp.Process(target=_prescan_child, args=args, name="querylog-prescan", daemon=True)
         self._child.start()
         send.close()
 
@@ -159,11 +169,14 @@ class BackgroundPrescan:
         self._child.join()
 
 
-def _prescan_child(conn: Connection, work: Callable[[], bytes]) -> None:
+def _prescan_child(conn: Connection, work: Callable[[], bytes], parent: int) -> None:
     """The child of :class:`BackgroundPrescan`: ``work()``, sent back as ``\\x01`` + bytes (``\\x00`` + the
-    error's type name when it fails). SIGTERM and SIGINT end it (not the parent's stop flag)."""
+    error's type name when it fails). SIGTERM and SIGINT end it (not the parent's stop flag), and so does the end
+    of ``parent`` (a kill -9 of the replay: :func:`_die_with`). It holds no state-folder lock (closed at the fork:
+    :mod:`sidecar.state`), so the replay's rerun never waits for it."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _die_with(parent)
     try:
         blob = b"\x01" + work()
     except Exception as exc:  # reported to the parent, which makes the first pass itself
@@ -172,12 +185,30 @@ def _prescan_child(conn: Connection, work: Callable[[], bytes]) -> None:
     conn.close()
 
 
+def _die_with(parent: int) -> None:
+    """In the forked child: end when process ``parent`` ends. Linux: the kernel sends SIGKILL
+    (``PR_SET_PDEATHSIG``); everywhere: the pass looks between its batches (:func:`_orphaned`)."""
+    global _parent
+    _parent = parent
+    if DEATH_SIGNAL and sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):  # no prctl: the look between batches is left
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _orphaned()  # the parent may have died before the signal was asked for
+
+
+def _orphaned() -> None:
+    """In the forked child: exit at once when the replay that forked it is gone (its parent pid changed)."""
+    if _parent is not None and os.getppid() != _parent:
+        os._exit(1)
+
+
 def _events(
     batches: Iterable[RecordBatch], prefix: list[Filter[Any]], fields: FieldPolicies | None
 ) -> Iterable[list[Event]]:
     """The decodable events of ``batches``, through the field policies and the filters in ``prefix`` (the first
     pass dead-letters nothing: the real pass reports each bad record once)."""
     for batch in batches:
+        _orphaned()
         events: list[Event] = batch.codec.decode_many(batch.records, "\n", [])
         if fields is not None and events:  # the users and fields the real pass will see (schema.fields)
             events = fields.first_pass(events)

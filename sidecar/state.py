@@ -136,11 +136,28 @@ class _FolderLock:
     @classmethod
     def release(cls, key: Path) -> None:
         with cls._guard:
-            fd, users = cls._held.pop(key)
+            held = cls._held.pop(key, None)
+            if held is None:  # a forked child: it never held it (:meth:`forget_in_child`)
+                return
+            fd, users = held
             if users > 1:
                 cls._held[key] = (fd, users - 1)
             else:
                 os.close(fd)  # closing the descriptor drops the flock
+
+    @classmethod
+    def forget_in_child(cls) -> None:
+        """Right after a fork, in the child: close its copies of the lock descriptors. The flock belongs to the
+        open file description parent and child share, so the parent keeps it; but a child still holding a copy
+        would keep it after the parent died (``replay``'s forked first pass, a kill -9 of the replay: its rerun
+        was refused until the child ended). The child is one thread: the guard is made anew, not taken."""
+        held, cls._held, cls._guard = cls._held, {}, threading.Lock()
+        for fd, _ in held.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+os.register_at_fork(after_in_child=_FolderLock.forget_in_child)
 
 
 @contextlib.contextmanager

@@ -61,7 +61,9 @@ STATE_DIR = click.option(
 @click.option(
     "--resume",
     is_flag=True,
-    help="Exactly once across crashes: commit output (fsync) with the state every 50 batches; rerun to continue.",
+    help="Exactly once across crashes; rerun with it to continue. Output (fsynced), input position and state "
+    "commit together every 50 batches; with --workers each partition commits every 20,000 input lines whether "
+    "or not --resume is given, and --resume continues the unfinished run instead of starting anew.",
 )
 @click.option(
     "--prescan/--no-prescan",

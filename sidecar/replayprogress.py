@@ -47,7 +47,13 @@ class ReplayProgress:
     def __init__(self) -> None:
         from tqdm import tqdm
 
-        self.bar = tqdm(total=None, unit=" records", unit_scale=True, file=sys.stderr, leave=False)
+        class Bar(tqdm):  # type: ignore[type-arg]
+            """No monitor thread: tqdm's outlives the bar, and a process of more than one thread makes its first
+            pass in place instead of forked (:func:`sidecar.prescan.prescan`: a later replay in this process)."""
+
+            monitor_interval = 0
+
+        self.bar = Bar(total=None, unit=" records", unit_scale=True, file=sys.stderr, leave=False)
         self._last = 0.0
 
     def update(self, done: int, total: int | None, stats: Callable[[], Mapping[str, Any]]) -> None:

@@ -1,6 +1,6 @@
 """``replay --resume``'s commit groups (:mod:`sidecar.commitgroups`) under what can go wrong around them: the
-progress bar's thread while a group holds the runtime's lock, an fsync that fails at a group's commit, a sink's
-backpressure in the middle of a group."""
+progress bar's thread while a group holds the runtime's lock (a stop meanwhile: test_commit_groups.py), an fsync
+that fails at a group's commit, a sink's backpressure in the middle of a group."""
 
 from __future__ import annotations
 
@@ -92,44 +92,6 @@ def test_resume_with_the_progress_bar_finishes_and_the_bar_shows_counts(
     assert shown and max(shown) > 0  # counts reached the bar while groups held the lock
     # no thread left behind (tqdm's monitor would be): a later replay in this process may fork its first pass
     assert threading.active_count() <= threads
-
-
-def test_sigterm_reaches_the_source_while_a_group_holds_the_lock_and_the_bar_looks(
-    tmp_path: Path, src: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """SIGTERM (the stop flag) in the middle of a group with the progress bar on: the watcher that passes it on to
-    the source is the bar's thread, which must not be stuck waiting for the group's lock; the group then commits
-    at the batch the source stopped after."""
-    from adapters.file.source import FileSource
-    from sidecar.signals import StopFlag
-
-    monkeypatch.setattr(commitgroups, "GROUP_BATCHES", 10)
-    monkeypatch.setattr(drive, "WATCH_SECONDS", 0.001)
-    monkeypatch.setattr(replayprogress.ReplayProgress, "REFRESH_SECONDS", 0.0)
-    stopping = threading.Event()
-    stop_source, receive = FileSource.stop, Pipeline.receive
-    seen: list[int] = []
-    flag = StopFlag()
-
-    def stop(self: FileSource, grace: float | None = None) -> None:
-        stop_source(self, grace)
-        stopping.set()
-
-    def receive_and_stop(self: Pipeline, batch: Any) -> Any:
-        seen.append(1)
-        if len(seen) == 25:
-            flag.set()
-            wait_until(stopping.is_set, what="the watcher to tell the source to stop")
-        return receive(self, batch)
-
-    monkeypatch.setattr(FileSource, "stop", stop)
-    monkeypatch.setattr(Pipeline, "receive", receive_and_stop)
-    out = tmp_path / "out.jsonl"
-    summary = replay(
-        load_config(config(tmp_path, "t")), str(src), str(out), seed=1, resume=True, progress=True, stop=flag
-    )
-    assert summary.interrupted and summary.events_in == 25 * 20
-    assert committed(tmp_path, "t") == (25 * 20, out.stat().st_size)
 
 
 def test_a_failed_fsync_at_a_group_commit_rolls_the_group_back(

@@ -14,10 +14,11 @@ from typing import Any, ClassVar
 
 import pytest
 from helpers.commitgroups import N_EVENTS, check_exactly_once, config, state_rows, write_input
+from helpers.waiting import wait_until
 
 from adapters.file.sink import FileSink
 from filters.category_buffer.store import HELD, HeldStore
-from sidecar import commitgroups, prescan
+from sidecar import commitgroups, drive, prescan, replayprogress
 from sidecar.config import load_config
 from sidecar.drive import replay
 from sidecar.pipeline import Pipeline
@@ -123,15 +124,21 @@ def test_a_failure_inside_a_group_rolls_the_group_back_and_the_rerun_is_exactly_
     check_exactly_once(tmp_path, "r", src, out)
 
 
+@pytest.mark.parametrize("progress", [False, True])
 def test_a_stop_mid_group_commits_what_was_done_and_the_rerun_continues(
-    tmp_path: Path, src: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, src: Path, monkeypatch: pytest.MonkeyPatch, progress: bool
 ) -> None:
     """SIGTERM (the stop flag) in the middle of a group: the source ends after the batch in hand and the open
-    group commits (the output's size as recorded, the position after that batch); the rerun goes on from there."""
+    group commits (the output's size as recorded, the position after that batch); the rerun goes on from there.
+    With the progress bar on, the watcher that passes the stop on is the bar's thread, which must not be stuck
+    waiting for the lock the group holds."""
     from adapters.file.source import FileSource
     from sidecar.signals import StopFlag
 
     monkeypatch.setattr(commitgroups, "GROUP_BATCHES", 10)
+    if progress:
+        monkeypatch.setattr(drive, "WATCH_SECONDS", 0.001)
+        monkeypatch.setattr(replayprogress.ReplayProgress, "REFRESH_SECONDS", 0.0)
     stopping = threading.Event()
     stop_source, receive = FileSource.stop, Pipeline.receive
     seen: list[int] = []
@@ -145,13 +152,13 @@ def test_a_stop_mid_group_commits_what_was_done_and_the_rerun_continues(
         seen.append(1)
         if len(seen) == 25:
             flag.set()  # what SIGTERM does; the driver's watcher tells the source to stop
-            assert stopping.wait(30)
+            wait_until(stopping.is_set, what="the watcher to tell the source to stop")
         return receive(self, batch)
 
     monkeypatch.setattr(FileSource, "stop", stop)
     monkeypatch.setattr(Pipeline, "receive", receive_and_stop)
     cfg, out = config(tmp_path, "s"), tmp_path / "out.jsonl"
-    summary = replay(load_config(cfg), str(src), str(out), seed=1, resume=True, stop=flag)
+    summary = replay(load_config(cfg), str(src), str(out), seed=1, resume=True, progress=progress, stop=flag)
     assert summary.interrupted and summary.events_in == 25 * 20
     with sqlite3.connect(tmp_path / "state-s" / "querylog.db") as db:
         (position,) = db.execute("SELECT value FROM source_positions").fetchone()
@@ -164,7 +171,7 @@ def test_a_stop_mid_group_commits_what_was_done_and_the_rerun_continues(
 
 KILLER = """
 import os, signal, sys
-from sidecar import commitgroups, prescan
+from sidecar import commitgroups, drive, prescan, replayprogress
 from sidecar.config import load_config
 from sidecar.drive import replay
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
@@ -249,6 +250,8 @@ def elsewhere(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     per batch, ``commit`` per group committed, ``taken`` when the result was taken."""
     monkeypatch.setattr(prescan, "BACKGROUND", True)
     monkeypatch.setattr(prescan, "BackgroundPrescan", FirstPassElsewhere)
+    # the stand-in forks nothing: threads an earlier test left running (which keep a real fork away) do not matter
+    monkeypatch.setattr(prescan, "threading", SimpleNamespace(active_count=lambda: 1))
     monkeypatch.setattr(commitgroups, "GROUP_BATCHES", 10)
     monkeypatch.setattr(FirstPassElsewhere, "received", 0)
     monkeypatch.setattr(FirstPassElsewhere, "made", [])

@@ -252,8 +252,8 @@ def replay(
         groups = CommitGroups(pipeline, waiting, after_batch=stats.take if stats else None) if resume else None
         try:
             run(source, pipeline, stop, bar, groups, stats)
+            pipeline.release(final=True)
             if groups is not None:  # batches that waited for the first pass to the end commit with the last group
-                pipeline.release(final=True)
                 groups.commit()
         except BaseException as exc:
             if groups is not None:
@@ -263,8 +263,6 @@ def replay(
                 problem = exc.problem + source.format_assumed
                 raise ConfigError(str(config.file), config.doc.line(key), key, problem, exc.allowed) from None
             raise
-        if groups is None:
-            pipeline.release(final=True)
         records_in, _ = source.progress()
         summary = _summary(pipeline, records_in, bool(stop))
         summary.input_format = source.format + (" (assumed from the first record)" if source.format_assumed else "")

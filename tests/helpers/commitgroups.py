@@ -66,3 +66,12 @@ def check_exactly_once(tmp: Path, name: str, src: Path, out: Path) -> None:
     assert set(ids) | held_q == set(range(N_EVENTS)), "an event was lost"
     inp = [json.loads(line) for line in src.read_text(encoding="utf-8").splitlines()]
     assert Counter(r["uid"] for r in released) + held_u == Counter(r["uid"] for r in inp)
+
+
+def committed(tmp: Path, name: str) -> tuple[int, int]:
+    """The input position and the output size the state store committed (0, 0: none)."""
+    with sqlite3.connect(tmp / f"state-{name}" / "querylog.db") as db:
+        tables = {t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        pos = db.execute("SELECT value FROM source_positions").fetchone() if "source_positions" in tables else None
+        size = db.execute("SELECT bytes FROM file_sink_sizes").fetchone() if "file_sink_sizes" in tables else None
+    return int(pos[0]) if pos else 0, int(size[0]) if size else 0

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import errno
 import os
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.commitgroups import N_EVENTS, check_exactly_once, config, write_input
+from helpers.commitgroups import N_EVENTS, check_exactly_once, committed, config, write_input
 from helpers.waiting import wait_until
 
 from adapters.file.sink import FileSink
@@ -34,15 +33,6 @@ def src(tmp_path: Path) -> Path:
     path = tmp_path / "in.jsonl"
     write_input(path)
     return path
-
-
-def committed(tmp: Path, name: str) -> tuple[int, int]:
-    """The input position and the output size the state store committed (0, 0: none)."""
-    with sqlite3.connect(tmp / f"state-{name}" / "querylog.db") as db:
-        tables = {t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        pos = db.execute("SELECT value FROM source_positions").fetchone() if "source_positions" in tables else None
-        size = db.execute("SELECT bytes FROM file_sink_sizes").fetchone() if "file_sink_sizes" in tables else None
-    return int(pos[0]) if pos else 0, int(size[0]) if size else 0
 
 
 def test_resume_with_the_progress_bar_finishes_and_the_bar_shows_counts(

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
-from helpers.commitgroups import N_EVENTS, check_exactly_once, config, state_rows, write_input
+from helpers.commitgroups import N_EVENTS, check_exactly_once, committed, config, state_rows, write_input
 from helpers.waiting import wait_until
 
 from adapters.file.sink import FileSink
@@ -114,10 +114,8 @@ def test_a_failure_inside_a_group_rolls_the_group_back_and_the_rerun_is_exactly_
     with pytest.raises(Boom):
         replay(load_config(cfg), str(src), str(out), seed=1, resume=True)
     written = out.stat().st_size
-    with sqlite3.connect(tmp_path / "state-r" / "querylog.db") as db:
-        (position,) = db.execute("SELECT value FROM source_positions").fetchone()
-        (size,) = db.execute("SELECT bytes FROM file_sink_sizes").fetchone()
-    assert int(position) == 20 * 20  # two groups of ten batches of 20 lines
+    position, size = committed(tmp_path, "r")
+    assert position == 20 * 20  # two groups of ten batches of 20 lines
     assert 0 < size < written  # batches 21-24 were written, not committed
     monkeypatch.setattr(Pipeline, "receive", receive)
     summary = replay(load_config(cfg), str(src), str(out), seed=2, resume=True)
@@ -161,10 +159,8 @@ def test_a_stop_mid_group_commits_what_was_done_and_the_rerun_continues(
     cfg, out = config(tmp_path, "s"), tmp_path / "out.jsonl"
     summary = replay(load_config(cfg), str(src), str(out), seed=1, resume=True, progress=progress, stop=flag)
     assert summary.interrupted and summary.events_in == 25 * 20
-    with sqlite3.connect(tmp_path / "state-s" / "querylog.db") as db:
-        (position,) = db.execute("SELECT value FROM source_positions").fetchone()
-        (size,) = db.execute("SELECT bytes FROM file_sink_sizes").fetchone()
-    assert int(position) == 25 * 20 and size == out.stat().st_size > 0
+    position, size = committed(tmp_path, "s")
+    assert position == 25 * 20 and size == out.stat().st_size > 0
     monkeypatch.setattr(Pipeline, "receive", receive)
     assert replay(load_config(cfg), str(src), str(out), seed=2, resume=True).events_in == N_EVENTS - 25 * 20
     check_exactly_once(tmp_path, "s", src, out)
@@ -207,9 +203,7 @@ def test_kill_9_just_before_a_group_commits_then_resume(tmp_path: Path, src: Pat
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     killed_size = out.stat().st_size
-    with sqlite3.connect(tmp_path / "state-k" / "querylog.db") as db:
-        row = db.execute("SELECT bytes FROM file_sink_sizes").fetchone()
-    assert (row[0] if row else 0) < killed_size  # a whole group's output beyond the last commit
+    assert committed(tmp_path, "k")[1] < killed_size  # a whole group's output beyond the last commit
     from helpers import QUERYLOG
 
     cmd = [QUERYLOG, "replay", "-c", str(cfg), str(src), "-o", str(out), "--resume", "--no-progress"]

@@ -3,6 +3,7 @@ temporary folder (the Debian package ``clickhouse-server`` 18.16; ``./run setup`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,15 @@ class ClickHouse:
                 return bool(resp.read() == b"Ok.\n")
         except OSError:
             return False
+
+    @contextlib.contextmanager
+    def down(self) -> Iterator[None]:
+        """The server stopped for the block and started again after it, whatever the block raised."""
+        self.stop()
+        try:
+            yield
+        finally:
+            self.start()
 
     def stop(self) -> None:
         if self.proc is None:

@@ -327,14 +327,11 @@ def test_clickhouse_down_at_the_first_batch(clickhouse: ClickHouse, database: st
     assert codec is not None
     codec.accept_header("\t".join(AOL_COLUMNS))
     rows = ["1\ta\t2006-03-01 07:17:12\t\t", "2\tb\t2006-03-01 07:17:13\t1\thttp://x.org"]
-    clickhouse.stop()
-    try:
+    with clickhouse.down():
         receipt = pipeline.receive(RecordBatch(rows, codec, "t"))
         assert receipt.accepted == 2
         outbox = sink_of(pipeline).outbox
         assert outbox is not None and outbox.pending().events == 2
-    finally:
-        clickhouse.start()
     try:
         drain(pipeline)
     finally:

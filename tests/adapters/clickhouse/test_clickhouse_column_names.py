@@ -134,11 +134,8 @@ def test_an_empty_key_while_clickhouse_was_down(
         f"create_table: true, {FAST}}}\n"
     )
     pipeline = Pipeline(load_config(config))
-    clickhouse.stop()
-    try:
+    with clickhouse.down():
         receive_json(pipeline, [{"AnonID": "1", "Query": "q", "": "v"}, {"AnonID": "2", "Query": "q"}])
-    finally:
-        clickhouse.start()
     try:
         drain(pipeline)
     finally:

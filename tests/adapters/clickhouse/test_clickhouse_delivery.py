@@ -83,13 +83,10 @@ def test_rows_accepted_while_clickhouse_was_down_are_converted_when_it_is_back(
         f"{FAST}}}\n"
     )
     pipeline = Pipeline(load_config(config))
-    clickhouse.stop()
-    try:
+    with clickhouse.down():
         receive_json(pipeline, RECORDS)
         outbox = sink_of(pipeline).outbox
         assert outbox is not None and outbox.pending().events == len(RECORDS)
-    finally:
-        clickhouse.start()
     try:
         drain(pipeline)
         stats = sink_of(pipeline).stats()
@@ -133,11 +130,8 @@ def test_field_not_in_table_names_the_key_and_keeps_the_record_replayable(
     )
     pipeline = Pipeline(load_config(config))
     extra = {**RECORDS[0], "AnonID": "9", "session": "s-1"}
-    clickhouse.stop()
-    try:
+    with clickhouse.down():
         receive_json(pipeline, [RECORDS[0], extra])  # the table's columns not known yet
-    finally:
-        clickhouse.start()
     try:
         drain(pipeline)
         receive_json(pipeline, [{**extra, "AnonID": "8"}])  # known now

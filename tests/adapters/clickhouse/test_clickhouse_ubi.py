@@ -74,13 +74,10 @@ def test_records_taken_while_clickhouse_was_down_go_into_tables_created_when_it_
     refused."""
     config = write_config(tmp_path, "")
     pipe = Pipeline(load_config(with_clickhouse(config, clickhouse.url, database)), seed=1)
-    clickhouse.stop()
-    try:
+    with clickhouse.down():
         feed(pipe, [*QUERIES, *EVENTS])
         pending = [w.outbox.pending().events for w in clickhouse_sink(pipe).writers if w.outbox is not None]
         assert pending == [4, 4]
-    finally:
-        clickhouse.start()
     try:
         drain(pipe)
         stats = clickhouse_sink(pipe).stats()
@@ -103,15 +100,12 @@ def test_a_restart_delivers_what_both_outboxes_kept(clickhouse: ClickHouse, data
         name = "ubi_queries" if queries else "ubi_events"
         clickhouse.query(layout.create(f"{database}.{name}", [(c, c) for c in layout.known()], []))
     config = with_clickhouse(write_config(tmp_path, ""), clickhouse.url, database, ", close_drain_seconds: 0")
-    clickhouse.stop()
-    try:
+    with clickhouse.down():
         first = Pipeline(load_config(config), seed=1)
         try:
             feed(first, [*QUERIES, *EVENTS])
         finally:
             first.close()
-    finally:
-        clickhouse.start()
     second = Pipeline(load_config(config), seed=1)
     try:
         drain(second)

@@ -54,7 +54,9 @@ class RandomPool:
 class Held:
     """One buffered event: its user half and its query half, and where each is still held.
 
-    ``event`` is never modified (the output is a copy). ``qidx`` is its position in the bucket's query list.
+    ``event`` is left as it came while a half is held, but for its annotations (``meta``), which move to the
+    output when the query half leaves first; once both halves have left, the event itself is the output
+    (:meth:`Buffer.released`). ``qidx`` is its position in the bucket's query list.
     ``uvalues`` travel with the user (see :mod:`.sides`); None: read when released (only the user id travels:
     the event has it; restored without its codec: read by the codec of its format).
     ``new``: not yet in the state store (arrived since the journal's last write). ``pair`` is the int of
@@ -190,6 +192,9 @@ def take_most_held(bucket: Bucket, n: int) -> tuple[list[Held], list[Held]]:
     O(users log users + n): who gives is decided on counts, and a user's oldest halves are their first."""
     sent = bucket.sent
     by_name = bucket.by_name
+    if n == 1:  # the usual case (one arrival over max_k): the heaviest of each side, found without a dict or heap
+        q = bucket.pop_query(next(iter(sent[heaviest_sender(bucket)])).qidx)
+        return [q], [bucket.pop_user(heaviest_user(bucket), 0)]
     givers = heaviest_first({name: len(hs) for name, hs in sent.items()}, n, by_name)
     queries = [bucket.pop_query(next(iter(sent[name])).qidx) for name in givers]
     givers = heaviest_first({name: len(hs) for name, hs in by_name.items()}, n, sent)
@@ -207,6 +212,34 @@ def take_most_held(bucket: Bucket, n: int) -> tuple[list[Held], list[Held]]:
     for h in users:
         h.ubucket = None
     return queries, users
+
+
+def heaviest_sender(bucket: Bucket) -> str:
+    """:func:`heaviest_first` of one query half: the sender whose held halves here (both sides) are the most
+    (ties: the smaller name)."""
+    by_name = bucket.by_name
+    best = ""
+    most = -1
+    for name, hs in bucket.sent.items():
+        slots = by_name.get(name)
+        weight = len(hs) + (len(slots) if slots is not None else 0)
+        if weight > most or (weight == most and name < best):
+            best, most = name, weight
+    return best
+
+
+def heaviest_user(bucket: Bucket) -> str:
+    """:func:`heaviest_first` of one user half: the user whose held halves here (both sides) are the most (ties:
+    the smaller name)."""
+    sent = bucket.sent
+    best = ""
+    most = -1
+    for name, slots in bucket.by_name.items():
+        hs = sent.get(name)
+        weight = len(slots) + (len(hs) if hs is not None else 0)
+        if weight > most or (weight == most and name < best):
+            best, most = name, weight
+    return best
 
 
 def heaviest_first(counts: Mapping[str, int], n: int, other: Mapping[str, Sized]) -> list[str]:
@@ -237,8 +270,11 @@ class PairMemory:
     ``held``: pairs of every event with a half held (counted); ``batch``: the current batch's (look-ahead);
     ``recent``/``older``: two generations of ``cap / 2`` recent arrivals; ``future``: the archive's shared pairs
     (prescan). ``static``: ``future`` holds the whole archive's shared pairs and every held event is of this
-    archive, so a pair's validity never changes (see :func:`opened`). Pairs are ints typed ``object`` (see
-    :class:`Held`)."""
+    archive, so a pair's validity never changes (see :func:`opened`), and ``future`` alone decides it: a pair
+    the others would avoid is a user's who sends a text another user sends too (the draws never give a query to
+    its sender, nor, in :func:`exact_draw`, to a sender of a held query of that text), so it is in ``future``;
+    they are then not kept (same releases, a third less work per event).
+    Pairs are ints typed ``object`` (see :class:`Held`)."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
@@ -284,8 +320,10 @@ class PairMemory:
         return len(self.future)
 
     def avoided(self, user: str, text: str) -> bool:
-        """True when giving ``text`` to ``user`` would create a known pair."""
+        """True when giving ``text`` to ``user`` would create a known pair (``static``: ``future`` knows them all)."""
         pair: object = hash((user, text))  # pairs.pair_of; boxed once (compiled: an int is boxed at each look-up)
+        if self.static:
+            return pair in self.future
         return (
             pair in self.held or pair in self.batch or pair in self.recent or pair in self.older or pair in self.future
         )
@@ -389,6 +427,7 @@ def exact_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bo
     names = bucket.names
     queries = bucket.queries
     held, batch, recent, older, future = memory.held, memory.batch, memory.recent, memory.older, memory.future
+    static = memory.static
     by_text: dict[str, list[int]] = {}
     for qi, q in enumerate(queries):
         group = by_text.get(q.text)
@@ -400,15 +439,21 @@ def exact_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bo
     total = 0
     for text, qis in by_text.items():
         valid: list[str] = []
-        for n in names:  # PairMemory.avoided written out: this is the loop that costs
-            p: object = hash((n, text))  # boxed once (see Held)
-            if p not in held and p not in batch and p not in recent and p not in older and p not in future:
-                valid.append(n)
+        if static:  # PairMemory.avoided written out: this is the loop that costs
+            senders = {queries[qi].sender for qi in qis}  # held: avoided by their held pair, which is not kept
+            for n in names:
+                if n not in senders and hash((n, text)) not in future:
+                    valid.append(n)
+        else:
+            for n in names:
+                p: object = hash((n, text))  # boxed once (see Held)
+                if p not in held and p not in batch and p not in recent and p not in older and p not in future:
+                    valid.append(n)
         if not valid:
             continue
         # a sender not avoided: never seen (its own pair is held while its query is), but exact; static: its
         # text is then another user's too, so the pair is in future as well (see opened)
-        if not memory.static and not set(valid).isdisjoint(queries[qi].sender for qi in qis):
+        if not static and not set(valid).isdisjoint(queries[qi].sender for qi in qis):
             return enumerated_draw(bucket, pool, memory, by_user)
         slots = [1] * len(valid) if by_user else [len(by_name[n]) for n in valid]
         per_query = sum(slots)
@@ -517,7 +562,7 @@ class Buffer:
         journal: Rows,
         counts: Counter[str],
         codecs: dict[str | None, Any],
-        rules: tuple[bool, bool, bool, int, bool, float, bool],
+        rules: tuple[bool, bool, bool, int, bool, float, bool, bool],
         new_bucket: Callable[[str], Bucket],
         bucket_name: Callable[[Event], str | None],
         user_values: Callable[[Event, Any], tuple[Any, ...]],
@@ -527,8 +572,13 @@ class Buffer:
     ) -> None:
         self.buckets: dict[str, Bucket] = {}
         self.memory, self.pool, self.journal, self.counts, self.codecs = memory, pool, journal, counts, codecs
-        #: (plain level-1 names, only the user id travels, time: release, min_users, by user, delta, decay)
-        self.plain_names, self.simple, self.time_release, self.min_users, self.by_user, self.delta, self.decay = rules
+        #: (plain level-1 names, only the user id travels, time: release, min_users, by user, delta, decay,
+        #: max_k_policy suppress)
+        plain_names, simple, time_release, min_users, by_user, delta, decay, suppress_at_max_k = rules
+        self.plain_names, self.simple, self.time_release, self.min_users = plain_names, simple, time_release, min_users
+        self.by_user, self.delta, self.decay, self.suppress_at_max_k = by_user, delta, decay, suppress_at_max_k
+        #: the events whose query was suppressed, kept for a join stage that asked (None: not kept)
+        self.suppressed: list[Event] | None = None
         self.new_bucket, self.bucket_name, self.user_values, self.emit = new_bucket, bucket_name, user_values, emit
         self.at_max_k, self.dropped = at_max_k, dropped
         self.held = 0
@@ -542,7 +592,9 @@ class Buffer:
         senders = [str(ev.user) for ev in batch]
         texts = [" ".join(str(ev.query).casefold().split()) for ev in batch]  # pairs.normalise_text
         pairs: list[object] = [hash((s, t)) for s, t in zip(senders, texts)]  # pairs.pair_of; kept boxed
-        memory.look_ahead(pairs)  # a pair that occurs later in this batch is not created either
+        static = memory.static  # future knows every pair the others would: they are not kept (PairMemory)
+        if not static:
+            memory.look_ahead(pairs)  # a pair that occurs later in this batch is not created either
         dropped = 0
         for ev, sender, text, pair in zip(batch, senders, texts, pairs):
             cat = ev.meta.get("category") if self.plain_names else None
@@ -566,8 +618,9 @@ class Buffer:
             bucket.add_user(h)
             bucket.add_query(h)
             self.journal.arrived(h)
-            memory.hold(pair)
-            memory.remember(pair)
+            if not static:
+                memory.hold(pair)
+                memory.remember(pair)
             if bucket.open is not None:
                 opened(bucket, h, new_user, memory)
             if len(bucket.queries) >= bucket.k:
@@ -602,6 +655,8 @@ class Buffer:
                 if bucket.raise_k(self.delta):
                     self.journal.k_changed(bucket.name)
                     self.counts["k_raised"] += 1
+                elif self.suppress_at_max_k:
+                    self.suppress_most_held(bucket)
                 else:
                     self.at_max_k(bucket)
                 return
@@ -616,24 +671,53 @@ class Buffer:
             if self.decay and bucket.k > bucket.base and bucket.decay_k(self.delta):
                 self.journal.k_changed(bucket.name)
 
+    def suppress_most_held(self, bucket: Bucket) -> None:
+        """``max_k_policy: suppress`` at max_k: suppress the oldest held halves of whoever holds the most
+        (:func:`take_most_held`) until the bucket holds max_k - 1."""
+        n = len(bucket.queries) - bucket.max_k + 1
+        if n <= 0:
+            return
+        self.suppress(take_most_held(bucket, n))
+        self.held -= n
+        self.counts["suppressed_max_k"] += n
+
+    def suppress(self, taken: tuple[list[Held], list[Held]]) -> None:
+        """Bookkeeping after query and user halves were suppressed: their queries never leave (kept in
+        :attr:`suppressed` when a join stage asked)."""
+        queries, users = taken
+        kept = self.suppressed
+        if kept is not None:
+            for h in queries:
+                kept.append(h.event)
+        for h in dict.fromkeys(queries + users):
+            self.gone_half(h)
+
     def gone_half(self, h: Held) -> None:
         """Bookkeeping after one half of ``h`` left its bucket (a new event's moved half: nothing to write)."""
         if h.ubucket is None and h.qbucket is None:
-            self.memory.unhold(h.pair)
+            if not self.memory.static:
+                self.memory.unhold(h.pair)
             self.journal.left(h)
         elif not h.new:
             self.journal.moved(h)
 
     def released(self, q: Held, u: Held) -> Event:
-        """The output: a copy of the query's event carrying the drawn user's id (``Sides.emit`` when more
-        travels with the user, or the query's event has no codec of its own). Only the user id travelling, an
-        arrival keeps no ``uvalues`` (one object less per held event): the user's own event has it."""
+        """The output: the query's event carrying the drawn user's id (``Sides.emit`` when more travels with the
+        user, or the query's event has no codec of its own). Only the user id travelling, an arrival keeps no
+        ``uvalues`` (one object less per held event): the user's own event has it. The query's event itself once
+        its user half has left too (nothing reads it again); else a copy, to which its annotations move (its
+        user half needs its user and time, and is written to the state store as it came, annotations aside)."""
         src = q.event
         codec = src.codec
         if not self.simple or codec is None:
             return self.emit(q, u, self.stream_time)
         uv = u.uvalues
         user = u.event.user if uv is None else uv[0]
+        if q.ubucket is None:  # the query's user half left before: nothing reads its event again, the output is it
+            src.user = user
+            if self.time_release and self.stream_time is not None:
+                src.time = self.stream_time
+            return src
         t = self.stream_time if self.time_release and self.stream_time is not None else src.time
         ev = Event.__new__(Event)  # Event.__init__'s slots, set here: no interpreted frame per release
         ev.user = user
@@ -646,5 +730,9 @@ class Buffer:
         ev.codec = codec
         ev.eol = src.eol
         meta = src.meta
-        ev.meta = dict(meta) if meta else NO_META  # its own dict: later filters annotate the output
+        if meta:  # the query's annotations move to the output (later filters annotate it); the query half has left
+            ev.meta = meta
+            src.meta = NO_META
+        else:
+            ev.meta = NO_META
         return ev

@@ -65,7 +65,7 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
             journal=self.journal.rows,
             counts=self.counts,
             codecs=self.codecs,
-            rules=(*rules, config.user_draw == "user", config.delta, config.decay),
+            rules=(*rules, config.user_draw == "user", config.delta, config.decay, config.max_k_policy == "suppress"),
             new_bucket=self._bucket,
             bucket_name=self._bucket_name,
             user_values=self.sides.user_values,
@@ -90,8 +90,8 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
 
     def _dropped(self, ev: Event) -> None:
         """An uncategorised event dropped (``unknown: drop``): named to a join stage that asked."""
-        if self._suppressed is not None:
-            self._suppressed.append(ev)
+        if self.core.suppressed is not None:
+            self.core.suppressed.append(ev)
 
     # --- buckets -------------------------------------------------------------------
 
@@ -120,16 +120,6 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
         return str(cat)
 
     # --- releasing -----------------------------------------------------------------
-
-    def _gone_half(self, h: Held) -> None:
-        """Bookkeeping after one half of ``h`` left its bucket (``Buffer.gone_half``)."""
-        self.core.gone_half(h)
-
-    def _gone_halves(self, taken: tuple[list[Held], list[Held]]) -> None:
-        """Bookkeeping after query and user halves were taken from a bucket (of an event a half, or both)."""
-        queries, users = taken
-        for h in dict.fromkeys((*queries, *users)):
-            self._gone_half(h)
 
     def _release(self, bucket: Bucket, out: list[Event]) -> None:
         """Release what ``bucket`` allows (:meth:`.core.Buffer.release`)."""

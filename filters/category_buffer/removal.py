@@ -11,10 +11,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 import structlog
 
-from filters.category_buffer.buckets import ROOT, Bucket, Held, parent_name, take_all, take_oldest
+from filters.category_buffer.buckets import ROOT, Bucket, parent_name, take_all, take_oldest
 from filters.category_buffer.config import CategoryBufferConfig
 from filters.category_buffer.store import Journal
 from sidecar.api import BuildContext, Event
+
+if TYPE_CHECKING:
+    from filters.category_buffer.core import Buffer
 
 log = structlog.get_logger("querylog.category_buffer")
 NAME = "category_buffer"
@@ -30,37 +33,29 @@ class RemovalPolicies:
     buckets: dict[str, Bucket]
     journal: Journal
     _held: int
-    #: events whose query was suppressed, kept once a join stage asked (report_suppressed); None: not kept
-    _suppressed: list[Event] | None = None
+    core: Buffer  # the filter's core (its suppressed list: events kept once a join stage asked)
 
     if TYPE_CHECKING:  # the filter's own
 
         def _bucket(self, name: str) -> Bucket: ...
-        def _gone_halves(self, taken: tuple[list[Held], list[Held]]) -> None: ...
         def _release(self, bucket: Bucket, out: list[Event]) -> None: ...
 
     def report_suppressed(self) -> None:
-        if self._suppressed is None:
-            self._suppressed = []
+        if self.core.suppressed is None:
+            self.core.suppressed = []
 
     def take_suppressed(self) -> list[Event]:
-        taken = self._suppressed or []
-        if self._suppressed is not None:
-            self._suppressed = []
+        taken = self.core.suppressed or []
+        if self.core.suppressed is not None:
+            self.core.suppressed = []
         return taken
-
-    def _suppress(self, taken: tuple[list[Held], list[Held]]) -> None:
-        """Bookkeeping after query and user halves were suppressed: their queries never leave."""
-        if self._suppressed is not None:
-            self._suppressed.extend(h.event for h in taken[0])
-        self._gone_halves(taken)
 
     def _drop_oldest(self, bucket: Bucket, count: int, reason: str) -> None:
         """Suppress the ``count`` oldest held queries of a bucket with as many of its oldest user slots."""
         count = min(count, len(bucket.queries))
         if count <= 0:
             return
-        self._suppress(take_oldest(bucket, count))
+        self.core.suppress(take_oldest(bucket, count))
         self._held -= count
         self.counts[reason] += count
 
@@ -71,13 +66,7 @@ class RemovalPolicies:
             bucket.retry_at = max(len(bucket.queries) + 1, math.ceil(len(bucket.queries) * self.config.delta))
             self.counts["held_at_max_k"] += 1
             return
-        n = len(bucket.queries) - bucket.max_k + 1
-        if n <= 0:
-            return
-        taken: tuple[list[Held], list[Held]] = self.CORE.take_most_held(bucket, n)  # compiled or source, as the rest
-        self._suppress(taken)
-        self._held -= n
-        self.counts["suppressed_max_k"] += n
+        self.core.suppress_most_held(bucket)
 
     def _overflow(self) -> None:
         """``max_held``: suppress the oldest events of the largest bucket."""

@@ -14,7 +14,8 @@ event with an empty query (``classify`` gives it no category) counts under
 State lives in the SQLite store (one row per user and category, upserted once
 per batch), so memory does not grow with the number of users; paper 001's
 profiler reached 3,745 events/s on MongoDB, this one aggregates each batch in a
-Counter and upserts the distinct pairs with one ``executemany``.
+dict and upserts the distinct pairs with one ``executemany``. A file replay
+aggregates many batches before it writes (``defer_commits``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import csv
 import json
 import sqlite3
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +33,8 @@ import sqlite_utils
 from sidecar.api import BuildContext, ConfigValueError, Event, Filter, FilterConfig, StateStoreLike, option
 
 COMPONENT = "profile"
+#: (user, category) counts a deferring run keeps at most before it writes them (about 150 bytes each)
+PENDING_MAX = 100_000
 TABLE = "profile_counts"
 UNKNOWN = "unknown"
 
@@ -72,6 +74,10 @@ class ProfileFilter(Filter[ProfileConfig]):
             raise ConfigValueError("level", "profile needs the state store (state_dir)")
         self.state = ctx.state
         self.state.migrate(COMPONENT, MIGRATIONS)
+        #: counts not yet written (a deferring run: :meth:`defer_commits`), and the batches they come from
+        self._pending: dict[tuple[str, str], int] = {}
+        self._batches = 0
+        self._every = 1
 
     def category(self, ev: Event) -> str | None:
         meta = ev.meta
@@ -85,37 +91,75 @@ class ProfileFilter(Filter[ProfileConfig]):
         return str(cat)
 
     def process(self, batch: list[Event]) -> list[Event]:
-        counts: Counter[tuple[str, str]] = Counter()
+        counts = self._pending
         skip = self.config.unknown == "skip"
         skipped = 0
-        category = self.category
-        for ev in batch:
-            cat = category(ev)
-            if cat is None:
-                if skip:
-                    skipped += 1
-                    continue
-                cat = UNKNOWN
-            counts[(str(ev.user), cat)] += 1
-        if counts:
-            conn = self.state.conn
-            with self.state.lock:
-                conn.execute("SAVEPOINT profile")
-                try:
-                    conn.executemany(
-                        f"INSERT INTO {TABLE}(user, category, count) VALUES (?, ?, ?) "
-                        "ON CONFLICT(user, category) DO UPDATE SET count = count + excluded.count",
-                        [(u, c, n) for (u, c), n in counts.items()],
-                    )
-                except BaseException:
-                    conn.execute("ROLLBACK TO profile")
-                    conn.execute("RELEASE profile")
-                    raise
-                conn.execute("RELEASE profile")
+        if self.config.level == 1:  # category() written out: the category annotation as it is
+            for ev in batch:
+                meta = ev.meta
+                cat = meta.get("category") if meta else None
+                if not cat or cat == UNKNOWN:
+                    if skip:
+                        skipped += 1
+                        continue
+                    cat = UNKNOWN
+                key = (str(ev.user), str(cat))
+                counts[key] = counts.get(key, 0) + 1
+        else:
+            category = self.category
+            for ev in batch:
+                name = category(ev)
+                if name is None:
+                    if skip:
+                        skipped += 1
+                        continue
+                    name = UNKNOWN
+                key = (str(ev.user), name)
+                counts[key] = counts.get(key, 0) + 1
+        self._batches += 1
+        if self._batches >= self._every or len(counts) > PENDING_MAX:
+            self._write()
         self.counts["profiled"] += len(batch) - skipped
         if skipped:
             self.counts["skipped_unknown"] += skipped
         return batch
+
+    def _write(self) -> None:
+        """Add the pending counts to the stored ones, in the caller's transaction (a savepoint of its own)."""
+        counts, self._batches = self._pending, 0
+        if not counts:
+            return
+        conn = self.state.conn
+        with self.state.lock:
+            conn.execute("SAVEPOINT profile")
+            try:
+                conn.executemany(
+                    f"INSERT INTO {TABLE}(user, category, count) VALUES (?, ?, ?) "
+                    "ON CONFLICT(user, category) DO UPDATE SET count = count + excluded.count",
+                    [(u, c, n) for (u, c), n in counts.items()],
+                )
+            except BaseException:
+                conn.execute("ROLLBACK TO profile")
+                conn.execute("RELEASE profile")
+                raise
+            conn.execute("RELEASE profile")
+        self._pending = {}
+
+    def defer_commits(self, batches: int) -> None:
+        """Write the counts every ``batches`` batches (or :data:`PENDING_MAX` of them) and at the final flush
+        instead of with every batch (a file replay, which promises nothing before its end or its commit group's
+        commit: :meth:`commit_deferred`). Until then :meth:`get_profile` and :meth:`stats` read what was written."""
+        self._every = max(1, batches)
+
+    def commit_deferred(self) -> None:
+        """Write the pending counts now (``replay --resume`` commits them with its checkpoint)."""
+        self._write()
+
+    def flush(self, final: bool) -> list[Event]:
+        """On the final flush, write what a deferring run still counts (after the events released upstream)."""
+        if final:
+            self._write()
+        return []
 
     def get_profile(self, user: str) -> dict[str, int] | None:
         """A user's category counts (None: no such user). Used by the gRPC GetProfile RPC."""

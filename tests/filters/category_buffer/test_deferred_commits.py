@@ -1,6 +1,6 @@
-"""A file replay without --resume writes category_buffer's held rows every few batches (issue 28 item 7): the
-release, the counts and the held rows at the end are those of a commit per batch; --resume writes them with each
-of its commit groups."""
+"""A file replay without --resume writes category_buffer's held rows and profile's counts every few batches
+(issue 28 item 7): the release, the counts, the held rows and the profiles at the end are those of a commit per
+batch; --resume writes them with each of its commit groups."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from filters.category_buffer.filter import CategoryBufferFilter
 from filters.category_buffer.store import HELD, KS, HeldStore
+from filters.profile import TABLE as PROFILES
 from sidecar import commitgroups, drive
 from sidecar.config import load_config
 from sidecar.drive import replay
@@ -24,6 +25,7 @@ schema: {{format: tsv, header: true}}
 limits: {{batch_size: 40}}
 filters:
   - category_buffer: {{k: 3, category_field: Cat, avoid_repeat_pairs: 50}}
+  - profile: {{}}
 """
 
 
@@ -38,7 +40,9 @@ def write_log(path: Path, seed: int, n: int = 3000) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def run(tmp_path: Path, name: str, src: Path, seed: int, **kw: Any) -> tuple[bytes, Any, list[Any], list[Any]]:
+def run(
+    tmp_path: Path, name: str, src: Path, seed: int, **kw: Any
+) -> tuple[bytes, Any, list[Any], list[Any], list[Any]]:
     state = tmp_path / f"state-{name}"
     cfg = tmp_path / f"{name}.yaml"
     cfg.write_text(CHAIN.format(state=state), encoding="utf-8")
@@ -47,7 +51,8 @@ def run(tmp_path: Path, name: str, src: Path, seed: int, **kw: Any) -> tuple[byt
     with sqlite3.connect(state / "querylog.db") as db:
         held = db.execute(f"SELECT id, user_bucket, query_bucket, arrived, event FROM {HELD} ORDER BY id").fetchall()
         ks = db.execute(f"SELECT bucket, k FROM {KS} ORDER BY bucket").fetchall()
-    return out.read_bytes(), summary, held, ks
+        profiles = db.execute(f"SELECT * FROM {PROFILES} ORDER BY user, category").fetchall()
+    return out.read_bytes(), summary, held, ks, profiles
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -75,6 +80,7 @@ def test_deferred_commits_release_the_same_and_keep_the_same_rows(
     assert deferred[1].drop_reasons == each[1].drop_reasons
     rows = [[(r[1], r[2], r[4]) for r in run[2]] for run in (deferred, each)]  # not arrived: wall-clock time
     assert rows[0] == rows[1] and deferred[3] == each[3]
+    assert deferred[4] == each[4] and sum(n for *_, n in each[4]) == each[1].events_out
     assert 0 < deferred_writes <= len(writes) // 5  # 75 batches: at most 11 writes (7 batches each + the end)
 
 

@@ -54,9 +54,8 @@ class RandomPool:
 class Held:
     """One buffered event: its user half and its query half, and where each is still held.
 
-    ``event`` is left as it came while a half is held, but for its annotations (``meta``), which move to the
-    output when the query half leaves first; once both halves have left, the event itself is the output
-    (:meth:`Buffer.released`). ``qidx`` is its position in the bucket's query list.
+    ``event`` is left as it came, but for its annotations (``meta``), which move to the output when the query
+    half leaves (:meth:`Buffer.released`). ``qidx`` is its position in the bucket's query list.
     ``uvalues`` travel with the user (see :mod:`.sides`); None: read when released (only the user id travels:
     the event has it; restored without its codec: read by the codec of its format).
     ``new``: not yet in the state store (arrived since the journal's last write). ``pair`` is the int of
@@ -702,22 +701,18 @@ class Buffer:
             self.journal.moved(h)
 
     def released(self, q: Held, u: Held) -> Event:
-        """The output: the query's event carrying the drawn user's id (``Sides.emit`` when more travels with the
-        user, or the query's event has no codec of its own). Only the user id travelling, an arrival keeps no
-        ``uvalues`` (one object less per held event): the user's own event has it. The query's event itself once
-        its user half has left too (nothing reads it again); else a copy, to which its annotations move (its
-        user half needs its user and time, and is written to the state store as it came, annotations aside)."""
+        """The output: a copy of the query's event carrying the drawn user's id (``Sides.emit`` when more
+        travels with the user, or the query's event has no codec of its own). Only the user id travelling, an
+        arrival keeps no ``uvalues`` (one object less per held event): the user's own event has it. Always a new
+        object: the runtime tells a request's own events from released ones by identity (``Pipeline.transform``,
+        the partitions' output order). The query's annotations move to it (later filters annotate the output):
+        its user half, if still held, needs only its user and time."""
         src = q.event
         codec = src.codec
         if not self.simple or codec is None:
             return self.emit(q, u, self.stream_time)
         uv = u.uvalues
         user = u.event.user if uv is None else uv[0]
-        if q.ubucket is None:  # the query's user half left before: nothing reads its event again, the output is it
-            src.user = user
-            if self.time_release and self.stream_time is not None:
-                src.time = self.stream_time
-            return src
         t = self.stream_time if self.time_release and self.stream_time is not None else src.time
         ev = Event.__new__(Event)  # Event.__init__'s slots, set here: no interpreted frame per release
         ev.user = user

@@ -211,6 +211,19 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
             out += self._arrive(batch, now)
         return out
 
+    def _outgrown(self) -> None:
+        """More events arrive than the first pass read (the file grew in between): the archive's shared pairs
+        no longer decide alone. The pair memory keeps every held event's pair from now on (the recent arrivals
+        before this batch are not known: as after a restart) and no bucket keeps its valid pairs."""
+        held = {h for b in self.buckets.values() for h in b.queries}
+        held.update(h for b in self.buckets.values() for hs in b.by_name.values() for h in hs)
+        for h in held:
+            self.memory.hold(h.pair)
+        for b in self.buckets.values():
+            b.open = None
+        self.memory.static = False
+        log.warning("prescan_outgrown", filter=self.NAME, reason="more_events_than_the_first_pass")
+
     def process(self, batch: list[Event]) -> list[Event]:
         """Add each event to its bucket and release what the buckets allow; commit the batch (or keep it until
         the first pass's result is in: :meth:`prescan_later`)."""
@@ -224,7 +237,10 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
     def _arrive(self, batch: list[Event], now: float) -> list[Event]:
         """:meth:`process` of a batch that came at ``now``: the core's arrivals and releases
         (:meth:`.core.Buffer.arrive`), then the removal policies and the commit."""
-        suppressed_before = self.counts["suppressed_max_k"]
+        counts = self.counts
+        if self.memory.static and counts["arrived"] + counts["dropped_unknown"] + len(batch) > counts["prescanned"]:
+            self._outgrown()
+        suppressed_before = counts["suppressed_max_k"]
         out = self.core.arrive(batch, now)
         self.memory.end_batch()
         suppressed = self.counts["suppressed_max_k"] - suppressed_before

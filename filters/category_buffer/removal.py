@@ -60,13 +60,10 @@ class RemovalPolicies:
         self.counts[reason] += count
 
     def _at_max_k(self, bucket: Bucket) -> None:
-        """``max_k_policy`` for a bucket at max_k with no valid pair: count it (``hold``), or suppress the oldest
-        held halves of whoever holds the most (:func:`.buckets.heaviest_first`) until it holds max_k - 1."""
-        if self.config.max_k_policy == "hold":
-            bucket.retry_at = max(len(bucket.queries) + 1, math.ceil(len(bucket.queries) * self.config.delta))
-            self.counts["held_at_max_k"] += 1
-            return
-        self.core.suppress_most_held(bucket)
+        """``max_k_policy: hold`` for a bucket at max_k with no valid pair: count it, and try again once it grew
+        by delta. (``suppress`` the core does itself: :meth:`.core.Buffer.suppress_most_held`.)"""
+        bucket.retry_at = max(len(bucket.queries) + 1, math.ceil(len(bucket.queries) * self.config.delta))
+        self.counts["held_at_max_k"] += 1
 
     def _overflow(self) -> None:
         """``max_held``: suppress the oldest events of the largest bucket."""

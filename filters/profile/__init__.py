@@ -126,7 +126,7 @@ class ProfileFilter(Filter[ProfileConfig]):
 
     def _write(self) -> None:
         """Add the pending counts to the stored ones, in the caller's transaction (a savepoint of its own)."""
-        counts, self._batches = self._pending, 0
+        counts, self._pending, self._batches = self._pending, {}, 0  # a failed write: its batches are retried
         if not counts:
             return
         conn = self.state.conn
@@ -143,7 +143,6 @@ class ProfileFilter(Filter[ProfileConfig]):
                 conn.execute("RELEASE profile")
                 raise
             conn.execute("RELEASE profile")
-        self._pending = {}
 
     def defer_commits(self, batches: int) -> None:
         """Write the counts every ``batches`` batches (or :data:`PENDING_MAX` of them) and at the final flush

@@ -115,6 +115,26 @@ def test_no_pairs_are_kept_without_a_first_pass_or_after_a_restart(tmp_path: Pat
     assert h.held() and not h.memory.static and all(b.open is None for b in h.buckets.values())
 
 
+def test_more_events_than_the_first_pass_read_end_the_static_memory(tmp_path: Path) -> None:
+    """The input grew between the two passes (a log still written): once more events arrive than the first pass
+    read, its shared pairs no longer decide alone. The memory holds every held event's pair again, no bucket keeps
+    its pairs, and no release gives a query to a user who sent that text while it is held or arrived since."""
+    evs = stream(600, 6, 20, 3)
+    f = make(tmp_path, 3, k=3)
+    f.prescan([evs[:300]])
+    out = f.process(evs[:300])
+    assert f.memory.static
+    out += f.process(evs[300:301])
+    held = {h for b in f.buckets.values() for h in b.queries}
+    held.update(h for b in f.buckets.values() for hs in b.by_name.values() for h in hs)
+    assert not f.memory.static and all(b.open is None for b in f.buckets.values())
+    assert Counter(h.pair for h in held) == Counter(f.memory.held)
+    for e in evs[301:]:
+        sent_now = {(h.sender, h.text) for b in f.buckets.values() for h in b.queries} | {(e.user, e.query)}
+        for o in f.process([e]):
+            assert (o.user, o.query) not in sent_now
+
+
 def Scripted(words: list[int]) -> RandomPool:  # read as a pool class
     """A pool whose words are given: ``below(n)`` is the next word modulo n."""
     pool = RandomPool(lambda n: bytes(n))

@@ -11,6 +11,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from filters.category_buffer import CategoryBufferConfig, CategoryBufferFilter
 from filters.profile import ProfileConfig, ProfileFilter, export_profiles
 from sidecar.api import BuildContext, Event
@@ -68,6 +70,27 @@ def test_profile_survives_restart(tmp_path: Path) -> None:
     ProfileFilter(ProfileConfig(), c).process([ev("a", "x", "Arts")])
     c.state.close()  # ctx() has a StateStore
     assert ProfileFilter(ProfileConfig(), ctx(tmp_path)).get_profile("a") == {"Arts": 1}
+
+
+def test_a_failed_write_counts_nothing_and_its_retry_counts_once(tmp_path: Path) -> None:
+    """serve writes the counts with every batch, in the batch's transaction: a write that fails (the batch rolled
+    back, not acknowledged) leaves nothing pending, so the source's retry of that batch counts it once."""
+    c = ctx(tmp_path)
+    p = ProfileFilter(ProfileConfig(), c)
+    conn = c.state.conn
+    conn.execute("CREATE TABLE fail (now INTEGER)")
+    conn.execute("INSERT INTO fail VALUES (1)")
+    conn.execute(
+        "CREATE TRIGGER boom BEFORE INSERT ON profile_counts WHEN (SELECT now FROM fail) "
+        "BEGIN SELECT RAISE(ABORT, 'disk trouble'); END"
+    )
+    batch = [ev("a", "x", "Arts"), ev("a", "y", "Arts")]
+    with pytest.raises(sqlite3.IntegrityError):
+        p.process(batch)
+    conn.execute("UPDATE fail SET now = 0")
+    p.process(batch)  # the retry
+    p.process([ev("a", "z", "Health")])
+    assert p.get_profile("a") == {"Arts": 2, "Health": 1}
 
 
 def test_invariant_protected_plus_held_equals_original(tmp_path: Path) -> None:

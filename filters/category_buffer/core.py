@@ -192,8 +192,8 @@ def take_most_held(bucket: Bucket, n: int) -> tuple[list[Held], list[Held]]:
     sent = bucket.sent
     by_name = bucket.by_name
     if n == 1:  # the usual case (one arrival over max_k): the heaviest of each side, found without a dict or heap
-        q = bucket.pop_query(next(iter(sent[heaviest_sender(bucket)])).qidx)
-        return [q], [bucket.pop_user(heaviest_user(bucket), 0)]
+        q = bucket.pop_query(next(iter(sent[heaviest(sent, by_name)])).qidx)
+        return [q], [bucket.pop_user(heaviest(by_name, sent), 0)]
     givers = heaviest_first({name: len(hs) for name, hs in sent.items()}, n, by_name)
     queries = [bucket.pop_query(next(iter(sent[name])).qidx) for name in givers]
     givers = heaviest_first({name: len(hs) for name, hs in by_name.items()}, n, sent)
@@ -213,29 +213,14 @@ def take_most_held(bucket: Bucket, n: int) -> tuple[list[Held], list[Held]]:
     return queries, users
 
 
-def heaviest_sender(bucket: Bucket) -> str:
-    """:func:`heaviest_first` of one query half: the sender whose held halves here (both sides) are the most
-    (ties: the smaller name)."""
-    by_name = bucket.by_name
+def heaviest(side: Mapping[str, Sized], other: Mapping[str, Sized]) -> str:
+    """:func:`heaviest_first` of one half: of the users with a half on ``side`` (``Bucket.sent`` or ``by_name``),
+    the one whose held halves here (``side`` and ``other``) are the most (ties: the smaller name)."""
     best = ""
     most = -1
-    for name, hs in bucket.sent.items():
-        slots = by_name.get(name)
-        weight = len(hs) + (len(slots) if slots is not None else 0)
-        if weight > most or (weight == most and name < best):
-            best, most = name, weight
-    return best
-
-
-def heaviest_user(bucket: Bucket) -> str:
-    """:func:`heaviest_first` of one user half: the user whose held halves here (both sides) are the most (ties:
-    the smaller name)."""
-    sent = bucket.sent
-    best = ""
-    most = -1
-    for name, slots in bucket.by_name.items():
-        hs = sent.get(name)
-        weight = len(slots) + (len(hs) if hs is not None else 0)
+    for name, mine in side.items():
+        theirs = other.get(name)
+        weight = len(mine) + (len(theirs) if theirs is not None else 0)
         if weight > most or (weight == most and name < best):
             best, most = name, weight
     return best

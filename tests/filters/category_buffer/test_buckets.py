@@ -122,3 +122,22 @@ def test_heaviest_first_counts_both_sides_and_breaks_ties_by_name() -> None:
     assert heaviest_first({"a": 2, "b": 3}, 3, other) == ["a", "b", "a"]
     assert heaviest_first({"a": 2, "b": 3, "c": 0}, 10, other) == ["a", "b", "a", "b", "b"]
     assert heaviest_first({}, 2, other) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(STEPS)
+def test_one_suppression_takes_what_the_heaviest_first_order_gives(steps: list[tuple[str, int, int]]) -> None:
+    """``take_most_held(bucket, 1)`` (every arrival over max_k: its own loop, no dict or heap) takes the query
+    half and the user half that :func:`heaviest_first` names first, ties to the smaller name, the user's weight
+    counted after the query half left."""
+    b = build(steps)
+    if not b.queries:
+        return
+    sender = heaviest_first({n: len(hs) for n, hs in b.sent.items()}, 1, b.by_name)[0]
+    query = next(iter(b.sent[sender]))
+    after = build(steps)
+    after.pop_query(next(iter(after.sent[sender])).qidx)
+    user = heaviest_first({n: len(hs) for n, hs in after.by_name.items()}, 1, after.sent)[0]
+    (q,), (u,) = take_most_held(b, 1)
+    assert (q.row, u.row) == (query.row, after.by_name[user][0].row)
+    check_index(b)

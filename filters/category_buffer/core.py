@@ -270,11 +270,15 @@ class PairMemory:
         self.future: set[int] = set()
 
     def hold(self, pair: object) -> None:
-        """An event with this pair is now held."""
+        """An event with this pair is now held (not kept when ``static``, nor are the other sets)."""
+        if self.static:
+            return
         self.held[pair] = self.held.get(pair, 0) + 1
 
     def unhold(self, pair: object) -> None:
         """Both halves of an event with this pair have left."""
+        if self.static:
+            return
         n = self.held[pair] - 1
         if n:
             self.held[pair] = n
@@ -282,8 +286,8 @@ class PairMemory:
             del self.held[pair]
 
     def remember(self, pair: object) -> None:
-        """Remember an arrived pair (nothing when ``cap`` is 0)."""
-        if not self.cap:
+        """Remember an arrived pair (nothing when ``cap`` is 0, or ``static``)."""
+        if not self.cap or self.static:
             return
         self.recent.add(pair)
         if len(self.recent) * 2 >= self.cap:
@@ -291,8 +295,9 @@ class PairMemory:
             self.recent = set()
 
     def look_ahead(self, pairs: Iterable[object]) -> None:
-        """The pairs of the batch being processed: none of them is created either."""
-        self.batch = set(pairs)
+        """The pairs of the batch being processed: none of them is created either (unless ``static``)."""
+        if not self.static:
+            self.batch = set(pairs)
 
     def end_batch(self) -> None:
         """The batch is done: forget its look-ahead."""
@@ -443,7 +448,7 @@ def exact_draw(bucket: Bucket, pool: RandomPool, memory: PairMemory, by_user: bo
         per_query = sum(slots)
         groups.append((qis, valid, slots, per_query))
         total += len(qis) * per_query
-    if memory.static and sum(len(qis) * len(valid) for qis, valid, _, _ in groups) <= KEPT_PAIRS:
+    if static and sum(len(qis) * len(valid) for qis, valid, _, _ in groups) <= KEPT_PAIRS:
         bucket.open = [(queries[qi], n) for qis, valid, _, _ in groups for qi in qis for n in valid]
     if not total:
         return None
@@ -576,9 +581,7 @@ class Buffer:
         senders = [str(ev.user) for ev in batch]
         texts = [" ".join(str(ev.query).casefold().split()) for ev in batch]  # pairs.normalise_text
         pairs: list[object] = [hash((s, t)) for s, t in zip(senders, texts)]  # pairs.pair_of; kept boxed
-        static = memory.static  # future knows every pair the others would: they are not kept (PairMemory)
-        if not static:
-            memory.look_ahead(pairs)  # a pair that occurs later in this batch is not created either
+        memory.look_ahead(pairs)  # a pair that occurs later in this batch is not created either
         dropped = 0
         for ev, sender, text, pair in zip(batch, senders, texts, pairs):
             cat = ev.meta.get("category") if self.plain_names else None
@@ -602,9 +605,8 @@ class Buffer:
             bucket.add_user(h)
             bucket.add_query(h)
             self.journal.arrived(h)
-            if not static:
-                memory.hold(pair)
-                memory.remember(pair)
+            memory.hold(pair)
+            memory.remember(pair)
             if bucket.open is not None:
                 opened(bucket, h, new_user, memory)
             if len(bucket.queries) >= bucket.k:
@@ -679,8 +681,7 @@ class Buffer:
     def gone_half(self, h: Held) -> None:
         """Bookkeeping after one half of ``h`` left its bucket (a new event's moved half: nothing to write)."""
         if h.ubucket is None and h.qbucket is None:
-            if not self.memory.static:
-                self.memory.unhold(h.pair)
+            self.memory.unhold(h.pair)
             self.journal.left(h)
         elif not h.new:
             self.journal.moved(h)

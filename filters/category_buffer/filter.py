@@ -152,7 +152,7 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
             b = self._bucket(name)
             b.k = min(max(k, b.base), b.max_k)
             if b.k != k:  # stored by an earlier version or config (above today's max_k): store the capped k
-                self.journal.k_changed(name)
+                self.journal.rows.k_changed(name)
         self._held = sum(len(b.queries) for b in self.buckets.values())
         if rows:
             log.info("buffer_restored", filter=self.NAME, held=self._held, buckets=len(self.buckets))
@@ -215,13 +215,13 @@ class CategoryBufferFilter(RemovalPolicies, Filter[CategoryBufferConfig]):
         """More events arrive than the first pass read (the file grew in between): the archive's shared pairs
         no longer decide alone. The pair memory keeps every held event's pair from now on (the recent arrivals
         before this batch are not known: as after a restart) and no bucket keeps its valid pairs."""
+        self.memory.static = False
         held = {h for b in self.buckets.values() for h in b.queries}
         held.update(h for b in self.buckets.values() for hs in b.by_name.values() for h in hs)
         for h in held:
             self.memory.hold(h.pair)
         for b in self.buckets.values():
             b.open = None
-        self.memory.static = False
         log.warning("prescan_outgrown", filter=self.NAME, reason="more_events_than_the_first_pass")
 
     def process(self, batch: list[Event]) -> list[Event]:

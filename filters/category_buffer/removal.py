@@ -98,10 +98,10 @@ class RemovalPolicies:
         parent.open = None  # its valid pairs are no longer known: draws find them
         for h in queries:
             parent.add_query(h)
-            self.journal.moved(h)
+            self.journal.rows.moved(h)
         for h in users:
             parent.add_user(h)
-            self.journal.moved(h)
+            self.journal.rows.moved(h)
         self.counts["merged"] += len(queries)
         log.info("bucket_merged", filter=NAME, count=len(queries))
         self._release(parent, out)

@@ -25,7 +25,7 @@ from typing import Any
 import msgpack
 import sqlite_utils
 
-from filters.category_buffer.buckets import CORE, Bucket, Held, Rows
+from filters.category_buffer.buckets import CORE, Bucket, Rows
 from sidecar.api import Codec, Event, StateStoreLike
 
 RECORD_EXT = 1  # msgpack extension type of a record packed by its codec (``Codec.pack_record`` bytes)
@@ -282,27 +282,6 @@ class Journal:
         self._pending = 0
         self.rows: Rows = rows if rows is not None else CORE.Rows()
         self.packer = EventPacker()
-
-    @property
-    def new(self) -> list[Held | None]:
-        """The arrivals since the last write (``Rows.new``)."""
-        return self.rows.new
-
-    def arrived(self, h: Held) -> None:
-        """``h`` arrived in this batch."""
-        self.rows.arrived(h)
-
-    def moved(self, h: Held) -> None:
-        """A half of ``h`` left or changed bucket; the other is still held."""
-        self.rows.moved(h)
-
-    def left(self, h: Held) -> None:
-        """Both halves of ``h`` are gone (``Rows.left``)."""
-        self.rows.left(h)
-
-    def k_changed(self, bucket: str) -> None:
-        """The k of ``bucket`` changed."""
-        self.rows.k_changed(bucket)
 
     def commit(self, store: HeldStore, buckets: Mapping[str, Bucket], final: bool = False) -> int:
         """Write the batch's changes atomically and start a new batch; returns the events whose record

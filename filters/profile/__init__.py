@@ -94,28 +94,16 @@ class ProfileFilter(Filter[ProfileConfig]):
         counts = self._pending
         skip = self.config.unknown == "skip"
         skipped = 0
-        if self.config.level == 1:  # category() written out: the category annotation as it is
-            for ev in batch:
-                meta = ev.meta
-                cat = meta.get("category") if meta else None
-                if not cat or cat == UNKNOWN:
-                    if skip:
-                        skipped += 1
-                        continue
-                    cat = UNKNOWN
-                key = (str(ev.user), str(cat))
-                counts[key] = counts.get(key, 0) + 1
-        else:
-            category = self.category
-            for ev in batch:
-                name = category(ev)
-                if name is None:
-                    if skip:
-                        skipped += 1
-                        continue
-                    name = UNKNOWN
-                key = (str(ev.user), name)
-                counts[key] = counts.get(key, 0) + 1
+        category = self.category
+        for ev in batch:
+            cat = category(ev)
+            if cat is None:
+                if skip:
+                    skipped += 1
+                    continue
+                cat = UNKNOWN
+            key = (str(ev.user), cat)
+            counts[key] = counts.get(key, 0) + 1
         self._batches += 1
         if self._batches >= self._every or len(counts) > PENDING_MAX:
             self._write()

@@ -11,28 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.commitgroups import N_EVENTS, check_exactly_once, committed, config, write_input
+from helpers.commitgroups import N_EVENTS, check_exactly_once, committed, config
 from helpers.waiting import wait_until
 
 from adapters.file.sink import FileSink
-from sidecar import commitgroups, drive, prescan, replayprogress
+from sidecar import commitgroups, drive, replayprogress
 from sidecar.api import Backpressure
 from sidecar.config import load_config
 from sidecar.drive import replay
 from sidecar.pipeline import Pipeline
 
-
-@pytest.fixture(autouse=True)
-def first_pass_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Groups commit at fixed batches (no forked first pass)."""
-    monkeypatch.setattr(prescan, "BACKGROUND", False)
-
-
-@pytest.fixture
-def src(tmp_path: Path) -> Path:
-    path = tmp_path / "in.jsonl"
-    write_input(path)
-    return path
+pytestmark = pytest.mark.usefixtures("first_pass_in_place")  # groups commit at fixed batches
 
 
 def test_resume_with_the_progress_bar_finishes_and_the_bar_shows_counts(

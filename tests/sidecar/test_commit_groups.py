@@ -14,7 +14,13 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
-from helpers.commitgroups import N_EVENTS, check_exactly_once, committed, config, state_rows, write_input
+from helpers.commitgroups import (
+    N_EVENTS,
+    check_exactly_once,
+    committed,
+    config,
+    state_rows,
+)
 from helpers.waiting import wait_until
 
 from adapters.file.sink import FileSink
@@ -27,18 +33,7 @@ from sidecar.pipeline import Pipeline
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def first_pass_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first pass before the real one, so that groups commit at fixed batches (a forked first pass holds the
-    commits back until its result is in, whenever that is: the tests at the end make that moment fixed)."""
-    monkeypatch.setattr(prescan, "BACKGROUND", False)
-
-
-@pytest.fixture
-def src(tmp_path: Path) -> Path:
-    path = tmp_path / "in.jsonl"
-    write_input(path)
-    return path
+pytestmark = pytest.mark.usefixtures("first_pass_in_place")  # groups commit at fixed batches
 
 
 def test_grouped_commits_release_what_per_batch_commits_release(

@@ -29,7 +29,7 @@ def held(row: int) -> Held:
 
 def leave(journal: Journal, h: Held) -> None:
     h.ubucket = h.qbucket = None
-    journal.left(h)
+    journal.rows.left(h)
 
 
 def test_an_arrival_that_left_is_dropped_at_once_and_not_written() -> None:
@@ -38,25 +38,25 @@ def test_an_arrival_that_left_is_dropped_at_once_and_not_written() -> None:
     store = Store()
     first = [held(row) for row in range(1, 7)]
     for h in first:
-        journal.arrived(h)
+        journal.rows.arrived(h)
     leave(journal, first[1])
     leave(journal, first[4])
-    assert [h.row if h is not None else None for h in journal.new] == [1, None, 3, 4, None, 6]
+    assert [h.row if h is not None else None for h in journal.rows.new] == [1, None, 3, 4, None, 6]
     first[2].qbucket = None  # a half still held: kept
-    journal.left(first[2])  # told so by mistake: a half is still held, so it stays
-    assert journal.new[2] is first[2]
+    journal.rows.left(first[2])  # told so by mistake: a half is still held, so it stays
+    assert journal.rows.new[2] is first[2]
     assert journal.commit(store, {}) == 0 and journal.commit(store, {}) == 0 and not store.writes  # deferred
     journal.commit(store, {})
     ((inserts, updates, deletes, _),) = store.writes
     assert [row[0] for row in inserts] == [1, 3, 4, 6] and not updates and not deletes
-    assert journal.new == [] and not any(h.new for h in first if h.ubucket or h.qbucket)
+    assert journal.rows.new == [] and not any(h.new for h in first if h.ubucket or h.qbucket)
     # the next window's rows start where the last ended; an older row that leaves is deleted
     second = [held(row) for row in range(7, 10)]
     for h in second:
-        journal.arrived(h)
+        journal.rows.arrived(h)
     leave(journal, second[0])
     leave(journal, first[0])
-    assert journal.new[0] is None and journal.new[1:] == second[1:]
+    assert journal.rows.new[0] is None and journal.rows.new[1:] == second[1:]
     journal.commit(store, {}, final=True)
     inserts, updates, deletes, _ = store.writes[1]
     assert [row[0] for row in inserts] == [8, 9] and deletes == [(1,)]
@@ -69,9 +69,9 @@ def test_arrivals_out_of_row_order_are_never_dropped_by_mistake() -> None:
     store = Store()
     hs = [held(row) for row in (1, 2, 5, 6)]
     for h in hs:
-        journal.arrived(h)
+        journal.rows.arrived(h)
     leave(journal, hs[2])  # row 5 at index 2: 5 - 1 = 4 is out of range
     leave(journal, hs[0])
-    assert journal.new[0] is None and journal.new[2] is hs[2]
+    assert journal.rows.new[0] is None and journal.rows.new[2] is hs[2]
     journal.commit(store, {})
     assert [row[0] for row in store.writes[0][0]] == [2, 6]
